@@ -1,0 +1,289 @@
+/*
+ * gpr.c: GPR lifecycle transitions; see gpr.h.  Pure: no I/O, time comes in as `now`.
+ */
+#include "core/gpr.h"
+#include "core/util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool egs_gpr_is_active(const struct egs_gpr *g)
+{
+	return g->state == EGS_GPR_PROVISIONING || g->state == EGS_GPR_PROVISIONED ||
+	       g->state == EGS_GPR_RELEASING;
+}
+
+static struct egs_node *gpr_node(struct egs_state *st, const struct egs_gpr *g, size_t i)
+{
+	return egs_map_get(&st->nodes, g->nodes.v[i]);
+}
+
+/* Frees g's nodes that are not attached to it; attached ones wait for the agent's detach. */
+static void let_go_of_nodes(struct egs_state *st, struct egs_gpr *g)
+{
+	for (size_t i = 0; i < g->nodes.n; i++) {
+		struct egs_node *n = gpr_node(st, g, i);
+		if (!n || strcmp(n->gpr_id, g->id) != 0)
+			continue;
+		if (strcmp(n->attached_gpr, g->id) != 0) {
+			n->gpr_id[0] = '\0';
+			n->allocated_at = 0;
+			egs_state_touch(st, EGS_KIND_NODE, n);
+		}
+	}
+}
+
+static bool any_attached(struct egs_state *st, const struct egs_gpr *g)
+{
+	for (size_t i = 0; i < g->nodes.n; i++) {
+		struct egs_node *n = gpr_node(st, g, i);
+		if (n && strcmp(n->attached_gpr, g->id) == 0)
+			return true;
+	}
+	return false;
+}
+
+void egs_gpr_set_state(struct egs_state *st, struct egs_gpr *g, enum egs_gpr_state s, int64_t now,
+		       const char *reason, const char *fmt, ...)
+{
+	enum egs_gpr_state old = g->state;
+	bool was_active = egs_gpr_is_active(g);
+	if (old == EGS_GPR_QUEUED && s != EGS_GPR_QUEUED)
+		egs_queue_remove(&st->queue, g);
+	g->state = s;
+	g->phase_since = now;
+	if (s == EGS_GPR_QUEUED && !egs_queue_contains(&st->queue, g)) {
+		g->seq = g->seq ? g->seq : st->next_seq++;
+		egs_queue_push(&st->queue, g);
+	}
+	bool is_active = egs_gpr_is_active(g);
+	if (is_active && !was_active)
+		egs_vec_push(&st->active, g);
+	else if (!is_active && was_active)
+		egs_vec_remove(&st->active, g);
+	if (s != EGS_GPR_QUEUED && s != EGS_GPR_PENDING)
+		g->est_start = 0;
+	egs_state_touch(st, EGS_KIND_GPR, g);
+
+	char msg[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	bool warn = s == EGS_GPR_ERROR || s == EGS_GPR_REJECTED || strcmp(reason, "ProvisioningFailed") == 0;
+	egs_state_event(st, now, warn ? "Warning" : "Normal", reason, "GPR", g->id, g->workspace, "%s", msg);
+}
+
+enum egs_err egs_gpr_submit(struct egs_state *st, struct egs_gpr *g, int64_t now)
+{
+	if (egs_state_gpr(st, g->id))
+		return EGS_ERR_EXISTS;
+	g->created_at = now;
+	g->seq = st->next_seq++;
+	g->state = g->pending_reason ? EGS_GPR_PENDING : EGS_GPR_QUEUED;
+	EGS_ASSERT(egs_state_add_gpr(st, g) == EGS_OK);
+	g->phase_since = now;
+	egs_state_touch(st, EGS_KIND_GPR, g);
+	if (g->state == EGS_GPR_PENDING)
+		egs_state_event(st, now, "Normal", "PendingApproval", "GPR", g->id, g->workspace,
+				"GPR %s waits for an admin's approval: %s", g->name, g->pending_reason);
+	else
+		egs_state_event(st, now, "Normal", "Queued", "GPR", g->id, g->workspace,
+				"GPR %s created and queued at priority %d", g->name, g->priority);
+	return EGS_OK;
+}
+
+static enum egs_err not_waiting(const struct egs_gpr *g)
+{
+	switch (g->state) {
+	case EGS_GPR_PENDING:
+	case EGS_GPR_QUEUED: return EGS_OK;
+	case EGS_GPR_PROVISIONING:
+	case EGS_GPR_PROVISIONED: return EGS_ERR_GPR_PROVISIONED;
+	case EGS_GPR_RELEASING:
+	case EGS_GPR_COMPLETE: return EGS_ERR_GPR_RELEASED;
+	default: return EGS_ERR_GPR_FINISHED;
+	}
+}
+
+enum egs_err egs_gpr_editable(const struct egs_gpr *g)
+{
+	return not_waiting(g);
+}
+
+enum egs_err egs_gpr_cancel(struct egs_state *st, struct egs_gpr *g, int64_t now)
+{
+	enum egs_err err = not_waiting(g);
+	if (err)
+		return err;
+	egs_gpr_set_state(st, g, EGS_GPR_CANCELLED, now, "Cancelled", "GPR %s cancelled before provisioning",
+			  g->name);
+	g->completion_ts = now;
+	return EGS_OK;
+}
+
+enum egs_err egs_gpr_release(struct egs_state *st, struct egs_gpr *g, int64_t now)
+{
+	switch (g->state) {
+	case EGS_GPR_PENDING:
+	case EGS_GPR_QUEUED: return EGS_ERR_GPR_NOT_PROVISIONED;
+	case EGS_GPR_RELEASING:
+	case EGS_GPR_COMPLETE: return EGS_ERR_GPR_RELEASED;
+	case EGS_GPR_PROVISIONING:
+	case EGS_GPR_PROVISIONED: break;
+	default: return EGS_ERR_GPR_FINISHED;
+	}
+	g->flags |= EGS_GPRF_EARLY_RELEASE;
+	egs_gpr_set_state(st, g, EGS_GPR_RELEASING, now, "EarlyRelease", "GPR %s released early; draining %zu node(s)",
+			  g->name, g->nodes.n);
+	let_go_of_nodes(st, g);
+	if (!any_attached(st, g)) {
+		g->completion_ts = now;
+		egs_gpr_set_state(st, g, EGS_GPR_COMPLETE, now, "Complete", "GPR %s complete", g->name);
+	}
+	return EGS_OK;
+}
+
+void egs_gpr_set_priority(struct egs_state *st, struct egs_gpr *g, int priority, int64_t now)
+{
+	int old = g->priority;
+	if (old == priority)
+		return;
+	egs_queue_set_priority(&st->queue, g, priority);
+	egs_state_touch(st, EGS_KIND_GPR, g);
+	egs_state_event(st, now, "Normal", "PriorityChanged", "GPR", g->id, g->workspace,
+			"priority of GPR %s changed from %d to %d", g->name, old, priority);
+}
+
+enum egs_err egs_gpr_approve(struct egs_state *st, struct egs_gpr *g, int64_t now)
+{
+	if (g->state != EGS_GPR_PENDING)
+		return g->state == EGS_GPR_QUEUED ? EGS_ERR_CONFLICT : not_waiting(g);
+	free(g->pending_reason);
+	g->pending_reason = NULL;
+	egs_gpr_set_state(st, g, EGS_GPR_QUEUED, now, "Approved", "GPR %s approved and queued", g->name);
+	return EGS_OK;
+}
+
+enum egs_err egs_gpr_reject(struct egs_state *st, struct egs_gpr *g, const char *reason, int64_t now)
+{
+	if (g->state != EGS_GPR_PENDING)
+		return g->state == EGS_GPR_QUEUED ? EGS_ERR_CONFLICT : not_waiting(g);
+	free(g->failure_reason);
+	g->failure_reason = egs_strdup(reason);
+	g->completion_ts = now;
+	egs_gpr_set_state(st, g, EGS_GPR_REJECTED, now, "Rejected", "GPR %s rejected: %s", g->name, reason);
+	return EGS_OK;
+}
+
+void egs_gpr_fail_attempt(struct egs_state *st, struct egs_gpr *g, const char *why, int64_t now)
+{
+	g->retry_count++;
+	free(g->failure_reason);
+	g->failure_reason = egs_strdup(why);
+	let_go_of_nodes(st, g);
+	if (g->retry_count >= st->cfg.retry_limit && !(g->flags & EGS_GPRF_REQUEUE)) {
+		g->completion_ts = now;
+		egs_gpr_set_state(st, g, EGS_GPR_ERROR, now, "ProvisioningFailed",
+				  "GPR %s failed after %d attempts: %s", g->name, g->retry_count, why);
+		return;
+	}
+	egs_strlist_cleanup(&g->nodes);
+	egs_gpr_set_state(st, g, EGS_GPR_QUEUED, now, "ProvisioningFailed",
+			  "GPR %s attempt %d failed (%s); back in the queue", g->name, g->retry_count, why);
+}
+
+static bool all_attached(struct egs_state *st, const struct egs_gpr *g)
+{
+	for (size_t i = 0; i < g->nodes.n; i++) {
+		struct egs_node *n = gpr_node(st, g, i);
+		if (!n || strcmp(n->attached_gpr, g->id) != 0)
+			return false;
+	}
+	return g->nodes.n > 0;
+}
+
+static void maybe_complete(struct egs_state *st, struct egs_gpr *g, int64_t now)
+{
+	if (g->state != EGS_GPR_RELEASING || any_attached(st, g))
+		return;
+	g->completion_ts = now;
+	egs_gpr_set_state(st, g, EGS_GPR_COMPLETE, now, "Complete", "GPR %s complete; nodes returned to the pool",
+			  g->name);
+}
+
+void egs_node_set_attached(struct egs_state *st, struct egs_node *n, const char *gpr_id, int64_t now)
+{
+	if (strcmp(n->attached_gpr, gpr_id) == 0)
+		return;
+	char old[EGS_ID_MAX];
+	egs_strlcpy(old, n->attached_gpr, sizeof(old));
+	egs_strlcpy(n->attached_gpr, gpr_id, sizeof(n->attached_gpr));
+	if (!*gpr_id && *old && strcmp(n->gpr_id, old) == 0) {
+		/* detached from the GPR that held it: the node is free unless that GPR still wants it */
+		struct egs_gpr *g = egs_state_gpr(st, old);
+		if (!g || g->state != EGS_GPR_PROVISIONING || !egs_strlist_has(&g->nodes, n->key)) {
+			n->gpr_id[0] = '\0';
+			n->allocated_at = 0;
+		}
+	}
+	egs_state_touch(st, EGS_KIND_NODE, n);
+	struct egs_gpr *g = *gpr_id ? egs_state_gpr(st, gpr_id) : NULL;
+	if (g && g->state == EGS_GPR_PROVISIONING && all_attached(st, g)) {
+		g->start_ts = now;
+		g->exit_at = now + g->exit_duration_s;
+		char exit_s[32];
+		egs_time_format(g->exit_at, exit_s, sizeof(exit_s));
+		egs_gpr_set_state(st, g, EGS_GPR_PROVISIONED, now, "Provisioned",
+				  "GPR %s provisioned on %zu node(s) into workspace %s until %s", g->name,
+				  g->nodes.n, g->workspace, exit_s);
+	}
+	struct egs_gpr *og = *old ? egs_state_gpr(st, old) : NULL;
+	if (og)
+		maybe_complete(st, og, now);
+}
+
+void egs_gpr_attach_result(struct egs_state *st, struct egs_node *n, const char *gpr_id, bool ok,
+			   const char *message, int64_t now)
+{
+	struct egs_gpr *g = egs_state_gpr(st, gpr_id);
+	if (ok) {
+		egs_node_set_attached(st, n, gpr_id, now);
+		return;
+	}
+	n->health = EGS_HEALTH_UNHEALTHY;
+	n->quarantine_until = now + 300;
+	egs_state_touch(st, EGS_KIND_NODE, n);
+	egs_state_event(st, now, "Warning", "PrecheckFailed", "Node", n->key, g ? g->workspace : "",
+			"attach of node %s for GPR %s failed: %s", n->name, gpr_id, message ? message : "");
+	if (g && g->state == EGS_GPR_PROVISIONING && strcmp(n->gpr_id, gpr_id) == 0) {
+		char why[300];
+		snprintf(why, sizeof(why), "node %s failed its pre-check: %s", n->name, message ? message : "");
+		egs_gpr_fail_attempt(st, g, why, now);
+	}
+}
+
+void egs_gpr_detach_result(struct egs_state *st, struct egs_node *n, const char *gpr_id, bool ok,
+			   const char *message, int64_t now)
+{
+	if (!ok) {
+		n->health = EGS_HEALTH_UNHEALTHY;
+		egs_state_touch(st, EGS_KIND_NODE, n);
+		egs_state_event(st, now, "Warning", "DetachFailed", "Node", n->key, "",
+				"detach of node %s from GPR %s failed: %s", n->name, gpr_id, message ? message : "");
+		return;
+	}
+	if (strcmp(n->attached_gpr, gpr_id) == 0)
+		egs_node_set_attached(st, n, "", now);
+}
+
+void egs_gpr_expire(struct egs_state *st, struct egs_gpr *g, int64_t now)
+{
+	EGS_ASSERT(g->state == EGS_GPR_PROVISIONED);
+	egs_gpr_set_state(st, g, EGS_GPR_RELEASING, now, "Exit",
+			  "exit time of GPR %s reached; draining %zu node(s)", g->name, g->nodes.n);
+	let_go_of_nodes(st, g);
+	maybe_complete(st, g, now);
+}

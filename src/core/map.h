@@ -1,0 +1,39 @@
+/*
+ * map.h: a string-keyed hash map of borrowed pointers (open addressing, linear probing, tombstones).
+ *
+ * Keys are hashed with SipHash-2-4 under a per-process random key, so names chosen by API callers
+ * cannot be crafted to collide.  The map borrows both keys and values: a key must stay valid while
+ * its entry exists (callers key an object by a string stored inside the object).
+ * Why not a library: glib's GHashTable would pull glib into every binary for ~150 lines.
+ */
+#ifndef EGS_MAP_H
+#define EGS_MAP_H
+
+#include "core/common.h"
+
+struct egs_map_entry {
+	const char *key; /* NULL: empty; EGS_MAP_TOMBSTONE: deleted */
+	void *value;
+	uint64_t hash;
+};
+
+struct egs_map {
+	struct egs_map_entry *slots;
+	size_t cap;  /* power of two */
+	size_t len;  /* live entries */
+	size_t used; /* live + tombstones */
+};
+
+void egs_map_init(struct egs_map *m);
+void egs_map_cleanup(struct egs_map *m);
+/* Returns the value stored under key, or NULL. */
+void *egs_map_get(const struct egs_map *m, const char *key);
+/* Stores value under key (borrowed), replacing any previous value. */
+void egs_map_put(struct egs_map *m, const char *key, void *value);
+/* Removes key; returns the value it held or NULL. */
+void *egs_map_del(struct egs_map *m, const char *key);
+
+/* Iteration: for (size_t i = 0; egs_map_next(m, &i, &k, &v);) { ... }  Do not mutate while iterating. */
+bool egs_map_next(const struct egs_map *m, size_t *iter, const char **key, void **value);
+
+#endif

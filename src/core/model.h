@@ -1,0 +1,207 @@
+/*
+ * model.h: the domain objects of EGS: projects, clusters, nodes with their GPUs, slice workspaces,
+ * GPU provision requests (GPRs), API keys and events.
+ *
+ * Names are bounded, fixed-size strings (at most EGS_NAME_MAX - 1 bytes), which keeps a queued GPR
+ * in one allocation and well under 1 KiB.  Lists of names are struct egs_strlist (heap, owned).
+ * Every persistent object carries `dirty`: a mutation sets it through egs_state_touch_*() and the
+ * server's commit step writes dirty objects in one transaction (group commit), then clears it.
+ */
+#ifndef EGS_MODEL_H
+#define EGS_MODEL_H
+
+#include "core/common.h"
+
+#define EGS_NAME_MAX 64 /* names: 1..63 bytes */
+#define EGS_ID_MAX 24   /* ids like gpr-1bb22a0b-9388 */
+#define EGS_KEY_MAX (2 * EGS_NAME_MAX + 2)
+
+/* An owned list of owned strings. */
+struct egs_strlist {
+	char **v;
+	size_t n;
+};
+void egs_strlist_add(struct egs_strlist *l, const char *s); /* copies s */
+bool egs_strlist_has(const struct egs_strlist *l, const char *s);
+bool egs_strlist_remove(struct egs_strlist *l, const char *s); /* keeps order */
+void egs_strlist_copy(struct egs_strlist *dst, const struct egs_strlist *src); /* dst is cleared first */
+void egs_strlist_cleanup(struct egs_strlist *l);
+
+enum egs_role { EGS_ROLE_ADMIN = 0, EGS_ROLE_OWNER, EGS_ROLE_VIEWER, EGS_ROLE_AGENT };
+const char *egs_role_name(enum egs_role r); /* "Admin", "Owner", "Viewer", "Agent" */
+bool egs_role_parse(const char *s, enum egs_role *out); /* case-insensitive */
+
+enum egs_health { EGS_HEALTH_HEALTHY = 0, EGS_HEALTH_UNHEALTHY, EGS_HEALTH_UNSCHEDULABLE };
+const char *egs_health_name(enum egs_health h); /* "Healthy", ... */
+bool egs_health_parse(const char *s, enum egs_health *out);
+
+enum egs_gpr_state {
+	EGS_GPR_PENDING = 0, /* waits for an admin's approval */
+	EGS_GPR_QUEUED,
+	EGS_GPR_PROVISIONING, /* nodes chosen; agents attach them */
+	EGS_GPR_PROVISIONED,  /* the window runs: start_ts .. exit_at */
+	EGS_GPR_RELEASING,    /* agents drain and detach */
+	EGS_GPR_COMPLETE,
+	EGS_GPR_CANCELLED,
+	EGS_GPR_REJECTED,
+	EGS_GPR_ERROR,
+	EGS_GPR_NSTATES
+};
+const char *egs_gpr_state_name(enum egs_gpr_state s); /* the wire provisioningStatus */
+bool egs_gpr_state_parse(const char *s, enum egs_gpr_state *out);
+/* Terminal states never change again. */
+bool egs_gpr_state_terminal(enum egs_gpr_state s);
+
+struct egs_project {
+	char name[EGS_NAME_MAX];
+	int64_t created_at;
+	bool dirty;
+};
+
+struct egs_cluster {
+	char name[EGS_NAME_MAX];
+	char project[EGS_NAME_MAX];
+	char *api_server; /* Kubernetes API server URL, may be NULL */
+	char *ca_data;    /* base64 PEM of the API server CA, may be NULL */
+	char agent_key_id[EGS_ID_MAX]; /* the API key (role agent) issued at registration */
+	int64_t created_at;
+	/* runtime only */
+	int64_t last_seen; /* last agent call, 0 = never since start */
+	bool dirty;
+};
+
+struct egs_gpu {
+	char uuid[EGS_NAME_MAX];
+	int index;
+	/* runtime samples from heartbeats (not persisted) */
+	double power_w, temp_c, util_pct;
+	int64_t mem_used_mib;
+	int64_t sampled_at;
+};
+
+struct egs_node {
+	char key[EGS_KEY_MAX]; /* "cluster/name": the map key */
+	char name[EGS_NAME_MAX];
+	char cluster[EGS_NAME_MAX];
+	char instance_type[EGS_NAME_MAX];
+	char gpu_shape[EGS_NAME_MAX]; /* GPU model name, e.g. NVIDIA-H100-80GB-HBM3 */
+	char cloud_provider[EGS_NAME_MAX];
+	char region[EGS_NAME_MAX];
+	int gpu_count;
+	int64_t memory_mib; /* per GPU */
+	double temp_threshold, power_threshold;
+	enum egs_health health;
+	char gpr_id[EGS_ID_MAX];      /* GPR the control plane assigned it to, "" = free */
+	char attached_gpr[EGS_ID_MAX]; /* GPR the agent last reported attached, "" = none */
+	int64_t allocated_at;
+	struct egs_gpu *gpus; /* gpu_count entries, owned (may be NULL before the agent reports) */
+	int n_gpus;
+	/* runtime only */
+	int64_t last_heartbeat;
+	int64_t quarantine_until; /* a failed check keeps it Unhealthy at least until then */
+	bool dirty;
+};
+
+struct egs_ws_namespace {
+	char name[EGS_NAME_MAX];
+	struct egs_strlist clusters;
+};
+
+struct egs_ws_user {
+	char username[EGS_NAME_MAX * 2];
+	char email[EGS_NAME_MAX * 2];
+};
+
+struct egs_workspace {
+	char name[EGS_NAME_MAX];
+	char project[EGS_NAME_MAX];
+	char *description;
+	struct egs_strlist clusters;
+	struct egs_ws_namespace *namespaces; /* owned array */
+	size_t n_namespaces;
+	struct egs_ws_user *users; /* owned array */
+	size_t n_users;
+	int64_t created_at;
+	bool dirty;
+};
+
+/* GPR boolean options, as bits of egs_gpr.flags. */
+enum {
+	EGS_GPRF_ENFORCE_IDLE = 1u << 0,
+	EGS_GPRF_EVICTION = 1u << 1,
+	EGS_GPRF_REQUEUE = 1u << 2,
+	EGS_GPRF_AUTO_CLUSTER = 1u << 3,
+	EGS_GPRF_AUTO_GPU = 1u << 4,
+	EGS_GPRF_EARLY_RELEASE = 1u << 5,
+	EGS_GPRF_MULTI_NODE = 1u << 6,
+	EGS_GPRF_DEDICATED = 1u << 7,
+	EGS_GPRF_RDMA = 1u << 8,
+	EGS_GPRF_SECONDARY_NET = 1u << 9,
+};
+
+struct egs_gpr {
+	char id[EGS_ID_MAX];
+	char name[EGS_NAME_MAX];
+	char workspace[EGS_NAME_MAX];
+	char cluster[EGS_NAME_MAX];       /* "" = any cluster of the workspace */
+	char instance_type[EGS_NAME_MAX]; /* "" = any */
+	char gpu_shape[EGS_NAME_MAX];     /* "" = any */
+	char created_by[EGS_ID_MAX];      /* API key id */
+	int gpus_per_node;
+	int node_count;
+	int64_t memory_mib; /* minimum per GPU, MiB */
+	int64_t exit_duration_s;
+	int64_t idle_timeout_s;
+	int priority;
+	uint32_t flags; /* EGS_GPRF_* */
+	struct egs_strlist preferred_clusters;
+
+	enum egs_gpr_state state;
+	char *failure_reason; /* owned, may be NULL */
+	char *pending_reason; /* owned, may be NULL: why it waits for approval */
+	int64_t created_at;
+	int64_t start_ts;      /* 0 until provisioned */
+	int64_t exit_at;       /* start_ts + exit_duration_s once provisioned */
+	int64_t completion_ts; /* 0 until complete */
+	int retry_count;
+	int delayed_count;
+	uint64_t seq; /* enqueue order: ties of priority go to the smaller seq */
+	struct egs_strlist nodes; /* node keys "cluster/name" */
+	unsigned marks_sent; /* bits: 25%, 50%, 75% events written */
+
+	/* runtime only (derived, not persisted) */
+	int64_t phase_since; /* when it entered its current state (provisioning timeout) */
+	int64_t est_start;   /* planner's estimate, 0 = unknown */
+	size_t heap_idx;   /* position in the queue heap, SIZE_MAX when not queued */
+	bool dirty;
+};
+
+struct egs_apikey {
+	char id[EGS_ID_MAX];
+	char name[EGS_NAME_MAX];
+	char user_name[EGS_NAME_MAX * 2];
+	char *description;
+	enum egs_role role;
+	char project[EGS_NAME_MAX];   /* "" = all projects (admin keys only) */
+	char workspace[EGS_NAME_MAX]; /* "" = all workspaces of the project */
+	char cluster[EGS_NAME_MAX];   /* agent keys: the one cluster */
+	unsigned char hash[32];       /* BLAKE2b-256 of the key text */
+	int64_t created_at;
+	int64_t expires_at; /* 0 = never */
+	bool dirty;
+};
+
+struct egs_event {
+	int64_t id;
+	int64_t time;       /* last time */
+	int64_t first_time;
+	int count;
+	char type[8];       /* Normal | Warning */
+	char reason[EGS_NAME_MAX];
+	char object_kind[16]; /* GPR, Node, Workspace, Cluster */
+	char object_name[EGS_KEY_MAX];
+	char workspace[EGS_NAME_MAX]; /* "" when not workspace-scoped */
+	char *message; /* owned */
+};
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * queue.h: the GPR priority queue (the seeds' QueueMgr): an indexed binary max-heap of borrowed
+ * GPRs ordered by (priority desc, seq asc), so equal priorities are first come, first served.
+ *
+ * Each GPR records its heap position in gpr->heap_idx (SIZE_MAX when not queued), which makes
+ * delete and reprioritise O(log n) without a search.  Peek is O(1).
+ */
+#ifndef EGS_QUEUE_H
+#define EGS_QUEUE_H
+
+#include "core/model.h"
+
+struct egs_queue {
+	struct egs_gpr **heap;
+	size_t len;
+	size_t cap;
+};
+
+void egs_queue_init(struct egs_queue *q);
+void egs_queue_cleanup(struct egs_queue *q); /* the GPRs are borrowed and not freed */
+
+/* Inserts g (borrowed; must not be queued already). O(log n). */
+void egs_queue_push(struct egs_queue *q, struct egs_gpr *g);
+/* Removes g if it is queued; returns false when it was not. O(log n). */
+bool egs_queue_remove(struct egs_queue *q, struct egs_gpr *g);
+/* Sets g's priority and restores heap order if g is queued. O(log n). */
+void egs_queue_set_priority(struct egs_queue *q, struct egs_gpr *g, int priority);
+/* Returns the first GPR in order without removing it, or NULL when empty. O(1). */
+struct egs_gpr *egs_queue_peek(const struct egs_queue *q);
+/* Removes and returns the first GPR, or NULL when empty. O(log n). */
+struct egs_gpr *egs_queue_pop(struct egs_queue *q);
+static inline size_t egs_queue_len(const struct egs_queue *q) { return q->len; }
+static inline bool egs_queue_contains(const struct egs_queue *q, const struct egs_gpr *g)
+{
+	return g->heap_idx < q->len && q->heap[g->heap_idx] == g;
+}
+
+/* True when a goes before b: higher priority, then earlier seq. */
+bool egs_queue_before(const struct egs_gpr *a, const struct egs_gpr *b);
+
+/* Fills out (caller-provided, egs_queue_len entries) with the queued GPRs in queue order.
+ * O(n log n); the heap itself is not changed. */
+void egs_queue_sorted(const struct egs_queue *q, struct egs_gpr **out);
+
+#endif

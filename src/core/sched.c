@@ -1,0 +1,388 @@
+/*
+ * sched.c: due transitions and the reservation plan; see sched.h.  The plan is rebuilt from the
+ * state on every call: nodes' and workspaces' free times are derived, never stored, so nothing can
+ * drift between runs.
+ */
+#include "core/sched.h"
+
+#include "core/gpr.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct slot {
+	struct egs_node *n;
+	int64_t free_at;
+	bool free_now;
+};
+
+struct wsinfo {
+	int64_t until; /* free for a new GPR from then */
+	bool active;   /* holds an active GPR now */
+};
+
+struct plan {
+	struct egs_state *st;
+	int64_t now;
+	struct slot *slots;
+	size_t nslots;
+	struct egs_map ws;     /* workspace name -> struct wsinfo* (owned by wsv) */
+	struct wsinfo *wsv;
+	size_t nws, capws;
+	struct slot **cand;    /* scratch: candidate slots of one GPR */
+};
+
+bool egs_node_schedulable(const struct egs_state *st, const struct egs_node *n, int64_t now)
+{
+	return n->health == EGS_HEALTH_HEALTHY && n->last_heartbeat > 0 &&
+	       now - n->last_heartbeat <= st->cfg.heartbeat_timeout_s;
+}
+
+bool egs_node_matches(const struct egs_gpr *g, const struct egs_workspace *ws, const struct egs_node *n)
+{
+	if (g->cluster[0] && strcmp(g->cluster, n->cluster) != 0)
+		return false;
+	if (ws && !egs_strlist_has(&ws->clusters, n->cluster))
+		return false;
+	if (g->gpu_shape[0] && strcmp(g->gpu_shape, n->gpu_shape) != 0)
+		return false;
+	if (g->instance_type[0] && strcmp(g->instance_type, n->instance_type) != 0)
+		return false;
+	return n->gpu_count >= g->gpus_per_node && n->memory_mib >= g->memory_mib;
+}
+
+size_t egs_sched_capacity(const struct egs_state *st, const struct egs_gpr *g, const struct egs_workspace *ws,
+			  char *why, size_t whylen)
+{
+	/* Count per cluster: a multi-node GPR must fit inside one cluster. */
+	size_t best = 0, in_ws = 0, shape = 0, itype = 0, gpus = 0;
+	struct egs_map per_cluster;
+	egs_map_init(&per_cluster);
+	size_t *counts = egs_calloc(st->clusters.len + 1, sizeof(size_t));
+	size_t ncl = 0;
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);) {
+		struct egs_node *n = v;
+		if (g->cluster[0] && strcmp(g->cluster, n->cluster) != 0)
+			continue;
+		if (ws && !egs_strlist_has(&ws->clusters, n->cluster))
+			continue;
+		in_ws++;
+		if (g->gpu_shape[0] && strcmp(g->gpu_shape, n->gpu_shape) != 0)
+			continue;
+		shape++;
+		if (g->instance_type[0] && strcmp(g->instance_type, n->instance_type) != 0)
+			continue;
+		itype++;
+		if (n->gpu_count < g->gpus_per_node)
+			continue;
+		gpus++;
+		if (n->memory_mib < g->memory_mib)
+			continue;
+		size_t *c = egs_map_get(&per_cluster, n->cluster);
+		if (!c) {
+			EGS_ASSERT(ncl <= st->clusters.len);
+			c = &counts[ncl++];
+			egs_map_put(&per_cluster, n->cluster, c);
+		}
+		if (++*c > best)
+			best = *c;
+	}
+	egs_map_cleanup(&per_cluster);
+	free(counts);
+	if (best >= (size_t)g->node_count || !why)
+		return best;
+	if (!in_ws)
+		snprintf(why, whylen, "clusterName: no node in cluster %s of workspace %s",
+			 g->cluster[0] ? g->cluster : "(any)", g->workspace);
+	else if (!shape)
+		snprintf(why, whylen, "gpuShape: no node with GPU shape %s", g->gpu_shape);
+	else if (!itype)
+		snprintf(why, whylen, "instanceType: no %s node of instance type %s",
+			 g->gpu_shape[0] ? g->gpu_shape : "GPU", g->instance_type);
+	else if (!gpus)
+		snprintf(why, whylen, "numberOfGPUs: no matching node has %d GPUs", g->gpus_per_node);
+	else if (best == 0)
+		snprintf(why, whylen, "memoryPerGpu: no matching node has %lld MiB per GPU", (long long)g->memory_mib);
+	else
+		snprintf(why, whylen, "numberOfGPUNodes: %d nodes requested but at most %zu matching nodes exist in one cluster",
+			 g->node_count, best);
+	return best;
+}
+
+static struct wsinfo *ws_get(struct plan *p, const char *name)
+{
+	struct wsinfo *w = egs_map_get(&p->ws, name);
+	if (w)
+		return w;
+	EGS_ASSERT(p->nws < p->capws);
+	w = &p->wsv[p->nws++];
+	w->until = p->now;
+	w->active = false;
+	egs_map_put(&p->ws, name, w);
+	return w;
+}
+
+static void plan_init(struct plan *p, struct egs_state *st, int64_t now)
+{
+	memset(p, 0, sizeof(*p));
+	p->st = st;
+	p->now = now;
+	p->slots = egs_calloc(st->nodes.len + 1, sizeof(*p->slots));
+	p->cand = egs_calloc(st->nodes.len + 1, sizeof(*p->cand));
+	p->capws = st->workspaces.len + st->active.len + st->queue.len + 2;
+	p->wsv = egs_calloc(p->capws, sizeof(*p->wsv));
+	egs_map_init(&p->ws);
+
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);) {
+		struct egs_node *n = v;
+		if (!egs_node_schedulable(st, n, now))
+			continue;
+		struct slot *s = &p->slots[p->nslots++];
+		s->n = n;
+		s->free_now = !n->gpr_id[0] && !n->attached_gpr[0];
+		s->free_at = now;
+		struct egs_gpr *g = n->gpr_id[0] ? egs_state_gpr(st, n->gpr_id) : NULL;
+		if (g && g->state == EGS_GPR_PROVISIONED)
+			s->free_at = g->exit_at > now ? g->exit_at : now;
+		else if (g && g->state == EGS_GPR_PROVISIONING)
+			s->free_at = now + g->exit_duration_s;
+	}
+	for (size_t i = 0; i < st->active.len; i++) {
+		struct egs_gpr *g = st->active.items[i];
+		struct wsinfo *w = ws_get(p, g->workspace);
+		int64_t until = g->state == EGS_GPR_PROVISIONED ? g->exit_at
+			      : g->state == EGS_GPR_PROVISIONING ? now + g->exit_duration_s : now;
+		if (until > w->until)
+			w->until = until;
+		w->active = true;
+	}
+}
+
+static void plan_cleanup(struct plan *p)
+{
+	free(p->slots);
+	free(p->cand);
+	free(p->wsv);
+	egs_map_cleanup(&p->ws);
+}
+
+static int cmp_cand(const void *a, const void *b)
+{
+	const struct slot *x = *(struct slot *const *)a, *y = *(struct slot *const *)b;
+	int c = strcmp(x->n->cluster, y->n->cluster);
+	if (c)
+		return c;
+	if (x->free_at != y->free_at)
+		return x->free_at < y->free_at ? -1 : 1;
+	if (x->free_now != y->free_now)
+		return x->free_now ? -1 : 1;
+	/* best fit: keep the bigger nodes for the requests that need them */
+	if (x->n->gpu_count != y->n->gpu_count)
+		return x->n->gpu_count < y->n->gpu_count ? -1 : 1;
+	if (x->n->memory_mib != y->n->memory_mib)
+		return x->n->memory_mib < y->n->memory_mib ? -1 : 1;
+	return strcmp(x->n->name, y->n->name);
+}
+
+static size_t preferred_rank(const struct egs_gpr *g, const char *cluster)
+{
+	for (size_t i = 0; i < g->preferred_clusters.n; i++)
+		if (strcmp(g->preferred_clusters.v[i], cluster) == 0)
+			return i;
+	return SIZE_MAX;
+}
+
+/* Finds g's earliest start.  On success returns the time and sets *first to the index in p->cand
+ * of its first chosen slot (the next node_count entries are the nodes). */
+static int64_t place(struct plan *p, const struct egs_gpr *g, size_t *first)
+{
+	const struct egs_workspace *ws = egs_state_workspace(p->st, g->workspace);
+	size_t nc = 0;
+	for (size_t i = 0; i < p->nslots; i++)
+		if (egs_node_matches(g, ws, p->slots[i].n))
+			p->cand[nc++] = &p->slots[i];
+	if (nc < (size_t)g->node_count)
+		return EGS_NEVER;
+	qsort(p->cand, nc, sizeof(*p->cand), cmp_cand);
+	struct wsinfo *w = ws_get(p, g->workspace);
+	int64_t best = EGS_NEVER;
+	size_t best_rank = SIZE_MAX;
+	size_t k = (size_t)g->node_count;
+	for (size_t i = 0; i < nc;) {
+		size_t j = i;
+		while (j < nc && strcmp(p->cand[j]->n->cluster, p->cand[i]->n->cluster) == 0)
+			j++;
+		if (j - i >= k) {
+			int64_t t = p->cand[i + k - 1]->free_at;
+			if (t < w->until)
+				t = w->until;
+			size_t rank = preferred_rank(g, p->cand[i]->n->cluster);
+			if (t < best || (t == best && rank < best_rank)) {
+				best = t;
+				best_rank = rank;
+				*first = i;
+			}
+		}
+		i = j;
+	}
+	return best;
+}
+
+static void reserve(struct plan *p, const struct egs_gpr *g, size_t first, int64_t t)
+{
+	for (size_t i = 0; i < (size_t)g->node_count; i++) {
+		p->cand[first + i]->free_at = t + g->exit_duration_s;
+		p->cand[first + i]->free_now = false;
+	}
+	struct wsinfo *w = ws_get(p, g->workspace);
+	w->until = t + g->exit_duration_s;
+}
+
+static bool can_start_now(struct plan *p, const struct egs_gpr *g, size_t first, int64_t t)
+{
+	if (t > p->now || ws_get(p, g->workspace)->active)
+		return false;
+	for (size_t i = 0; i < (size_t)g->node_count; i++)
+		if (!p->cand[first + i]->free_now)
+			return false;
+	return true;
+}
+
+static void start(struct plan *p, struct egs_gpr *g, size_t first)
+{
+	struct egs_state *st = p->st;
+	egs_strlist_cleanup(&g->nodes);
+	for (size_t i = 0; i < (size_t)g->node_count; i++) {
+		struct egs_node *n = p->cand[first + i]->n;
+		egs_strlcpy(n->gpr_id, g->id, sizeof(n->gpr_id));
+		n->allocated_at = p->now;
+		egs_state_touch(st, EGS_KIND_NODE, n);
+		egs_strlist_add(&g->nodes, n->key);
+	}
+	if (!g->cluster[0])
+		egs_strlcpy(g->cluster, p->cand[first]->n->cluster, sizeof(g->cluster));
+	g->est_start = p->now;
+	egs_gpr_set_state(st, g, EGS_GPR_PROVISIONING, p->now, "Provisioning",
+			  "GPR %s starts provisioning on %d node(s) of cluster %s", g->name, g->node_count,
+			  g->cluster);
+	ws_get(p, g->workspace)->active = true;
+}
+
+static void set_estimate(struct egs_state *st, struct egs_gpr *g, int64_t t)
+{
+	int64_t est = t == EGS_NEVER ? 0 : t;
+	if (g->est_start && est > g->est_start + 60) {
+		g->delayed_count++;
+		egs_state_touch(st, EGS_KIND_GPR, g);
+	}
+	g->est_start = est;
+}
+
+static int64_t due_transitions(struct egs_state *st, int64_t now)
+{
+	int64_t next = EGS_NEVER;
+	/* Copy: transitions edit st->active. */
+	size_t n = st->active.len;
+	struct egs_gpr **act = egs_malloc((n + 1) * sizeof(*act));
+	if (n)
+		memcpy(act, st->active.items, n * sizeof(*act));
+	for (size_t i = 0; i < n; i++) {
+		struct egs_gpr *g = act[i];
+		if (g->state == EGS_GPR_PROVISIONED) {
+			for (unsigned q = 1; q <= 3; q++) {
+				int64_t mark = g->start_ts + g->exit_duration_s * q / 4;
+				if (g->marks_sent & (1u << q))
+					continue;
+				if (now >= mark && now < g->exit_at) {
+					g->marks_sent |= 1u << q;
+					egs_state_touch(st, EGS_KIND_GPR, g);
+					egs_state_event(st, now, "Normal", q == 1 ? "Progress25" : q == 2 ? "Progress50" : "Progress75",
+							"GPR", g->id, g->workspace, "GPR %s has used %u%% of its window", g->name,
+							q * 25);
+				} else if (mark > now && mark < next) {
+					next = mark;
+				}
+			}
+			if (now >= g->exit_at)
+				egs_gpr_expire(st, g, now);
+			else if (g->exit_at < next)
+				next = g->exit_at;
+		} else if (g->state == EGS_GPR_PROVISIONING) {
+			int64_t deadline = g->phase_since + st->cfg.provision_timeout_s;
+			if (now >= deadline)
+				egs_gpr_fail_attempt(st, g, "timed out waiting for the cluster agent to attach the nodes", now);
+			else if (deadline < next)
+				next = deadline;
+		}
+	}
+	free(act);
+	return next;
+}
+
+int64_t egs_sched_run(struct egs_state *st, int64_t now)
+{
+	int64_t next = due_transitions(st, now);
+
+	struct plan p;
+	plan_init(&p, st, now);
+	for (size_t i = 0; i < p.nslots; i++) {
+		int64_t stale = p.slots[i].n->last_heartbeat + st->cfg.heartbeat_timeout_s + 1;
+		if (stale < next)
+			next = stale;
+	}
+	size_t nq = egs_queue_len(&st->queue);
+	struct egs_gpr **order = egs_malloc((nq + 1) * sizeof(*order));
+	egs_queue_sorted(&st->queue, order);
+	for (size_t i = 0; i < nq; i++) {
+		struct egs_gpr *g = order[i];
+		size_t first = 0;
+		int64_t t = place(&p, g, &first);
+		if (t == EGS_NEVER) {
+			set_estimate(st, g, t);
+			continue;
+		}
+		if (can_start_now(&p, g, first, t)) {
+			start(&p, g, first);
+			reserve(&p, g, first, now);
+			continue;
+		}
+		set_estimate(st, g, t);
+		reserve(&p, g, first, t);
+		if (t > now && t < next)
+			next = t;
+	}
+	free(order);
+	plan_cleanup(&p);
+	return next;
+}
+
+int64_t egs_sched_estimate(struct egs_state *st, const struct egs_gpr *g, int64_t now, char *cluster_out)
+{
+	struct plan p;
+	plan_init(&p, st, now);
+	size_t nq = egs_queue_len(&st->queue);
+	struct egs_gpr **order = egs_malloc((nq + 1) * sizeof(*order));
+	egs_queue_sorted(&st->queue, order);
+	int64_t result = EGS_NEVER;
+	for (size_t i = 0; i <= nq; i++) {
+		/* g goes after every queued GPR of its priority or higher (it would be the newest). */
+		bool g_here = i == nq || order[i]->priority < g->priority;
+		const struct egs_gpr *cur = g_here ? g : order[i];
+		size_t first = 0;
+		int64_t t = place(&p, cur, &first);
+		if (t != EGS_NEVER)
+			reserve(&p, cur, first, t);
+		if (g_here) {
+			result = t;
+			if (cluster_out && t != EGS_NEVER)
+				egs_strlcpy(cluster_out, p.cand[first]->n->cluster, EGS_NAME_MAX);
+			break;
+		}
+	}
+	free(order);
+	plan_cleanup(&p);
+	return result;
+}

@@ -1,0 +1,43 @@
+/*
+ * sched.h: the scheduler: time-driven transitions (exit at start + duration, the 25/50/75% marks,
+ * provisioning time-outs) and the plan that decides which queued GPRs start now and when the others
+ * are expected to start.
+ *
+ * The plan walks the queue in order (priority desc, seq asc).  Each node has a time from which it is
+ * free (now, the exit time of the GPR holding it, or the end of a reservation made earlier in this
+ * walk); each workspace likewise (one provisioned GPR per workspace).  A GPR gets the earliest time at
+ * which enough matching nodes and its workspace are free, and reserves those nodes from then for its
+ * whole duration, so a GPR behind it never takes them and never delays it.  A GPR whose time is now
+ * and whose nodes are free now is provisioned.  Because windows are strict, an estimate is an upper
+ * bound unless a higher-priority request arrives; early releases only make it earlier.  (Filling the
+ * holes before a reservation, conservative backfill, is the planner issue's refinement.)
+ */
+#ifndef EGS_SCHED_H
+#define EGS_SCHED_H
+
+#include "core/state.h"
+
+#define EGS_NEVER INT64_MAX
+
+/* True when the planner may place GPRs on n at now: Healthy and heard from recently. */
+bool egs_node_schedulable(const struct egs_state *st, const struct egs_node *n, int64_t now);
+
+/* True when n has the shape g asks for (cluster, GPU shape, instance type, GPUs per node, memory),
+ * and n's cluster belongs to workspace ws. */
+bool egs_node_matches(const struct egs_gpr *g, const struct egs_workspace *ws, const struct egs_node *n);
+
+/* How many nodes of the whole inventory match g, healthy or not.  When fewer than g->node_count,
+ * writes why no node could ever satisfy g into why (a sentence naming the field). */
+size_t egs_sched_capacity(const struct egs_state *st, const struct egs_gpr *g, const struct egs_workspace *ws,
+			  char *why, size_t whylen);
+
+/* Runs due transitions and the plan at now (provisioning what can start).  Returns the next time
+ * something is due (EGS_NEVER when nothing is). */
+int64_t egs_sched_run(struct egs_state *st, int64_t now);
+
+/* The plan without side effects for a hypothetical GPR g (not in the state), as if submitted now:
+ * returns its estimated start (EGS_NEVER when nothing can hold it now); *cluster_out (optional,
+ * EGS_NAME_MAX bytes) receives the cluster it would start on. */
+int64_t egs_sched_estimate(struct egs_state *st, const struct egs_gpr *g, int64_t now, char *cluster_out);
+
+#endif

@@ -1,0 +1,506 @@
+/*
+ * state.c: object registry, change log and event ring of the control plane; see state.h.
+ * Invariant: every object in a map is owned by the state; an object appears in `changes` at most
+ * once per turn (its `dirty` flag says whether it is there already, deleted objects are unlinked).
+ */
+#include "core/state.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- strlist ---- */
+
+void egs_strlist_add(struct egs_strlist *l, const char *s)
+{
+	l->v = egs_realloc(l->v, (l->n + 1) * sizeof(char *));
+	l->v[l->n++] = egs_strdup(s);
+}
+
+bool egs_strlist_has(const struct egs_strlist *l, const char *s)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->v[i], s) == 0)
+			return true;
+	return false;
+}
+
+bool egs_strlist_remove(struct egs_strlist *l, const char *s)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		if (strcmp(l->v[i], s) == 0) {
+			free(l->v[i]);
+			memmove(&l->v[i], &l->v[i + 1], (l->n - i - 1) * sizeof(char *));
+			l->n--;
+			return true;
+		}
+	}
+	return false;
+}
+
+void egs_strlist_copy(struct egs_strlist *dst, const struct egs_strlist *src)
+{
+	egs_strlist_cleanup(dst);
+	for (size_t i = 0; i < src->n; i++)
+		egs_strlist_add(dst, src->v[i]);
+}
+
+void egs_strlist_cleanup(struct egs_strlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+/* ---- enums ---- */
+
+static const char *const role_names[] = { "Admin", "Owner", "Viewer", "Agent" };
+static const char *const health_names[] = { "Healthy", "Unhealthy", "Unschedulable" };
+static const char *const gpr_state_names[] = {
+	"Pending", "Queued", "Provisioning", "Provisioned", "Releasing",
+	"Complete", "Cancelled", "Rejected", "Error",
+};
+
+const char *egs_role_name(enum egs_role r)
+{
+	return (size_t)r < EGS_ARRAY_LEN(role_names) ? role_names[r] : "Unknown";
+}
+
+bool egs_role_parse(const char *s, enum egs_role *out)
+{
+	for (size_t i = 0; i < EGS_ARRAY_LEN(role_names); i++) {
+		if (strcasecmp(s, role_names[i]) == 0) {
+			*out = (enum egs_role)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *egs_health_name(enum egs_health h)
+{
+	return (size_t)h < EGS_ARRAY_LEN(health_names) ? health_names[h] : "Unknown";
+}
+
+bool egs_health_parse(const char *s, enum egs_health *out)
+{
+	for (size_t i = 0; i < EGS_ARRAY_LEN(health_names); i++) {
+		if (strcasecmp(s, health_names[i]) == 0) {
+			*out = (enum egs_health)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *egs_gpr_state_name(enum egs_gpr_state s)
+{
+	return (size_t)s < EGS_ARRAY_LEN(gpr_state_names) ? gpr_state_names[s] : "Unknown";
+}
+
+bool egs_gpr_state_parse(const char *s, enum egs_gpr_state *out)
+{
+	for (size_t i = 0; i < EGS_ARRAY_LEN(gpr_state_names); i++) {
+		if (strcmp(s, gpr_state_names[i]) == 0) {
+			*out = (enum egs_gpr_state)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool egs_gpr_state_terminal(enum egs_gpr_state s)
+{
+	return s == EGS_GPR_COMPLETE || s == EGS_GPR_CANCELLED || s == EGS_GPR_REJECTED || s == EGS_GPR_ERROR;
+}
+
+/* ---- object lifetimes ---- */
+
+void egs_project_free(struct egs_project *p)
+{
+	free(p);
+}
+
+void egs_cluster_free(struct egs_cluster *c)
+{
+	if (!c)
+		return;
+	free(c->api_server);
+	free(c->ca_data);
+	free(c);
+}
+
+void egs_node_free(struct egs_node *n)
+{
+	if (!n)
+		return;
+	free(n->gpus);
+	free(n);
+}
+
+void egs_workspace_free(struct egs_workspace *w)
+{
+	if (!w)
+		return;
+	free(w->description);
+	egs_strlist_cleanup(&w->clusters);
+	for (size_t i = 0; i < w->n_namespaces; i++)
+		egs_strlist_cleanup(&w->namespaces[i].clusters);
+	free(w->namespaces);
+	free(w->users);
+	free(w);
+}
+
+struct egs_gpr *egs_gpr_new(void)
+{
+	struct egs_gpr *g = egs_calloc(1, sizeof(*g));
+	g->heap_idx = SIZE_MAX;
+	return g;
+}
+
+void egs_gpr_free(struct egs_gpr *g)
+{
+	if (!g)
+		return;
+	egs_strlist_cleanup(&g->preferred_clusters);
+	egs_strlist_cleanup(&g->nodes);
+	free(g->failure_reason);
+	free(g->pending_reason);
+	free(g);
+}
+
+void egs_apikey_free(struct egs_apikey *k)
+{
+	if (!k)
+		return;
+	free(k->description);
+	free(k);
+}
+
+void egs_event_free(struct egs_event *e)
+{
+	if (!e)
+		return;
+	free(e->message);
+	free(e);
+}
+
+static void free_obj(enum egs_kind kind, void *obj)
+{
+	switch (kind) {
+	case EGS_KIND_PROJECT: egs_project_free(obj); break;
+	case EGS_KIND_CLUSTER: egs_cluster_free(obj); break;
+	case EGS_KIND_NODE: egs_node_free(obj); break;
+	case EGS_KIND_WORKSPACE: egs_workspace_free(obj); break;
+	case EGS_KIND_GPR: egs_gpr_free(obj); break;
+	case EGS_KIND_APIKEY: egs_apikey_free(obj); break;
+	}
+}
+
+void egs_hash_hex(const unsigned char hash[32], char out[65])
+{
+	static const char hex[] = "0123456789abcdef";
+	for (int i = 0; i < 32; i++) {
+		out[2 * i] = hex[hash[i] >> 4];
+		out[2 * i + 1] = hex[hash[i] & 15];
+	}
+	out[64] = '\0';
+}
+
+/* The hash map of API keys by hash borrows its key string from this side table entry. */
+struct hash_entry {
+	char hex[65];
+	struct egs_apikey *key;
+};
+
+/* ---- state ---- */
+
+void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg)
+{
+	memset(st, 0, sizeof(*st));
+	st->cfg.retry_limit = 3;
+	st->cfg.provision_timeout_s = 300;
+	st->cfg.heartbeat_timeout_s = 15;
+	st->cfg.event_retention = 10000;
+	if (cfg) {
+		if (cfg->retry_limit > 0)
+			st->cfg.retry_limit = cfg->retry_limit;
+		if (cfg->provision_timeout_s > 0)
+			st->cfg.provision_timeout_s = cfg->provision_timeout_s;
+		if (cfg->heartbeat_timeout_s > 0)
+			st->cfg.heartbeat_timeout_s = cfg->heartbeat_timeout_s;
+		if (cfg->event_retention > 0)
+			st->cfg.event_retention = cfg->event_retention;
+	}
+	egs_map_init(&st->projects);
+	egs_map_init(&st->clusters);
+	egs_map_init(&st->nodes);
+	egs_map_init(&st->workspaces);
+	egs_map_init(&st->gprs);
+	egs_map_init(&st->apikeys);
+	egs_map_init(&st->apikeys_by_hash);
+	egs_queue_init(&st->queue);
+	st->events = egs_calloc(st->cfg.event_retention, sizeof(*st->events));
+	st->next_seq = 1;
+	st->next_event_id = 1;
+}
+
+static void free_map(struct egs_map *m, enum egs_kind kind)
+{
+	void *v;
+	for (size_t i = 0; egs_map_next(m, &i, NULL, &v);)
+		free_obj(kind, v);
+	egs_map_cleanup(m);
+}
+
+void egs_state_cleanup(struct egs_state *st)
+{
+	egs_state_clear_changes(st);
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->apikeys_by_hash, &i, NULL, &v);)
+		free(v);
+	egs_map_cleanup(&st->apikeys_by_hash);
+	egs_queue_cleanup(&st->queue);
+	free_map(&st->projects, EGS_KIND_PROJECT);
+	free_map(&st->clusters, EGS_KIND_CLUSTER);
+	free_map(&st->nodes, EGS_KIND_NODE);
+	free_map(&st->workspaces, EGS_KIND_WORKSPACE);
+	free_map(&st->gprs, EGS_KIND_GPR);
+	free_map(&st->apikeys, EGS_KIND_APIKEY);
+	for (size_t i = 0; i < st->events_len; i++)
+		egs_event_free(st->events[(st->events_head + i) % st->cfg.event_retention]);
+	free(st->events);
+	egs_vec_cleanup(&st->changes);
+	egs_vec_cleanup(&st->active);
+	egs_vec_cleanup(&st->new_events);
+	memset(st, 0, sizeof(*st));
+}
+
+static enum egs_err add(struct egs_map *m, const char *key, void *obj)
+{
+	if (egs_map_get(m, key))
+		return EGS_ERR_EXISTS;
+	egs_map_put(m, key, obj);
+	return EGS_OK;
+}
+
+enum egs_err egs_state_add_project(struct egs_state *st, struct egs_project *p)
+{
+	return add(&st->projects, p->name, p);
+}
+
+enum egs_err egs_state_add_cluster(struct egs_state *st, struct egs_cluster *c)
+{
+	return add(&st->clusters, c->name, c);
+}
+
+enum egs_err egs_state_add_node(struct egs_state *st, struct egs_node *n)
+{
+	snprintf(n->key, sizeof(n->key), "%s/%s", n->cluster, n->name);
+	return add(&st->nodes, n->key, n);
+}
+
+enum egs_err egs_state_add_workspace(struct egs_state *st, struct egs_workspace *w)
+{
+	return add(&st->workspaces, w->name, w);
+}
+
+enum egs_err egs_state_add_gpr(struct egs_state *st, struct egs_gpr *g)
+{
+	enum egs_err err = add(&st->gprs, g->id, g);
+	if (err)
+		return err;
+	if (g->seq >= st->next_seq)
+		st->next_seq = g->seq + 1;
+	if (g->state == EGS_GPR_QUEUED)
+		egs_queue_push(&st->queue, g);
+	else if (g->state == EGS_GPR_PROVISIONING || g->state == EGS_GPR_PROVISIONED ||
+		 g->state == EGS_GPR_RELEASING)
+		egs_vec_push(&st->active, g);
+	return EGS_OK;
+}
+
+enum egs_err egs_state_add_apikey(struct egs_state *st, struct egs_apikey *k)
+{
+	struct hash_entry *he = egs_malloc(sizeof(*he));
+	egs_hash_hex(k->hash, he->hex);
+	if (egs_map_get(&st->apikeys, k->id) || egs_map_get(&st->apikeys_by_hash, he->hex)) {
+		free(he);
+		return EGS_ERR_EXISTS;
+	}
+	he->key = k;
+	egs_map_put(&st->apikeys, k->id, k);
+	egs_map_put(&st->apikeys_by_hash, he->hex, he);
+	return EGS_OK;
+}
+
+static void ring_push(struct egs_state *st, struct egs_event *ev)
+{
+	size_t cap = st->cfg.event_retention;
+	if (st->events_len == cap) {
+		egs_event_free(st->events[st->events_head]);
+		st->events[st->events_head] = ev;
+		st->events_head = (st->events_head + 1) % cap;
+	} else {
+		st->events[(st->events_head + st->events_len) % cap] = ev;
+		st->events_len++;
+	}
+}
+
+void egs_state_add_event(struct egs_state *st, struct egs_event *ev)
+{
+	if (ev->id >= st->next_event_id)
+		st->next_event_id = ev->id + 1;
+	ring_push(st, ev);
+}
+
+struct egs_project *egs_state_project(const struct egs_state *st, const char *name)
+{
+	return egs_map_get(&st->projects, name);
+}
+
+struct egs_cluster *egs_state_cluster(const struct egs_state *st, const char *name)
+{
+	return egs_map_get(&st->clusters, name);
+}
+
+struct egs_node *egs_state_node(const struct egs_state *st, const char *cluster, const char *name)
+{
+	char key[EGS_KEY_MAX];
+	snprintf(key, sizeof(key), "%s/%s", cluster, name);
+	return egs_map_get(&st->nodes, key);
+}
+
+struct egs_workspace *egs_state_workspace(const struct egs_state *st, const char *name)
+{
+	return egs_map_get(&st->workspaces, name);
+}
+
+struct egs_gpr *egs_state_gpr(const struct egs_state *st, const char *id)
+{
+	return egs_map_get(&st->gprs, id);
+}
+
+struct egs_apikey *egs_state_apikey(const struct egs_state *st, const char *id)
+{
+	return egs_map_get(&st->apikeys, id);
+}
+
+struct egs_apikey *egs_state_apikey_by_hash(const struct egs_state *st, const unsigned char hash[32])
+{
+	char hex[65];
+	egs_hash_hex(hash, hex);
+	struct hash_entry *he = egs_map_get(&st->apikeys_by_hash, hex);
+	return he ? he->key : NULL;
+}
+
+static bool *dirty_flag(enum egs_kind kind, void *obj)
+{
+	switch (kind) {
+	case EGS_KIND_PROJECT: return &((struct egs_project *)obj)->dirty;
+	case EGS_KIND_CLUSTER: return &((struct egs_cluster *)obj)->dirty;
+	case EGS_KIND_NODE: return &((struct egs_node *)obj)->dirty;
+	case EGS_KIND_WORKSPACE: return &((struct egs_workspace *)obj)->dirty;
+	case EGS_KIND_GPR: return &((struct egs_gpr *)obj)->dirty;
+	case EGS_KIND_APIKEY: return &((struct egs_apikey *)obj)->dirty;
+	}
+	EGS_ASSERT(0);
+	return NULL;
+}
+
+void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj)
+{
+	st->generation++;
+	bool *d = dirty_flag(kind, obj);
+	if (*d)
+		return;
+	*d = true;
+	struct egs_change *c = egs_malloc(sizeof(*c));
+	*c = (struct egs_change){ kind, obj, false };
+	egs_vec_push(&st->changes, c);
+}
+
+void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj)
+{
+	st->generation++;
+	switch (kind) {
+	case EGS_KIND_PROJECT: egs_map_del(&st->projects, ((struct egs_project *)obj)->name); break;
+	case EGS_KIND_CLUSTER: egs_map_del(&st->clusters, ((struct egs_cluster *)obj)->name); break;
+	case EGS_KIND_NODE: egs_map_del(&st->nodes, ((struct egs_node *)obj)->key); break;
+	case EGS_KIND_WORKSPACE: egs_map_del(&st->workspaces, ((struct egs_workspace *)obj)->name); break;
+	case EGS_KIND_GPR:
+		egs_queue_remove(&st->queue, obj);
+		egs_vec_remove(&st->active, obj);
+		egs_map_del(&st->gprs, ((struct egs_gpr *)obj)->id);
+		break;
+	case EGS_KIND_APIKEY: {
+		struct egs_apikey *k = obj;
+		char hex[65];
+		egs_hash_hex(k->hash, hex);
+		free(egs_map_del(&st->apikeys_by_hash, hex));
+		egs_map_del(&st->apikeys, k->id);
+		break;
+	}
+	}
+	bool *d = dirty_flag(kind, obj);
+	if (*d) {
+		/* Already in the log as an upsert: turn that entry into the deletion. */
+		for (size_t i = 0; i < st->changes.len; i++) {
+			struct egs_change *c = st->changes.items[i];
+			if (c->obj == obj) {
+				c->deleted = true;
+				return;
+			}
+		}
+	}
+	*d = true;
+	struct egs_change *c = egs_malloc(sizeof(*c));
+	*c = (struct egs_change){ kind, obj, true };
+	egs_vec_push(&st->changes, c);
+}
+
+void egs_state_event(struct egs_state *st, int64_t now, const char *type, const char *reason,
+		     const char *object_kind, const char *object_name, const char *workspace,
+		     const char *fmt, ...)
+{
+	struct egs_event *ev = egs_calloc(1, sizeof(*ev));
+	ev->id = st->next_event_id++;
+	ev->time = ev->first_time = now;
+	ev->count = 1;
+	egs_strlcpy(ev->type, type, sizeof(ev->type));
+	egs_strlcpy(ev->reason, reason, sizeof(ev->reason));
+	egs_strlcpy(ev->object_kind, object_kind, sizeof(ev->object_kind));
+	egs_strlcpy(ev->object_name, object_name, sizeof(ev->object_name));
+	egs_strlcpy(ev->workspace, workspace ? workspace : "", sizeof(ev->workspace));
+	va_list ap;
+	va_start(ap, fmt);
+	char buf[512];
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	ev->message = egs_strdup(buf);
+	egs_vec_push(&st->new_events, ev);
+}
+
+bool egs_state_has_changes(const struct egs_state *st)
+{
+	return st->changes.len > 0 || st->new_events.len > 0;
+}
+
+void egs_state_clear_changes(struct egs_state *st)
+{
+	for (size_t i = 0; i < st->changes.len; i++) {
+		struct egs_change *c = st->changes.items[i];
+		if (c->deleted)
+			free_obj(c->kind, c->obj);
+		else
+			*dirty_flag(c->kind, c->obj) = false;
+		free(c);
+	}
+	st->changes.len = 0;
+	for (size_t i = 0; i < st->new_events.len; i++)
+		ring_push(st, st->new_events.items[i]);
+	st->new_events.len = 0;
+}

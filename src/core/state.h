@@ -1,0 +1,106 @@
+/*
+ * state.h: the whole in-memory model of the control plane, owned by egsd's loop thread.
+ *
+ * egs_state holds every object in maps keyed by name or id, the queue of waiting GPRs, and the
+ * change log of the current loop turn: objects marked dirty and objects deleted since the last
+ * commit, plus events not yet written.  The server drains that log into one store transaction
+ * (egs_state_take_changes) before any reply of the turn goes out.
+ *
+ * Ownership: the state owns every object added to it; egs_state_del_* unlinks an object and keeps it
+ * alive until egs_state_clear_changes() so the commit can still read its key.
+ */
+#ifndef EGS_STATE_H
+#define EGS_STATE_H
+
+#include "core/map.h"
+#include "core/model.h"
+#include "core/queue.h"
+
+enum egs_kind { EGS_KIND_PROJECT, EGS_KIND_CLUSTER, EGS_KIND_NODE, EGS_KIND_WORKSPACE, EGS_KIND_GPR,
+		EGS_KIND_APIKEY };
+
+struct egs_change {
+	enum egs_kind kind;
+	void *obj;    /* the object (borrowed from the state, or pending free when deleted) */
+	bool deleted; /* true: remove the row with this object's key */
+};
+
+struct egs_state_config {
+	int retry_limit;              /* failed provisioning attempts before Error (default 3) */
+	int64_t provision_timeout_s;  /* attach must finish within this (default 300) */
+	int64_t heartbeat_timeout_s;  /* node without heartbeat is Unschedulable after this (default 15) */
+	size_t event_retention;       /* events kept in memory for listing (default 10000) */
+};
+
+struct egs_state {
+	struct egs_state_config cfg;
+	struct egs_map projects, clusters, nodes, workspaces, gprs, apikeys;
+	struct egs_map apikeys_by_hash; /* hex of the key hash -> egs_apikey */
+	struct egs_queue queue;         /* GPRs in EGS_GPR_QUEUED */
+	struct egs_vec active;          /* GPRs in Provisioning, Provisioned or Releasing */
+	struct egs_vec changes;         /* struct egs_change*, this turn's mutations */
+	struct egs_vec new_events;      /* struct egs_event*, this turn's events (owned) */
+	struct egs_event **events;      /* ring of recent committed events (owned) */
+	size_t events_head, events_len;
+	uint64_t next_seq;
+	int64_t next_event_id;
+	uint64_t generation; /* bumped on every change that can move the plan */
+};
+
+void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg /* NULL = defaults */);
+void egs_state_cleanup(struct egs_state *st);
+
+/* Adders take ownership and do not mark anything dirty (the store's loader uses them as is);
+ * callers creating new objects call egs_state_touch() afterwards.  Returns EGS_ERR_EXISTS when the
+ * key is taken (the object is then not taken). */
+enum egs_err egs_state_add_project(struct egs_state *st, struct egs_project *p);
+enum egs_err egs_state_add_cluster(struct egs_state *st, struct egs_cluster *c);
+enum egs_err egs_state_add_node(struct egs_state *st, struct egs_node *n);
+enum egs_err egs_state_add_workspace(struct egs_state *st, struct egs_workspace *w);
+/* A GPR in EGS_GPR_QUEUED is pushed to the queue, an active one (Provisioning, Provisioned,
+ * Releasing) joins st->active; seq >= next_seq advances next_seq. */
+enum egs_err egs_state_add_gpr(struct egs_state *st, struct egs_gpr *g);
+enum egs_err egs_state_add_apikey(struct egs_state *st, struct egs_apikey *k);
+/* Adds a committed event to the listing ring (takes ownership; the loader uses it). */
+void egs_state_add_event(struct egs_state *st, struct egs_event *ev);
+
+/* Lookups return borrowed pointers or NULL. */
+struct egs_project *egs_state_project(const struct egs_state *st, const char *name);
+struct egs_cluster *egs_state_cluster(const struct egs_state *st, const char *name);
+struct egs_node *egs_state_node(const struct egs_state *st, const char *cluster, const char *name);
+struct egs_workspace *egs_state_workspace(const struct egs_state *st, const char *name);
+struct egs_gpr *egs_state_gpr(const struct egs_state *st, const char *id);
+struct egs_apikey *egs_state_apikey(const struct egs_state *st, const char *id);
+struct egs_apikey *egs_state_apikey_by_hash(const struct egs_state *st, const unsigned char hash[32]);
+
+/* Marks obj (of kind) changed in this turn; idempotent within a turn.  Bumps generation. */
+void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj);
+/* Unlinks obj and records its deletion; it is freed by egs_state_clear_changes(). */
+void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj);
+
+/* Records an event (message built printf-style) for this turn. */
+void egs_state_event(struct egs_state *st, int64_t now, const char *type, const char *reason,
+		     const char *object_kind, const char *object_name, const char *workspace,
+		     const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+
+/* True when this turn has changes or events waiting for a commit. */
+bool egs_state_has_changes(const struct egs_state *st);
+/* After a successful commit: clears dirty flags, frees deleted objects, moves new events into the
+ * listing ring (dropping the oldest beyond cfg.event_retention). */
+void egs_state_clear_changes(struct egs_state *st);
+
+/* Frees helpers for objects not (or no longer) owned by a state. */
+void egs_project_free(struct egs_project *p);
+void egs_cluster_free(struct egs_cluster *c);
+void egs_node_free(struct egs_node *n);
+void egs_workspace_free(struct egs_workspace *w);
+void egs_gpr_free(struct egs_gpr *g);
+void egs_apikey_free(struct egs_apikey *k);
+void egs_event_free(struct egs_event *e);
+/* Allocates a zeroed GPR with heap_idx = SIZE_MAX. */
+struct egs_gpr *egs_gpr_new(void);
+
+/* Writes the hex of a 32-byte hash (65 bytes with NUL). */
+void egs_hash_hex(const unsigned char hash[32], char out[65]);
+
+#endif

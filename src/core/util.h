@@ -1,0 +1,36 @@
+/*
+ * util.h: pure helpers shared by the core and the server: the EGS duration syntax, RFC 3339 time
+ * formatting, name validation and the memory-unit rule of the Contracts.
+ */
+#ifndef EGS_UTIL_H
+#define EGS_UTIL_H
+
+#include "core/common.h"
+
+#define EGS_MAX_DURATION_S (366LL * 24 * 3600) /* one year: the longest window we accept */
+
+/*
+ * Parses a duration such as "0d6h0m", "6h", "90m", "1h15m0s" or "45s": components d, h, m, s in that
+ * order, each at most once, at least one.  Stores seconds in *out.  Returns false (and a static
+ * reason in *why) when malformed, zero, or longer than EGS_MAX_DURATION_S.
+ */
+bool egs_duration_parse(const char *s, int64_t *out, const char **why);
+/* Writes secs as "<h>h<m>m<s>s" (e.g. "0h2m40s", "150h0m0s") into buf.  Negative prints as 0. */
+void egs_duration_format(int64_t secs, char *buf, size_t n);
+/* Writes a UNIX time as RFC 3339 UTC ("2026-11-23T10:00:00Z") into buf (>= 21 bytes). */
+void egs_time_format(int64_t t, char *buf, size_t n);
+/* Parses RFC 3339 UTC ("...Z" or "+00:00"); returns false when malformed. */
+bool egs_time_parse(const char *s, int64_t *out);
+
+/* Kubernetes DNS-1123 label: 1-63 of [a-z0-9-], alphanumeric at both ends (workspaces, clusters,
+ * namespaces, projects).  On failure stores a static reason in *why. */
+bool egs_dns_label_valid(const char *s, const char **why);
+/* A display label: 1-63 of [A-Za-z0-9._-], starting with an alphanumeric (GPR names, node names,
+ * instance types, GPU shapes, key names). */
+bool egs_label_valid(const char *s, const char **why);
+
+/* The memory rule of the Contracts: below 1024 the value is GB, from 1024 up it is MiB.
+ * Returns MiB, or -1 when v is negative or absurdly large. */
+int64_t egs_memory_to_mib(int64_t v);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * api_admin.c: admin operations on GPRs (approve, reject), the event listing, and the dev clock
+ * (`egsd --dev-clock` only) that lets tests drive hours of schedule in milliseconds.
+ */
+#include "server/server.h"
+
+#include "core/gpr.h"
+#include "core/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void debug_clock(struct egs_req *r)
+{
+	static const char *const allowed[] = { "advance", NULL };
+	struct egs_server *srv = r->srv;
+	if (!srv->dev_clock) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "ROUTE_NOT_FOUND", NULL, "no route %s", r->path);
+		return;
+	}
+	char adv[40];
+	if (!egs_authenticate(r) || !egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
+	    !egs_get_str(r, r->body, "advance", true, adv, sizeof(adv)))
+		return;
+	int64_t secs;
+	const char *why;
+	if (!egs_duration_parse(adv, &secs, &why)) {
+		egs_reply_invalid(r, "advance", "advance %s", why);
+		return;
+	}
+	srv->clock_offset += secs;
+	/* Agents kept heart-beating through the virtual interval. */
+	void *v;
+	for (size_t i = 0; egs_map_next(&srv->st.nodes, &i, NULL, &v);) {
+		struct egs_node *n = v;
+		if (n->last_heartbeat)
+			n->last_heartbeat += secs;
+	}
+	for (size_t i = 0; egs_map_next(&srv->st.clusters, &i, NULL, &v);) {
+		struct egs_cluster *c = v;
+		if (c->last_seen)
+			c->last_seen += secs;
+	}
+	egs_server_plan_now(srv);
+	char ts[32];
+	egs_time_format(egs_now(srv), ts, sizeof(ts));
+	egs_reply_ok(r, json_pack("{s:s, s:I}", "now", ts, "offsetSeconds", (json_int_t)srv->clock_offset));
+}
+
+static struct egs_gpr *admin_gpr(struct egs_req *r, const char *const *allowed, char *id)
+{
+	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
+	    !egs_get_str(r, r->body, "gprId", true, id, EGS_ID_MAX))
+		return NULL;
+	struct egs_gpr *g = egs_state_gpr(&r->srv->st, id);
+	const struct egs_workspace *ws = g ? egs_state_workspace(&r->srv->st, g->workspace) : NULL;
+	if (!g || (ws && !egs_in_project(r, ws->project))) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "GPR_NOT_FOUND", "gprId", "GPR %s not found", id);
+		return NULL;
+	}
+	return g;
+}
+
+static void gpr_approve(struct egs_req *r)
+{
+	static const char *const allowed[] = { "gprId", NULL };
+	char id[EGS_ID_MAX];
+	struct egs_gpr *g = admin_gpr(r, allowed, id);
+	if (!g)
+		return;
+	enum egs_err err = egs_gpr_approve(&r->srv->st, g, egs_now(r->srv));
+	if (err)
+		egs_reply_err(r, err, err == EGS_ERR_CONFLICT ? "GPR_NOT_PENDING" : NULL, "gprId",
+			      "GPR %s is %s, not waiting for approval", id, egs_gpr_state_name(g->state));
+	else
+		egs_reply_ok(r, json_pack("{s:s}", "gprId", id));
+}
+
+static void gpr_reject(struct egs_req *r)
+{
+	static const char *const allowed[] = { "gprId", "reason", NULL };
+	char id[EGS_ID_MAX], reason[256];
+	struct egs_gpr *g = admin_gpr(r, allowed, id);
+	if (!g || !egs_get_str(r, r->body, "reason", false, reason, sizeof(reason)))
+		return;
+	enum egs_err err = egs_gpr_reject(&r->srv->st, g, reason[0] ? reason : "rejected by an admin", egs_now(r->srv));
+	if (err)
+		egs_reply_err(r, err, err == EGS_ERR_CONFLICT ? "GPR_NOT_PENDING" : NULL, "gprId",
+			      "GPR %s is %s, not waiting for approval", id, egs_gpr_state_name(g->state));
+	else
+		egs_reply_ok(r, json_pack("{s:s}", "gprId", id));
+}
+
+/* GET /api/v1/events?workspace=&gprId=&type=&limit=: newest first, within the caller's scope. */
+static void events_list(struct egs_req *r)
+{
+	struct egs_state *st = &r->srv->st;
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)))
+		return;
+	const char *ws = egs_query(r, "workspace"), *gid = egs_query(r, "gprId"), *type = egs_query(r, "type");
+	const char *lim = egs_query(r, "limit");
+	long limit = 100;
+	if (lim) {
+		char *end;
+		limit = strtol(lim, &end, 10);
+		if (!*lim || *end || limit < 1 || limit > 1000) {
+			egs_reply_invalid(r, "limit", "limit must be 1 to 1000");
+			return;
+		}
+	}
+	json_t *items = json_array();
+	for (size_t i = st->events_len; i-- > 0 && (long)json_array_size(items) < limit;) {
+		const struct egs_event *e = st->events[(st->events_head + i) % st->cfg.event_retention];
+		if (ws && strcmp(e->workspace, ws) != 0)
+			continue;
+		if (gid && strcmp(e->object_name, gid) != 0)
+			continue;
+		if (type && strcmp(e->type, type) != 0)
+			continue;
+		if (r->who.role != EGS_ROLE_ADMIN || r->who.project[0]) {
+			const struct egs_workspace *w = e->workspace[0] ? egs_state_workspace(st, e->workspace) : NULL;
+			if (!w || !egs_in_project(r, w->project))
+				continue;
+			if (r->who.role != EGS_ROLE_ADMIN && r->who.workspace[0] && strcmp(r->who.workspace, w->name))
+				continue;
+		}
+		json_array_append_new(items, egs_json_event(e));
+	}
+	egs_reply_ok(r, json_pack("{s:o}", "items", items));
+}
+
+static void healthz(struct egs_req *r)
+{
+	egs_reply_ok(r, json_pack("{s:s}", "status", "ok"));
+}
+
+const struct egs_route egs_routes_admin[] = {
+	{ EVHTTP_REQ_POST, "/api/v1/debug/clock", debug_clock, true }, /* authenticates itself */
+	{ EVHTTP_REQ_POST, "/api/v1/gpr/approve", gpr_approve, false },
+	{ EVHTTP_REQ_POST, "/api/v1/gpr/reject", gpr_reject, false },
+	{ EVHTTP_REQ_GET, "/api/v1/events", events_list, false },
+	{ EVHTTP_REQ_GET, "/healthz", healthz, true },
+	{ 0, NULL, NULL, false },
+};

@@ -1,0 +1,444 @@
+/*
+ * api_agent.c: the agent protocol (docs/internals/agent-protocol.md): register, heartbeat,
+ * long-polled actions and results.  Actions are derived from the state on every poll (desired
+ * holder of each node against what the agent reported), never queued, so restarts converge.
+ */
+#include "server/server.h"
+
+#include "core/gpr.h"
+#include "core/sched.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_NODES_PER_AGENT 10000
+#define MAX_GPUS 64
+
+struct egs_poll {
+	struct egs_server *srv;
+	struct evhttp_request *ev;
+	char cluster[EGS_NAME_MAX];
+	struct event *timer;
+	int64_t t0_us;
+};
+
+static bool agent_cluster(struct egs_req *r, struct egs_cluster **out)
+{
+	if (!egs_require_role(r, EGS_R(AGENT)))
+		return false;
+	char name[EGS_NAME_MAX];
+	if (r->body && json_object_get(r->body, "clusterName")) {
+		if (!egs_get_str(r, r->body, "clusterName", true, name, sizeof(name)))
+			return false;
+		if (strcmp(name, r->who.cluster) != 0) {
+			egs_reply_err(r, EGS_ERR_FORBIDDEN, NULL, "clusterName", "this agent token belongs to cluster %s",
+				      r->who.cluster);
+			return false;
+		}
+	}
+	*out = egs_state_cluster(&r->srv->st, r->who.cluster);
+	if (!*out) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "CLUSTER_NOT_FOUND", "clusterName", "cluster %s is not registered",
+			      r->who.cluster);
+		return false;
+	}
+	(*out)->last_seen = egs_now(r->srv);
+	return true;
+}
+
+static void append_actions(struct egs_server *srv, const char *cluster, json_t *out)
+{
+	struct egs_state *st = &srv->st;
+	int64_t now = egs_now(srv);
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);) {
+		const struct egs_node *n = v;
+		if (strcmp(n->cluster, cluster) != 0)
+			continue;
+		const char *type = NULL, *gid = NULL;
+		if (n->attached_gpr[0]) {
+			const struct egs_gpr *g = egs_state_gpr(st, n->attached_gpr);
+			bool wanted = g && (g->state == EGS_GPR_PROVISIONING || g->state == EGS_GPR_PROVISIONED) &&
+				      !strcmp(n->gpr_id, g->id);
+			if (!wanted)
+				type = "detach", gid = n->attached_gpr;
+		} else if (n->gpr_id[0]) {
+			const struct egs_gpr *g = egs_state_gpr(st, n->gpr_id);
+			if (g && (g->state == EGS_GPR_PROVISIONING || g->state == EGS_GPR_PROVISIONED))
+				type = "attach", gid = n->gpr_id;
+		}
+		if (!type)
+			continue;
+		const struct egs_gpr *g = egs_state_gpr(st, gid);
+		const struct egs_workspace *ws = g ? egs_state_workspace(st, g->workspace) : NULL;
+		json_t *nss = json_array();
+		for (size_t j = 0; ws && j < ws->n_namespaces; j++)
+			if (egs_strlist_has(&ws->namespaces[j].clusters, cluster))
+				json_array_append_new(nss, json_string(ws->namespaces[j].name));
+		char id[200], start[32], exit_s[32];
+		snprintf(id, sizeof(id), "%s:%s:%s", type, gid, n->name);
+		int64_t st_t = g && g->start_ts ? g->start_ts : now;
+		egs_time_format(st_t, start, sizeof(start));
+		egs_time_format(g && g->exit_at ? g->exit_at : st_t + (g ? g->exit_duration_s : 0), exit_s, sizeof(exit_s));
+		json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "actionId", id, "type", type,
+						     "gprId", gid, "node", n->name, "workspace", g ? g->workspace : "",
+						     "namespaces", nss, "startTime", start, "exitTime", exit_s));
+	}
+}
+
+/* Validates one node object of a registration; replies 422 naming the field on failure. */
+static bool parse_node(struct egs_req *r, json_t *o, size_t i, struct egs_node *n)
+{
+	char f[64];
+	int64_t v;
+	if (!json_is_object(o)) {
+		snprintf(f, sizeof(f), "nodes[%zu]", i);
+		egs_reply_invalid(r, f, "%s must be an object", f);
+		return false;
+	}
+	static const char *const fields[] = { "name", "instanceType", "gpuModel", "cloudProvider", "region" };
+	char *dst[] = { n->name, n->instance_type, n->gpu_shape, n->cloud_provider, n->region };
+	for (size_t k = 0; k < EGS_ARRAY_LEN(fields); k++) {
+		snprintf(f, sizeof(f), "nodes[%zu].%s", i, fields[k]);
+		char buf[EGS_NAME_MAX];
+		json_t *x = json_object_get(o, fields[k]);
+		bool required = k < 3;
+		if (x && !json_is_string(x)) {
+			egs_reply_invalid(r, f, "%s must be a string", f);
+			return false;
+		}
+		const char *s = x ? json_string_value(x) : "";
+		if ((required || *s) && !egs_label_valid(s, &(const char *){ NULL })) {
+			egs_reply_invalid(r, f, "%s must be 1-63 letters, digits, '.', '_' or '-'", f);
+			return false;
+		}
+		egs_strlcpy(buf, s, sizeof(buf));
+		egs_strlcpy(dst[k], buf, EGS_NAME_MAX);
+	}
+	snprintf(f, sizeof(f), "nodes[%zu].gpuCount", i);
+	if (!egs_get_int(r, o, "gpuCount", true, 1, MAX_GPUS, &v, NULL))
+		return false;
+	n->gpu_count = (int)v;
+	if (!egs_get_int(r, o, "memoryMiB", true, 1, (int64_t)1 << 22, &v, NULL))
+		return false;
+	n->memory_mib = v;
+	json_t *gpus = json_object_get(o, "gpus");
+	if (gpus && !json_is_null(gpus)) {
+		if (!json_is_array(gpus) || json_array_size(gpus) > MAX_GPUS) {
+			snprintf(f, sizeof(f), "nodes[%zu].gpus", i);
+			egs_reply_invalid(r, f, "%s must be a list of at most %d GPUs", f, MAX_GPUS);
+			return false;
+		}
+		n->gpus = egs_calloc(json_array_size(gpus) + 1, sizeof(*n->gpus));
+		size_t j;
+		json_t *u;
+		json_array_foreach(gpus, j, u) {
+			json_t *uu = json_is_object(u) ? json_object_get(u, "uuid") : NULL;
+			if (!uu || !json_is_string(uu) || !egs_label_valid(json_string_value(uu), &(const char *){ NULL })) {
+				snprintf(f, sizeof(f), "nodes[%zu].gpus[%zu].uuid", i, j);
+				egs_reply_invalid(r, f, "%s must be a GPU UUID", f);
+				return false;
+			}
+			egs_strlcpy(n->gpus[j].uuid, json_string_value(uu), sizeof(n->gpus[j].uuid));
+			n->gpus[j].index = (int)j;
+		}
+		n->n_gpus = (int)json_array_size(gpus);
+	}
+	json_t *a = json_object_get(o, "attachedGpr");
+	if (a && !json_is_null(a) && (!json_is_string(a) || json_string_length(a) >= EGS_ID_MAX)) {
+		snprintf(f, sizeof(f), "nodes[%zu].attachedGpr", i);
+		egs_reply_invalid(r, f, "%s must be a GPR id or \"\"", f);
+		return false;
+	}
+	egs_strlcpy(n->attached_gpr, a && json_is_string(a) ? json_string_value(a) : "", sizeof(n->attached_gpr));
+	return true;
+}
+
+static void agent_register(struct egs_req *r)
+{
+	static const char *const allowed[] = { "clusterName", "agentVersion", "nodes", NULL };
+	struct egs_server *srv = r->srv;
+	struct egs_state *st = &srv->st;
+	struct egs_cluster *c;
+	if (!egs_body_only(r, allowed) || !agent_cluster(r, &c))
+		return;
+	json_t *nodes = json_object_get(r->body, "nodes");
+	if (!json_is_array(nodes) || json_array_size(nodes) > MAX_NODES_PER_AGENT) {
+		egs_reply_invalid(r, "nodes", "nodes must be a list of at most %d nodes", MAX_NODES_PER_AGENT);
+		return;
+	}
+	size_t count = json_array_size(nodes);
+	struct egs_node *parsed = egs_calloc(count + 1, sizeof(*parsed));
+	size_t i;
+	json_t *o;
+	bool ok = true;
+	json_array_foreach(nodes, i, o) {
+		if (!(ok = parse_node(r, o, i, &parsed[i])))
+			break;
+		for (size_t j = 0; j < i && ok; j++)
+			if (!strcmp(parsed[j].name, parsed[i].name)) {
+				char f[40];
+				snprintf(f, sizeof(f), "nodes[%zu].name", i);
+				egs_reply_invalid(r, f, "node %s is listed twice", parsed[i].name);
+				ok = false;
+			}
+		if (!ok)
+			break;
+	}
+	if (!ok) {
+		for (size_t j = 0; j < count; j++)
+			free(parsed[j].gpus);
+		free(parsed);
+		return;
+	}
+	int64_t now = egs_now(srv);
+	for (i = 0; i < count; i++) {
+		struct egs_node *p = &parsed[i];
+		struct egs_node *n = egs_state_node(st, c->name, p->name);
+		if (!n) {
+			n = egs_calloc(1, sizeof(*n));
+			egs_strlcpy(n->name, p->name, sizeof(n->name));
+			egs_strlcpy(n->cluster, c->name, sizeof(n->cluster));
+			n->temp_threshold = 85;
+			n->power_threshold = 700;
+			EGS_ASSERT(egs_state_add_node(st, n) == EGS_OK);
+			egs_state_event(st, now, "Normal", "NodeRegistered", "Node", n->key, NULL, "node %s of cluster %s registered with %d x %s",
+					n->name, c->name, p->gpu_count, p->gpu_shape);
+		}
+		memcpy(n->instance_type, p->instance_type, sizeof(n->instance_type));
+		memcpy(n->gpu_shape, p->gpu_shape, sizeof(n->gpu_shape));
+		memcpy(n->cloud_provider, p->cloud_provider, sizeof(n->cloud_provider));
+		memcpy(n->region, p->region, sizeof(n->region));
+		n->gpu_count = p->gpu_count;
+		n->memory_mib = p->memory_mib;
+		if (p->n_gpus) {
+			free(n->gpus);
+			n->gpus = p->gpus;
+			n->n_gpus = p->n_gpus;
+			p->gpus = NULL;
+		}
+		if (n->health == EGS_HEALTH_UNSCHEDULABLE)
+			n->health = EGS_HEALTH_HEALTHY;
+		n->last_heartbeat = now;
+		egs_state_touch(st, EGS_KIND_NODE, n);
+		egs_node_set_attached(st, n, p->attached_gpr, now);
+	}
+	/* Nodes the agent no longer reports leave scheduling. */
+	void *v;
+	for (size_t k = 0; egs_map_next(&st->nodes, &k, NULL, &v);) {
+		struct egs_node *n = v;
+		if (strcmp(n->cluster, c->name) != 0 || n->health == EGS_HEALTH_UNSCHEDULABLE)
+			continue;
+		bool listed = false;
+		for (size_t j = 0; j < count && !listed; j++)
+			listed = !strcmp(parsed[j].name, n->name);
+		if (!listed) {
+			n->health = EGS_HEALTH_UNSCHEDULABLE;
+			egs_state_touch(st, EGS_KIND_NODE, n);
+		}
+	}
+	for (size_t j = 0; j < count; j++)
+		free(parsed[j].gpus);
+	free(parsed);
+	st->generation++;
+	egs_server_changed(srv);
+	egs_reply_ok(r, json_pack("{s:I, s:i}", "nodes", (json_int_t)count, "heartbeatIntervalSeconds",
+				  (int)(st->cfg.heartbeat_timeout_s / 3 > 0 ? st->cfg.heartbeat_timeout_s / 3 : 1)));
+}
+
+static double num(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+static void agent_heartbeat(struct egs_req *r)
+{
+	static const char *const allowed[] = { "clusterName", "nodes", NULL };
+	struct egs_server *srv = r->srv;
+	struct egs_state *st = &srv->st;
+	struct egs_cluster *c;
+	if (!egs_body_only(r, allowed) || !agent_cluster(r, &c))
+		return;
+	json_t *nodes = json_object_get(r->body, "nodes");
+	if (!json_is_array(nodes) || json_array_size(nodes) > MAX_NODES_PER_AGENT) {
+		egs_reply_invalid(r, "nodes", "nodes must be a list of at most %d nodes", MAX_NODES_PER_AGENT);
+		return;
+	}
+	int64_t now = egs_now(srv);
+	size_t i;
+	json_t *o;
+	json_array_foreach(nodes, i, o) {
+		json_t *name = json_is_object(o) ? json_object_get(o, "name") : NULL;
+		if (!json_is_string(name)) {
+			char f[40];
+			snprintf(f, sizeof(f), "nodes[%zu].name", i);
+			egs_reply_invalid(r, f, "%s must be a string", f);
+			return;
+		}
+		struct egs_node *n = egs_state_node(st, c->name, json_string_value(name));
+		if (!n)
+			continue; /* not registered (yet): the agent re-registers when told so */
+		bool was = egs_node_schedulable(st, n, now);
+		n->last_heartbeat = now;
+		json_t *h = json_object_get(o, "health");
+		enum egs_health health;
+		if (json_is_string(h) && egs_health_parse(json_string_value(h), &health) && health != n->health &&
+		    !(health == EGS_HEALTH_HEALTHY && now < n->quarantine_until)) {
+			n->health = health;
+			egs_state_touch(st, EGS_KIND_NODE, n);
+		}
+		json_t *a = json_object_get(o, "attachedGpr");
+		if (json_is_string(a) && json_string_length(a) < EGS_ID_MAX)
+			egs_node_set_attached(st, n, json_string_value(a), now);
+		json_t *gpus = json_object_get(o, "gpus");
+		size_t j;
+		json_t *u;
+		json_array_foreach(gpus, j, u) {
+			json_t *uu = json_object_get(u, "uuid");
+			for (int k = 0; json_is_string(uu) && k < n->n_gpus; k++) {
+				struct egs_gpu *gpu = &n->gpus[k];
+				if (strcmp(gpu->uuid, json_string_value(uu)) != 0)
+					continue;
+				gpu->power_w = num(u, "powerW");
+				gpu->temp_c = num(u, "tempC");
+				gpu->util_pct = num(u, "utilPct");
+				gpu->mem_used_mib = (int64_t)num(u, "memUsedMiB");
+				gpu->sampled_at = now;
+			}
+		}
+		if (was != egs_node_schedulable(st, n, now)) {
+			st->generation++;
+			egs_server_changed(srv);
+		}
+	}
+	json_t *acts = json_array();
+	append_actions(srv, c->name, acts);
+	egs_reply_ok(r, json_pack("{s:I}", "pendingActions", (json_int_t)json_array_size(acts)));
+	json_decref(acts);
+}
+
+static void poll_reply(struct egs_poll *p, json_t *actions)
+{
+	struct egs_req r;
+	memset(&r, 0, sizeof(r));
+	r.srv = p->srv;
+	r.ev = p->ev;
+	r.method = EVHTTP_REQ_GET;
+	egs_strlcpy(r.path, "/api/v1/agent/actions", sizeof(r.path));
+	r.t0_us = p->t0_us;
+	egs_reply_ok(&r, json_pack("{s:o}", "actions", actions));
+	egs_vec_remove(&p->srv->polls, p);
+	event_free(p->timer);
+	free(p);
+}
+
+static void poll_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	poll_reply(arg, json_array());
+}
+
+static void agent_actions(struct egs_req *r)
+{
+	struct egs_server *srv = r->srv;
+	struct egs_cluster *c;
+	if (!agent_cluster(r, &c))
+		return;
+	const char *w = egs_query(r, "wait");
+	long wait = 25;
+	if (w) {
+		char *end;
+		wait = strtol(w, &end, 10);
+		if (*w == '\0' || *end || wait < 0 || wait > 60) {
+			egs_reply_invalid(r, "wait", "wait must be 0 to 60 seconds");
+			return;
+		}
+	}
+	json_t *acts = json_array();
+	append_actions(srv, c->name, acts);
+	if (json_array_size(acts) || wait == 0 || srv->stopping) {
+		egs_reply_ok(r, json_pack("{s:o}", "actions", acts));
+		return;
+	}
+	json_decref(acts);
+	struct egs_poll *p = egs_calloc(1, sizeof(*p));
+	p->srv = srv;
+	p->ev = r->ev;
+	p->t0_us = r->t0_us;
+	egs_strlcpy(p->cluster, c->name, sizeof(p->cluster));
+	p->timer = evtimer_new(srv->base, poll_timeout, p);
+	struct timeval tv = { wait, 0 };
+	evtimer_add(p->timer, &tv);
+	egs_vec_push(&srv->polls, p);
+	r->ev = NULL; /* held: answered by egs_agent_wake_polls or the timer */
+}
+
+void egs_agent_wake_polls(struct egs_server *srv, bool all)
+{
+	for (size_t i = srv->polls.len; i-- > 0;) {
+		struct egs_poll *p = srv->polls.items[i];
+		json_t *acts = json_array();
+		if (!all)
+			append_actions(srv, p->cluster, acts);
+		if (all || json_array_size(acts))
+			poll_reply(p, acts);
+		else
+			json_decref(acts);
+	}
+}
+
+void egs_agent_drop_polls(struct egs_server *srv)
+{
+	egs_agent_wake_polls(srv, true);
+	egs_vec_cleanup(&srv->polls);
+}
+
+static void agent_result(struct egs_req *r)
+{
+	static const char *const allowed[] = { "clusterName", "actionId", "type", "gprId", "node", "ok", "message", NULL };
+	struct egs_server *srv = r->srv;
+	struct egs_cluster *c;
+	char type[16], gid[EGS_ID_MAX], node[EGS_NAME_MAX], msg[400], aid[200];
+	bool ok, present;
+	if (!egs_body_only(r, allowed) || !agent_cluster(r, &c) ||
+	    !egs_get_str(r, r->body, "actionId", false, aid, sizeof(aid)) ||
+	    !egs_get_str(r, r->body, "type", true, type, sizeof(type)) ||
+	    !egs_get_str(r, r->body, "gprId", true, gid, sizeof(gid)) ||
+	    !egs_get_str(r, r->body, "node", true, node, sizeof(node)) ||
+	    !egs_get_bool(r, r->body, "ok", &ok, &present) || !egs_get_str(r, r->body, "message", false, msg, sizeof(msg)))
+		return;
+	if (!present) {
+		egs_reply_invalid(r, "ok", "ok is required");
+		return;
+	}
+	struct egs_node *n = egs_state_node(&srv->st, c->name, node);
+	if (!n) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "NODE_NOT_FOUND", "node", "node %s is not registered in cluster %s", node,
+			      c->name);
+		return;
+	}
+	int64_t now = egs_now(srv);
+	if (!strcmp(type, "attach"))
+		egs_gpr_attach_result(&srv->st, n, gid, ok, msg, now);
+	else if (!strcmp(type, "detach"))
+		egs_gpr_detach_result(&srv->st, n, gid, ok, msg, now);
+	else {
+		egs_reply_invalid(r, "type", "type must be attach or detach");
+		return;
+	}
+	srv->st.generation++;
+	egs_server_changed(srv);
+	egs_reply_ok(r, json_pack("{s:s}", "actionId", aid));
+}
+
+const struct egs_route egs_routes_agent[] = {
+	{ EVHTTP_REQ_POST, "/api/v1/agent/register", agent_register, false },
+	{ EVHTTP_REQ_POST, "/api/v1/agent/heartbeat", agent_heartbeat, false },
+	{ EVHTTP_REQ_GET, "/api/v1/agent/actions", agent_actions, false },
+	{ EVHTTP_REQ_POST, "/api/v1/agent/actions/result", agent_result, false },
+	{ 0, NULL, NULL, false },
+};

@@ -1,0 +1,527 @@
+/*
+ * api_gpr.c: GPU provision requests: create, wait time, update (priority, name, other fields while
+ * waiting, early release), cancel, get and list.  Every input is validated before anything changes;
+ * a request that no node of the inventory could ever satisfy is refused at creation with the reason.
+ */
+#include "server/server.h"
+
+#include "core/gpr.h"
+#include "core/sched.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_GPUS_PER_NODE 64
+#define MAX_NODES 1024
+#define MAX_PRIORITY 1000
+
+static const char *const request_fields[] = {
+	"gprName", "requestName", "sliceName", "clusterName", "numberOfGPUs", "numberOfGPUNodes", "instanceType",
+	"gpuShape", "memoryPerGPU", "memoryPerGpu", "exitDuration", "priority", "idleTimeOutDuration",
+	"enforceIdleTimeOut", "enableEviction", "requeueOnFailure", "preferredClusters", "enableAutoClusterSelection",
+	"enableAutoGpuSelection", "multiNode", "dedicatedNodes", "enableRDMA", "enableSecondaryNetwork",
+	"gpuSharingMode", "gprId", "earlyRelease", NULL,
+};
+
+static bool get_duration(struct egs_req *r, const char *field, bool required, int64_t *out, bool *present)
+{
+	char buf[40];
+	*present = false;
+	if (!egs_get_str(r, r->body, field, required, buf, sizeof(buf)))
+		return false;
+	if (!buf[0])
+		return true;
+	const char *why;
+	if (!egs_duration_parse(buf, out, &why)) {
+		egs_reply_invalid(r, field, "%s %s", field, why);
+		return false;
+	}
+	*present = true;
+	return true;
+}
+
+static bool get_flag(struct egs_req *r, const char *field, uint32_t bit, struct egs_gpr *g)
+{
+	bool v, present;
+	if (!egs_get_bool(r, r->body, field, &v, &present))
+		return false;
+	if (present)
+		g->flags = v ? g->flags | bit : g->flags & ~bit;
+	return true;
+}
+
+/*
+ * Reads the request fields present in r->body into g.  On create every required field must be
+ * there; on update only the given fields change.  Replies 422 and returns false on the first bad
+ * field.  Cross-field checks (workspace, cluster, capacity) are done by check_request().
+ */
+static bool parse_request(struct egs_req *r, struct egs_gpr *g, bool create)
+{
+	char s[EGS_NAME_MAX];
+	bool present;
+	int64_t v;
+
+	if (!egs_get_str(r, r->body, "gprName", false, s, sizeof(s)))
+		return false;
+	if (!s[0] && !egs_get_str(r, r->body, "requestName", false, s, sizeof(s)))
+		return false;
+	if (s[0]) {
+		if (!egs_check_name(r, "gprName", s, false))
+			return false;
+		egs_strlcpy(g->name, s, sizeof(g->name));
+	} else if (create) {
+		egs_reply_invalid(r, "gprName", "gprName is not allowed to be empty");
+		return false;
+	}
+	if (create) {
+		if (!egs_get_str(r, r->body, "sliceName", true, s, sizeof(s)) || !egs_check_name(r, "sliceName", s, true))
+			return false;
+		egs_strlcpy(g->workspace, s, sizeof(g->workspace));
+	}
+	if (json_object_get(r->body, "clusterName")) {
+		if (!egs_get_str(r, r->body, "clusterName", false, s, sizeof(s)))
+			return false;
+		if (s[0] && !egs_check_name(r, "clusterName", s, true))
+			return false;
+		egs_strlcpy(g->cluster, s, sizeof(g->cluster));
+	}
+	if (json_object_get(r->body, "instanceType")) {
+		if (!egs_get_str(r, r->body, "instanceType", false, s, sizeof(s)))
+			return false;
+		if (s[0] && !egs_check_name(r, "instanceType", s, false))
+			return false;
+		egs_strlcpy(g->instance_type, s, sizeof(g->instance_type));
+	}
+	if (json_object_get(r->body, "gpuShape")) {
+		if (!egs_get_str(r, r->body, "gpuShape", false, s, sizeof(s)))
+			return false;
+		if (s[0] && !egs_check_name(r, "gpuShape", s, false))
+			return false;
+		egs_strlcpy(g->gpu_shape, s, sizeof(g->gpu_shape));
+	}
+	if (!egs_get_int(r, r->body, "numberOfGPUs", false, 1, MAX_GPUS_PER_NODE, &v, &present))
+		return false;
+	if (present)
+		g->gpus_per_node = (int)v;
+	else if (create)
+		g->gpus_per_node = 1;
+	if (!egs_get_int(r, r->body, "numberOfGPUNodes", create, 1, MAX_NODES, &v, &present))
+		return false;
+	if (present)
+		g->node_count = (int)v;
+
+	int64_t m1 = 0, m2 = 0;
+	bool p1, p2;
+	if (!egs_get_int(r, r->body, "memoryPerGPU", false, 0, (int64_t)1 << 30, &m1, &p1) ||
+	    !egs_get_int(r, r->body, "memoryPerGpu", false, 0, (int64_t)1 << 30, &m2, &p2))
+		return false;
+	if (p1 && p2 && m1 != m2) {
+		egs_reply_invalid(r, "memoryPerGpu", "memoryPerGPU and memoryPerGpu disagree (%lld, %lld)", (long long)m1,
+				  (long long)m2);
+		return false;
+	}
+	if (p1 || p2)
+		g->memory_mib = egs_memory_to_mib(p2 ? m2 : m1);
+
+	if (!get_duration(r, "exitDuration", create, &v, &present))
+		return false;
+	if (present)
+		g->exit_duration_s = v;
+	if (!egs_get_int(r, r->body, "priority", false, 1, MAX_PRIORITY, &v, &present))
+		return false;
+	if (present)
+		g->priority = (int)v;
+	else if (create)
+		g->priority = 101;
+	if (!get_duration(r, "idleTimeOutDuration", false, &v, &present))
+		return false;
+	if (present)
+		g->idle_timeout_s = v;
+
+	if (!get_flag(r, "enforceIdleTimeOut", EGS_GPRF_ENFORCE_IDLE, g) ||
+	    !get_flag(r, "enableEviction", EGS_GPRF_EVICTION, g) || !get_flag(r, "requeueOnFailure", EGS_GPRF_REQUEUE, g) ||
+	    !get_flag(r, "enableAutoClusterSelection", EGS_GPRF_AUTO_CLUSTER, g) ||
+	    !get_flag(r, "enableAutoGpuSelection", EGS_GPRF_AUTO_GPU, g) || !get_flag(r, "multiNode", EGS_GPRF_MULTI_NODE, g) ||
+	    !get_flag(r, "dedicatedNodes", EGS_GPRF_DEDICATED, g) || !get_flag(r, "enableRDMA", EGS_GPRF_RDMA, g) ||
+	    !get_flag(r, "enableSecondaryNetwork", EGS_GPRF_SECONDARY_NET, g))
+		return false;
+	if (!egs_get_str(r, r->body, "gpuSharingMode", false, s, sizeof(s)))
+		return false;
+	if (s[0] && strcasecmp(s, "Dedicated") != 0) {
+		egs_reply_invalid(r, "gpuSharingMode", "gpuSharingMode must be Dedicated (shared GPUs are not offered yet)");
+		return false;
+	}
+	if (json_object_get(r->body, "preferredClusters")) {
+		struct egs_strlist pc = { 0 };
+		if (!egs_get_names(r, r->body, "preferredClusters", 64, &pc))
+			return false;
+		egs_strlist_cleanup(&g->preferred_clusters);
+		g->preferred_clusters = pc;
+	}
+	if ((g->flags & EGS_GPRF_ENFORCE_IDLE) && !g->idle_timeout_s) {
+		egs_reply_invalid(r, "idleTimeOutDuration", "idleTimeOutDuration is required when enforceIdleTimeOut is true");
+		return false;
+	}
+	return true;
+}
+
+/* Cross-field checks against the inventory and the caller's scope. */
+static bool check_request(struct egs_req *r, struct egs_gpr *g, struct egs_workspace **wsp)
+{
+	struct egs_state *st = &r->srv->st;
+	struct egs_workspace *ws = egs_state_workspace(st, g->workspace);
+	if (!ws || !egs_in_project(r, ws->project)) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "WORKSPACE_NOT_FOUND", "sliceName", "Slice Workspace Not Found: %s",
+			      g->workspace);
+		return false;
+	}
+	if (!egs_can_write_ws(r, ws))
+		return false;
+	if (g->cluster[0] && !egs_strlist_has(&ws->clusters, g->cluster)) {
+		egs_reply_invalid(r, "clusterName", "clusterName: cluster %s is not part of workspace %s", g->cluster,
+				  g->workspace);
+		return false;
+	}
+	for (size_t i = 0; i < g->preferred_clusters.n; i++)
+		if (!egs_strlist_has(&ws->clusters, g->preferred_clusters.v[i])) {
+			egs_reply_invalid(r, "preferredClusters", "preferredClusters: cluster %s is not part of workspace %s",
+					  g->preferred_clusters.v[i], g->workspace);
+			return false;
+		}
+	char why[300];
+	if (egs_sched_capacity(st, g, ws, why, sizeof(why)) < (size_t)g->node_count) {
+		const char *colon = strchr(why, ':');
+		char field[40];
+		egs_strlcpy(field, why, colon && (size_t)(colon - why) < sizeof(field) ? (size_t)(colon - why) + 1 : 1);
+		egs_reply_err(r, EGS_ERR_UNSATISFIABLE, NULL, field[0] ? field : NULL,
+			      "no node in the inventory could ever satisfy this request: %s", why);
+		return false;
+	}
+	if (wsp)
+		*wsp = ws;
+	return true;
+}
+
+static struct egs_gpr *find_gpr(struct egs_req *r, const char *id, bool write)
+{
+	struct egs_gpr *g = id && *id ? egs_state_gpr(&r->srv->st, id) : NULL;
+	const struct egs_workspace *ws = g ? egs_state_workspace(&r->srv->st, g->workspace) : NULL;
+	if (!g || r->who.role == EGS_ROLE_AGENT || (ws && !egs_in_project(r, ws->project))) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "GPR_NOT_FOUND", "gprId", "GPR %s not found", id ? id : "");
+		return NULL;
+	}
+	if (!ws) { /* workspace deleted: only admins still see its GPRs */
+		if (r->who.role == EGS_ROLE_ADMIN && (!write))
+			return g;
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "GPR_NOT_FOUND", "gprId", "GPR %s not found", id);
+		return NULL;
+	}
+	if (!(write ? egs_can_write_ws(r, ws) : egs_can_read_ws(r, ws)))
+		return NULL;
+	return g;
+}
+
+static void gpr_create(struct egs_req *r)
+{
+	struct egs_server *srv = r->srv;
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER)) || !egs_body_only(r, request_fields))
+		return;
+	if (json_object_get(r->body, "gprId") || json_object_get(r->body, "earlyRelease")) {
+		egs_reply_invalid(r, json_object_get(r->body, "gprId") ? "gprId" : "earlyRelease",
+				  "%s cannot be set when creating a GPR",
+				  json_object_get(r->body, "gprId") ? "gprId" : "earlyRelease");
+		return;
+	}
+	struct egs_gpr *g = egs_gpr_new();
+	if (!parse_request(r, g, true) || !check_request(r, g, NULL))
+		goto fail;
+	do
+		egs_new_id("gpr", g->id);
+	while (egs_state_gpr(&srv->st, g->id));
+	egs_strlcpy(g->created_by, r->who.key_id, sizeof(g->created_by));
+	EGS_ASSERT(egs_gpr_submit(&srv->st, g, egs_now(srv)) == EGS_OK);
+	egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+	return;
+fail:
+	egs_gpr_free(g);
+}
+
+struct option {
+	char cluster[EGS_NAME_MAX], shape[EGS_NAME_MAX], itype[EGS_NAME_MAX];
+	int64_t start;
+	int free_nodes, total_nodes;
+};
+
+static int cmp_option(const void *a, const void *b)
+{
+	const struct option *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	int c = strcmp(x->cluster, y->cluster);
+	return c ? c : strcmp(x->shape, y->shape);
+}
+
+static void gpr_waittime(struct egs_req *r)
+{
+	struct egs_server *srv = r->srv;
+	struct egs_state *st = &srv->st;
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)) || !egs_body_only(r, request_fields))
+		return;
+	struct egs_gpr *g = egs_gpr_new();
+	struct egs_workspace *ws;
+	struct option *opts = NULL;
+	size_t nopts = 0;
+	if (!parse_request(r, g, true) || !check_request(r, g, &ws))
+		goto out;
+	int64_t now = egs_now(srv);
+	/* One option per (cluster, GPU shape, instance type) that can hold the request. */
+	opts = egs_calloc(st->nodes.len + 1, sizeof(*opts));
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);) {
+		const struct egs_node *n = v;
+		if (!egs_node_matches(g, ws, n))
+			continue;
+		struct option *o = NULL;
+		for (size_t j = 0; j < nopts && !o; j++)
+			if (!strcmp(opts[j].cluster, n->cluster) && !strcmp(opts[j].shape, n->gpu_shape) &&
+			    !strcmp(opts[j].itype, n->instance_type))
+				o = &opts[j];
+		if (!o) {
+			o = &opts[nopts++];
+			egs_strlcpy(o->cluster, n->cluster, sizeof(o->cluster));
+			egs_strlcpy(o->shape, n->gpu_shape, sizeof(o->shape));
+			egs_strlcpy(o->itype, n->instance_type, sizeof(o->itype));
+		}
+		o->total_nodes++;
+		if (egs_node_schedulable(st, n, now) && !n->gpr_id[0] && !n->attached_gpr[0])
+			o->free_nodes++;
+	}
+	struct egs_gpr probe = *g;
+	for (size_t j = 0; j < nopts; j++) {
+		egs_strlcpy(probe.cluster, opts[j].cluster, sizeof(probe.cluster));
+		egs_strlcpy(probe.gpu_shape, opts[j].shape, sizeof(probe.gpu_shape));
+		egs_strlcpy(probe.instance_type, opts[j].itype, sizeof(probe.instance_type));
+		opts[j].start = opts[j].total_nodes >= g->node_count ? egs_sched_estimate(st, &probe, now, NULL) : EGS_NEVER;
+	}
+	qsort(opts, nopts, sizeof(*opts), cmp_option);
+	json_t *items = json_array();
+	for (size_t j = 0; j < nopts; j++) {
+		char ts[32], wait[48];
+		json_t *start = json_null(), *w = json_null();
+		if (opts[j].start != EGS_NEVER) {
+			egs_time_format(opts[j].start, ts, sizeof(ts));
+			egs_duration_format(opts[j].start - now, wait, sizeof(wait));
+			start = json_string(ts);
+			w = json_string(wait);
+		}
+		json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:o, s:o, s:i, s:i, s:b}", "clusterName",
+						       opts[j].cluster, "gpuShape", opts[j].shape, "instanceType",
+						       opts[j].itype, "estimatedStartTime", start, "estimatedWaitTime", w,
+						       "freeNodes", opts[j].free_nodes, "totalNodes", opts[j].total_nodes,
+						       "available", opts[j].start != EGS_NEVER));
+	}
+	json_t *best = json_array_size(items) ? json_array_get(items, 0) : NULL;
+	json_t *data = json_pack("{s:O, s:O, s:o}", "estimatedStartTime", best ? json_object_get(best, "estimatedStartTime") : json_null(),
+				 "estimatedWaitTime", best ? json_object_get(best, "estimatedWaitTime") : json_null(),
+				 "items", items);
+	egs_reply_ok(r, data);
+out:
+	free(opts);
+	egs_gpr_free(g);
+}
+
+static bool only_fields(json_t *body, const char *const *fields)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(body, k, v) {
+		bool found = false;
+		for (const char *const *f = fields; *f; f++)
+			if (!strcmp(*f, k))
+				found = true;
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+static void reply_state_err(struct egs_req *r, enum egs_err err, const struct egs_gpr *g, const char *what)
+{
+	const char *state = egs_gpr_state_name(g->state);
+	switch (err) {
+	case EGS_ERR_GPR_NOT_PROVISIONED:
+		egs_reply_err(r, err, NULL, "gprId", "Cannot %s GPR in %s state: it is not provisioned yet; cancel it with DELETE /api/v1/gpr instead", what, state);
+		break;
+	default:
+		egs_reply_err(r, err, NULL, "gprId", "Cannot %s GPR in %s state", what, state);
+	}
+}
+
+static void gpr_update(struct egs_req *r)
+{
+	static const char *const release_only[] = { "gprId", "earlyRelease", NULL };
+	struct egs_server *srv = r->srv;
+	char id[EGS_ID_MAX];
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER)) || !egs_body_only(r, request_fields) ||
+	    !egs_get_str(r, r->body, "gprId", true, id, sizeof(id)))
+		return;
+	if (json_object_get(r->body, "sliceName")) {
+		egs_reply_invalid(r, "sliceName", "sliceName of a GPR cannot change");
+		return;
+	}
+	bool early, early_given;
+	if (!egs_get_bool(r, r->body, "earlyRelease", &early, &early_given))
+		return;
+	struct egs_gpr *g = find_gpr(r, id, true);
+	if (!g)
+		return;
+	int64_t now = egs_now(srv);
+	if (early) {
+		if (!only_fields(r->body, release_only)) {
+			egs_reply_invalid(r, "earlyRelease", "earlyRelease cannot be combined with other changes");
+			return;
+		}
+		enum egs_err err = egs_gpr_release(&srv->st, g, now);
+		if (err) {
+			reply_state_err(r, err, g, "update early release of");
+			return;
+		}
+		egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+		return;
+	}
+	if (only_fields(r->body, release_only)) { /* nothing to change */
+		egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+		return;
+	}
+	enum egs_err err = egs_gpr_editable(g);
+	if (err) {
+		reply_state_err(r, err, g, "update");
+		return;
+	}
+	/* Edit a copy, validate it whole, then apply: nothing changes on a bad field. */
+	struct egs_gpr *c = egs_gpr_new();
+	*c = *g;
+	c->heap_idx = SIZE_MAX;
+	c->preferred_clusters = (struct egs_strlist){ 0 };
+	c->nodes = (struct egs_strlist){ 0 };
+	c->failure_reason = c->pending_reason = NULL;
+	egs_strlist_copy(&c->preferred_clusters, &g->preferred_clusters);
+	if (!parse_request(r, c, false) || !check_request(r, c, NULL)) {
+		egs_gpr_free(c);
+		return;
+	}
+	int new_priority = c->priority;
+	c->priority = g->priority;
+	bool changed = memcmp(c->name, g->name, sizeof(g->name)) || memcmp(c->cluster, g->cluster, sizeof(g->cluster)) ||
+		       memcmp(c->instance_type, g->instance_type, sizeof(g->instance_type)) ||
+		       memcmp(c->gpu_shape, g->gpu_shape, sizeof(g->gpu_shape)) || c->gpus_per_node != g->gpus_per_node ||
+		       c->node_count != g->node_count || c->memory_mib != g->memory_mib ||
+		       c->exit_duration_s != g->exit_duration_s || c->idle_timeout_s != g->idle_timeout_s ||
+		       c->flags != g->flags || c->preferred_clusters.n != g->preferred_clusters.n;
+	if (changed) {
+		memcpy(g->name, c->name, sizeof(g->name));
+		memcpy(g->cluster, c->cluster, sizeof(g->cluster));
+		memcpy(g->instance_type, c->instance_type, sizeof(g->instance_type));
+		memcpy(g->gpu_shape, c->gpu_shape, sizeof(g->gpu_shape));
+		g->gpus_per_node = c->gpus_per_node;
+		g->node_count = c->node_count;
+		g->memory_mib = c->memory_mib;
+		g->exit_duration_s = c->exit_duration_s;
+		g->idle_timeout_s = c->idle_timeout_s;
+		g->flags = c->flags;
+		egs_strlist_copy(&g->preferred_clusters, &c->preferred_clusters);
+		egs_state_touch(&srv->st, EGS_KIND_GPR, g);
+		egs_state_event(&srv->st, now, "Normal", "Updated", "GPR", g->id, g->workspace, "GPR %s updated", g->name);
+	}
+	egs_gpr_free(c);
+	egs_gpr_set_priority(&srv->st, g, new_priority, now);
+	egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+}
+
+static void gpr_delete(struct egs_req *r)
+{
+	static const char *const allowed[] = { "gprId", NULL };
+	char id[EGS_ID_MAX];
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER)) || !egs_body_only(r, allowed) ||
+	    !egs_get_str(r, r->body, "gprId", true, id, sizeof(id)))
+		return;
+	struct egs_gpr *g = find_gpr(r, id, true);
+	if (!g)
+		return;
+	enum egs_err err = egs_gpr_cancel(&r->srv->st, g, egs_now(r->srv));
+	if (err) {
+		reply_state_err(r, err, g, "delete");
+		return;
+	}
+	egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+}
+
+static void gpr_get(struct egs_req *r)
+{
+	const char *id = egs_query(r, "gprId");
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)))
+		return;
+	if (!id || !*id) {
+		egs_reply_invalid(r, "gprId", "gprId is required");
+		return;
+	}
+	struct egs_gpr *g = find_gpr(r, id, false);
+	if (g)
+		egs_reply_ok(r, egs_json_gpr(r->srv, g));
+}
+
+static void gpr_list(struct egs_req *r)
+{
+	struct egs_state *st = &r->srv->st;
+	const char *ws_name = egs_query(r, "sliceName");
+	const char *status = egs_query(r, "status");
+	enum egs_gpr_state want = EGS_GPR_NSTATES;
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)))
+		return;
+	if (status && !egs_gpr_state_parse(status, &want)) {
+		egs_reply_invalid(r, "status", "status must be a provisioningStatus such as Queued or Provisioned");
+		return;
+	}
+	const struct egs_workspace *ws = NULL;
+	if (ws_name && *ws_name) {
+		ws = egs_state_workspace(st, ws_name);
+		if (!ws || !egs_in_project(r, ws->project)) {
+			egs_reply_err(r, EGS_ERR_NOT_FOUND, "WORKSPACE_NOT_FOUND", "sliceName", "Slice Workspace Not Found");
+			return;
+		}
+		if (!egs_can_read_ws(r, ws))
+			return;
+	}
+	json_t *items = json_array();
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->gprs, &i, NULL, &v);) {
+		const struct egs_gpr *g = v;
+		if (ws ? strcmp(g->workspace, ws->name) != 0 : false)
+			continue;
+		if (want != EGS_GPR_NSTATES && g->state != want)
+			continue;
+		if (!ws) {
+			const struct egs_workspace *gw = egs_state_workspace(st, g->workspace);
+			bool visible = gw ? egs_in_project(r, gw->project) &&
+						    (r->who.role == EGS_ROLE_ADMIN || !r->who.workspace[0] ||
+						     !strcmp(r->who.workspace, gw->name))
+					  : r->who.role == EGS_ROLE_ADMIN && !r->who.project[0];
+			if (!visible)
+				continue;
+		}
+		json_array_append_new(items, egs_json_gpr(r->srv, g));
+	}
+	egs_reply_ok(r, json_pack("{s:o}", "items", items));
+}
+
+const struct egs_route egs_routes_gpr[] = {
+	{ EVHTTP_REQ_POST, "/api/v1/gpr", gpr_create, false },
+	{ EVHTTP_REQ_PUT, "/api/v1/gpr", gpr_update, false },
+	{ EVHTTP_REQ_DELETE, "/api/v1/gpr", gpr_delete, false },
+	{ EVHTTP_REQ_GET, "/api/v1/gpr", gpr_get, false },
+	{ EVHTTP_REQ_GET, "/api/v1/gpr/list", gpr_list, false },
+	{ EVHTTP_REQ_POST, "/api/v1/gpr/waittime", gpr_waittime, false },
+	{ 0, NULL, NULL, false },
+};

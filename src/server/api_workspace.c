@@ -1,0 +1,395 @@
+/*
+ * api_workspace.c: slice workspaces: create, delete, list, update (admins), and the kubeconfig
+ * of a workspace on one of its clusters.
+ */
+#include "server/server.h"
+
+#include "core/gpr.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LIST 64
+
+static bool find_ws(struct egs_req *r, const char *name, struct egs_workspace **out)
+{
+	*out = egs_state_workspace(&r->srv->st, name);
+	if (!*out || r->who.role == EGS_ROLE_AGENT || !egs_in_project(r, (*out)->project)) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "WORKSPACE_NOT_FOUND", "workspaceName", "Slice Workspace Not Found: %s",
+			      name);
+		return false;
+	}
+	return true;
+}
+
+static bool check_clusters(struct egs_req *r, const char *field, const struct egs_strlist *l, const char *project)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		const struct egs_cluster *c = egs_state_cluster(&r->srv->st, l->v[i]);
+		if (!c || strcmp(c->project, project) != 0) {
+			egs_reply_err(r, EGS_ERR_INVALID, "CLUSTER_NOT_FOUND", field,
+				      "%s: cluster %s is not registered in project %s", field, l->v[i], project);
+			return false;
+		}
+	}
+	return true;
+}
+
+static void add_namespace(struct egs_workspace *w, const char *ns)
+{
+	for (size_t i = 0; i < w->n_namespaces; i++)
+		if (strcmp(w->namespaces[i].name, ns) == 0)
+			return;
+	w->namespaces = egs_realloc(w->namespaces, (w->n_namespaces + 1) * sizeof(*w->namespaces));
+	struct egs_ws_namespace *n = &w->namespaces[w->n_namespaces++];
+	memset(n, 0, sizeof(*n));
+	egs_strlcpy(n->name, ns, sizeof(n->name));
+	egs_strlist_copy(&n->clusters, &w->clusters);
+}
+
+static bool check_user(struct egs_req *r, const char *user, const char *email)
+{
+	for (const char *c = user; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+			egs_reply_invalid(r, "username", "username must not contain control characters");
+			return false;
+		}
+	if (*email && (!strchr(email, '@') || strchr(email, ' ') || strchr(email, '\n'))) {
+		egs_reply_invalid(r, "email", "email must look like name@example.com");
+		return false;
+	}
+	return true;
+}
+
+static void add_user(struct egs_workspace *w, const char *user, const char *email)
+{
+	for (size_t i = 0; i < w->n_users; i++)
+		if (strcmp(w->users[i].username, user) == 0)
+			return;
+	w->users = egs_realloc(w->users, (w->n_users + 1) * sizeof(*w->users));
+	struct egs_ws_user *u = &w->users[w->n_users++];
+	egs_strlcpy(u->username, user, sizeof(u->username));
+	egs_strlcpy(u->email, email, sizeof(u->email));
+}
+
+static void ws_create(struct egs_req *r)
+{
+	static const char *const allowed[] = { "workspaceName", "clusters", "namespaces", "username", "email",
+					       "projectName", "description", NULL };
+	struct egs_server *srv = r->srv;
+	char name[EGS_NAME_MAX], user[EGS_NAME_MAX * 2], email[EGS_NAME_MAX * 2], project[EGS_NAME_MAX], desc[256];
+	struct egs_strlist clusters = { 0 }, namespaces = { 0 };
+	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
+	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) ||
+	    !egs_check_name(r, "workspaceName", name, true) ||
+	    !egs_get_names(r, r->body, "clusters", MAX_LIST, &clusters) ||
+	    !egs_get_names(r, r->body, "namespaces", MAX_LIST, &namespaces) ||
+	    !egs_get_str(r, r->body, "username", false, user, sizeof(user)) ||
+	    !egs_get_str(r, r->body, "email", false, email, sizeof(email)) ||
+	    !egs_get_str(r, r->body, "projectName", false, project, sizeof(project)) ||
+	    !egs_get_str(r, r->body, "description", false, desc, sizeof(desc)) || !check_user(r, user, email))
+		goto out;
+	if (!project[0])
+		egs_strlcpy(project, r->who.project[0] ? r->who.project : "default", sizeof(project));
+	if (!egs_state_project(&srv->st, project)) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "PROJECT_NOT_FOUND", "projectName", "project %s does not exist", project);
+		goto out;
+	}
+	if (!egs_in_project(r, project)) {
+		egs_reply_err(r, EGS_ERR_FORBIDDEN, NULL, "projectName", "this admin key is limited to project %s", r->who.project);
+		goto out;
+	}
+	if (clusters.n == 0) {
+		egs_reply_invalid(r, "clusters", "clusters must name at least one registered cluster");
+		goto out;
+	}
+	if (!check_clusters(r, "clusters", &clusters, project))
+		goto out;
+	if (egs_state_workspace(&srv->st, name)) {
+		egs_reply_err(r, EGS_ERR_EXISTS, "WORKSPACE_ALREADY_EXISTS", "workspaceName", "Already Exists: workspace %s", name);
+		goto out;
+	}
+	struct egs_workspace *w = egs_calloc(1, sizeof(*w));
+	egs_strlcpy(w->name, name, sizeof(w->name));
+	egs_strlcpy(w->project, project, sizeof(w->project));
+	w->description = desc[0] ? egs_strdup(desc) : NULL;
+	egs_strlist_copy(&w->clusters, &clusters);
+	if (namespaces.n == 0)
+		egs_strlist_add(&namespaces, name);
+	for (size_t i = 0; i < namespaces.n; i++)
+		add_namespace(w, namespaces.v[i]);
+	if (user[0] || email[0])
+		add_user(w, user, email);
+	w->created_at = egs_now(srv);
+	EGS_ASSERT(egs_state_add_workspace(&srv->st, w) == EGS_OK);
+	egs_state_touch(&srv->st, EGS_KIND_WORKSPACE, w);
+	egs_state_event(&srv->st, w->created_at, "Normal", "WorkspaceCreated", "Workspace", name, name,
+			"workspace %s created on %zu cluster(s)", name, clusters.n);
+	egs_reply_ok(r, json_pack("{s:s}", "workspaceName", name));
+out:
+	egs_strlist_cleanup(&clusters);
+	egs_strlist_cleanup(&namespaces);
+}
+
+static void ws_delete(struct egs_req *r)
+{
+	static const char *const allowed[] = { "workspaceName", NULL };
+	struct egs_server *srv = r->srv;
+	char name[EGS_NAME_MAX];
+	struct egs_workspace *w;
+	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
+	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !find_ws(r, name, &w))
+		return;
+	for (size_t i = 0; i < srv->st.active.len; i++) {
+		const struct egs_gpr *g = srv->st.active.items[i];
+		if (strcmp(g->workspace, name) == 0) {
+			egs_reply_err(r, EGS_ERR_BUSY, "WORKSPACE_HAS_ACTIVE_GPR", "workspaceName",
+				      "workspace %s holds GPR %s (%s); release it first", name, g->id,
+				      egs_gpr_state_name(g->state));
+			return;
+		}
+	}
+	int64_t now = egs_now(srv);
+	void *v;
+	struct egs_vec waiting = { 0 };
+	for (size_t i = 0; egs_map_next(&srv->st.gprs, &i, NULL, &v);) {
+		struct egs_gpr *g = v;
+		if (strcmp(g->workspace, name) == 0 && (g->state == EGS_GPR_QUEUED || g->state == EGS_GPR_PENDING))
+			egs_vec_push(&waiting, g);
+	}
+	for (size_t i = 0; i < waiting.len; i++)
+		egs_gpr_cancel(&srv->st, waiting.items[i], now);
+	egs_vec_cleanup(&waiting);
+	egs_state_event(&srv->st, now, "Normal", "WorkspaceDeleted", "Workspace", name, name, "workspace %s deleted",
+			name);
+	egs_state_del(&srv->st, EGS_KIND_WORKSPACE, w);
+	egs_reply_ok(r, json_pack("{s:s}", "workspaceName", name));
+}
+
+static void ws_list(struct egs_req *r)
+{
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)))
+		return;
+	json_t *items = json_array();
+	void *v;
+	for (size_t i = 0; egs_map_next(&r->srv->st.workspaces, &i, NULL, &v);) {
+		const struct egs_workspace *w = v;
+		if (!egs_in_project(r, w->project))
+			continue;
+		if (r->who.role != EGS_ROLE_ADMIN && r->who.workspace[0] && strcmp(r->who.workspace, w->name) != 0)
+			continue;
+		json_array_append_new(items, egs_json_workspace(w));
+	}
+	egs_reply_ok(r, json_pack("{s:o}", "workspaces", items));
+}
+
+static void ws_get(struct egs_req *r)
+{
+	const char *name = egs_query(r, "workspaceName");
+	struct egs_workspace *w;
+	if (!name) {
+		egs_reply_invalid(r, "workspaceName", "workspaceName is required");
+		return;
+	}
+	if (!find_ws(r, name, &w) || !egs_can_read_ws(r, w))
+		return;
+	json_t *o = egs_json_workspace(w);
+	json_t *users = json_array();
+	for (size_t i = 0; i < w->n_users; i++)
+		json_array_append_new(users, json_pack("{s:s, s:s}", "username", w->users[i].username, "email",
+						       w->users[i].email));
+	json_object_set_new(o, "users", users);
+	json_object_set_new(o, "projectName", json_string(w->project));
+	egs_reply_ok(r, o);
+}
+
+static void ws_update(struct egs_req *r)
+{
+	static const char *const allowed[] = { "workspaceName", "addNamespaces", "removeNamespaces", "addClusters",
+					       "removeClusters", "addUsers", "removeUsers", "description", NULL };
+	struct egs_server *srv = r->srv;
+	char name[EGS_NAME_MAX], desc[256];
+	struct egs_workspace *w;
+	struct egs_strlist add_ns = { 0 }, rm_ns = { 0 }, add_cl = { 0 }, rm_cl = { 0 }, rm_users = { 0 };
+	json_t *add_users = NULL;
+	bool desc_given = json_object_get(r->body ? r->body : json_null(), "description") != NULL;
+	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
+	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !find_ws(r, name, &w) ||
+	    !egs_get_names(r, r->body, "addNamespaces", MAX_LIST, &add_ns) ||
+	    !egs_get_names(r, r->body, "removeNamespaces", MAX_LIST, &rm_ns) ||
+	    !egs_get_names(r, r->body, "addClusters", MAX_LIST, &add_cl) ||
+	    !egs_get_names(r, r->body, "removeClusters", MAX_LIST, &rm_cl) ||
+	    !egs_get_str(r, r->body, "description", false, desc, sizeof(desc)) ||
+	    !check_clusters(r, "addClusters", &add_cl, w->project))
+		goto out;
+	add_users = json_object_get(r->body, "addUsers");
+	if (add_users && !json_is_null(add_users)) {
+		if (!json_is_array(add_users) || json_array_size(add_users) > MAX_LIST) {
+			egs_reply_invalid(r, "addUsers", "addUsers must be a list of {username, email}");
+			goto out;
+		}
+		size_t i;
+		json_t *u;
+		json_array_foreach(add_users, i, u) {
+			char un[EGS_NAME_MAX * 2], em[EGS_NAME_MAX * 2];
+			if (!json_is_object(u)) {
+				egs_reply_invalid(r, "addUsers", "addUsers[%zu] must be an object", i);
+				goto out;
+			}
+			if (!egs_get_str(r, u, "username", true, un, sizeof(un)) ||
+			    !egs_get_str(r, u, "email", false, em, sizeof(em)) || !check_user(r, un, em))
+				goto out;
+		}
+	}
+	json_t *rmu = json_object_get(r->body, "removeUsers");
+	if (rmu && !json_is_null(rmu)) {
+		size_t i;
+		json_t *u;
+		if (!json_is_array(rmu)) {
+			egs_reply_invalid(r, "removeUsers", "removeUsers must be a list of usernames");
+			goto out;
+		}
+		json_array_foreach(rmu, i, u) {
+			if (!json_is_string(u)) {
+				egs_reply_invalid(r, "removeUsers", "removeUsers[%zu] must be a string", i);
+				goto out;
+			}
+			egs_strlist_add(&rm_users, json_string_value(u));
+		}
+	}
+	/* Removing the last cluster, or a cluster that a GPR of the workspace holds, is refused. */
+	size_t remaining = 0;
+	for (size_t i = 0; i < w->clusters.n; i++)
+		if (!egs_strlist_has(&rm_cl, w->clusters.v[i]))
+			remaining++;
+	if (remaining + add_cl.n == 0) {
+		egs_reply_invalid(r, "removeClusters", "a workspace needs at least one cluster");
+		goto out;
+	}
+	for (size_t i = 0; i < srv->st.active.len; i++) {
+		const struct egs_gpr *g = srv->st.active.items[i];
+		if (strcmp(g->workspace, name) == 0 && egs_strlist_has(&rm_cl, g->cluster)) {
+			egs_reply_err(r, EGS_ERR_BUSY, "WORKSPACE_HAS_ACTIVE_GPR", "removeClusters",
+				      "GPR %s holds nodes of cluster %s", g->id, g->cluster);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < add_cl.n; i++)
+		if (!egs_strlist_has(&w->clusters, add_cl.v[i])) {
+			egs_strlist_add(&w->clusters, add_cl.v[i]);
+			for (size_t j = 0; j < w->n_namespaces; j++)
+				egs_strlist_add(&w->namespaces[j].clusters, add_cl.v[i]);
+		}
+	for (size_t i = 0; i < rm_cl.n; i++) {
+		egs_strlist_remove(&w->clusters, rm_cl.v[i]);
+		for (size_t j = 0; j < w->n_namespaces; j++)
+			egs_strlist_remove(&w->namespaces[j].clusters, rm_cl.v[i]);
+	}
+	for (size_t i = 0; i < add_ns.n; i++)
+		add_namespace(w, add_ns.v[i]);
+	for (size_t i = 0; i < rm_ns.n; i++) {
+		for (size_t j = 0; j < w->n_namespaces; j++) {
+			if (strcmp(w->namespaces[j].name, rm_ns.v[i]) != 0)
+				continue;
+			egs_strlist_cleanup(&w->namespaces[j].clusters);
+			memmove(&w->namespaces[j], &w->namespaces[j + 1], (w->n_namespaces - j - 1) * sizeof(*w->namespaces));
+			w->n_namespaces--;
+			break;
+		}
+	}
+	if (add_users && json_is_array(add_users)) {
+		size_t i;
+		json_t *u;
+		json_array_foreach(add_users, i, u) {
+			json_t *em = json_object_get(u, "email");
+			add_user(w, json_string_value(json_object_get(u, "username")),
+				 json_is_string(em) ? json_string_value(em) : "");
+		}
+	}
+	for (size_t i = 0; i < rm_users.n; i++) {
+		for (size_t j = 0; j < w->n_users; j++) {
+			if (strcmp(w->users[j].username, rm_users.v[i]) == 0) {
+				memmove(&w->users[j], &w->users[j + 1], (w->n_users - j - 1) * sizeof(*w->users));
+				w->n_users--;
+				break;
+			}
+		}
+	}
+	if (desc_given) {
+		free(w->description);
+		w->description = desc[0] ? egs_strdup(desc) : NULL;
+	}
+	egs_state_touch(&srv->st, EGS_KIND_WORKSPACE, w);
+	egs_state_event(&srv->st, egs_now(srv), "Normal", "WorkspaceUpdated", "Workspace", name, name,
+			"workspace %s updated", name);
+	egs_reply_ok(r, egs_json_workspace(w));
+out:
+	egs_strlist_cleanup(&add_ns);
+	egs_strlist_cleanup(&rm_ns);
+	egs_strlist_cleanup(&add_cl);
+	egs_strlist_cleanup(&rm_cl);
+	egs_strlist_cleanup(&rm_users);
+}
+
+static void ws_kubeconfig(struct egs_req *r)
+{
+	static const char *const allowed[] = { "workspaceName", "clusterName", NULL };
+	struct egs_server *srv = r->srv;
+	char name[EGS_NAME_MAX], cname[EGS_NAME_MAX];
+	struct egs_workspace *w;
+	if (!egs_body_only(r, allowed) || !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) ||
+	    !egs_get_str(r, r->body, "clusterName", true, cname, sizeof(cname)) || !find_ws(r, name, &w) ||
+	    !egs_can_write_ws(r, w))
+		return;
+	const struct egs_cluster *c = egs_state_cluster(&srv->st, cname);
+	if (!c || !egs_strlist_has(&w->clusters, cname)) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "CLUSTER_NOT_FOUND", "clusterName", "cluster %s is not part of workspace %s",
+			      cname, name);
+		return;
+	}
+	if (!c->api_server) {
+		egs_reply_err(r, EGS_ERR_CONFLICT, "CLUSTER_HAS_NO_API_SERVER", "clusterName",
+			      "cluster %s was registered without apiServer; an admin must set it first", cname);
+		return;
+	}
+	const char *ns = w->n_namespaces ? w->namespaces[0].name : name;
+	for (size_t i = 0; i < w->n_namespaces; i++)
+		if (egs_strlist_has(&w->namespaces[i].clusters, cname)) {
+			ns = w->namespaces[i].name;
+			break;
+		}
+	/* The workspace credential: an HMAC of workspace and cluster under the server secret, so it is
+	 * stable, never stored, and changes when the secret is rotated. */
+	char msg[160], tok[65];
+	unsigned char mac[crypto_auth_BYTES];
+	int n = snprintf(msg, sizeof(msg), "kube:%s:%s", name, cname);
+	crypto_auth(mac, (const unsigned char *)msg, (size_t)n, srv->token_secret);
+	egs_hash_hex(mac, tok);
+	char yaml[8192];
+	int len = snprintf(yaml, sizeof(yaml),
+			   "apiVersion: v1\nkind: Config\nclusters:\n- name: %s\n  cluster:\n    server: \"%s\"\n%s%s%s"
+			   "users:\n- name: %s-%s\n  user:\n    token: \"egsws-%s\"\n"
+			   "contexts:\n- name: %s@%s\n  context:\n    cluster: %s\n    user: %s-%s\n    namespace: %s\n"
+			   "current-context: %s@%s\n",
+			   cname, c->api_server, c->ca_data ? "    certificate-authority-data: \"" : "",
+			   c->ca_data ? c->ca_data : "", c->ca_data ? "\"\n" : "", name, cname, tok, name, cname, cname,
+			   name, cname, ns, name, cname);
+	if (len < 0 || (size_t)len >= sizeof(yaml)) {
+		egs_reply_err(r, EGS_ERR_INVALID, NULL, "clusterName", "the cluster's CA data is too large for a kubeconfig");
+		return;
+	}
+	egs_reply_ok(r, json_pack("{s:s}", "kubeConfig", yaml));
+}
+
+const struct egs_route egs_routes_workspace[] = {
+	{ EVHTTP_REQ_POST, "/api/v1/slice-workspace", ws_create, false },
+	{ EVHTTP_REQ_PUT, "/api/v1/slice-workspace", ws_update, false },
+	{ EVHTTP_REQ_DELETE, "/api/v1/slice-workspace", ws_delete, false },
+	{ EVHTTP_REQ_GET, "/api/v1/slice-workspace", ws_get, false },
+	{ EVHTTP_REQ_GET, "/api/v1/slice-workspace/list", ws_list, false },
+	{ EVHTTP_REQ_POST, "/api/v1/slice-workspace/kube-config", ws_kubeconfig, false },
+	{ EVHTTP_REQ_GET, "/api/v1/slice-workspace/kube-config", ws_kubeconfig, false },
+	{ 0, NULL, NULL, false },
+};

@@ -1,0 +1,498 @@
+/*
+ * http.c: request plumbing of egsd: dispatch over the route tables, authentication, the public
+ * envelope, held replies and group commit, input validation helpers and the access log.
+ *
+ * Group commit: a handler that changes state makes egs_state_has_changes() true; its reply (and
+ * every other reply of the turn) is then held.  The commit event has the lowest priority, so it runs
+ * once per loop turn after all ready requests: it runs the scheduler if needed, commits the turn in
+ * one transaction (one fsync) and only then sends the held replies.
+ */
+#include "server/server.h"
+
+#include "core/sched.h"
+#include "core/util.h"
+
+#include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct held_reply {
+	struct evhttp_request *ev;
+	int status;
+	struct evbuffer *body;
+	char method[8];
+	char path[128];
+	int64_t t0_us;
+};
+
+int64_t egs_now(const struct egs_server *srv)
+{
+	return (int64_t)time(NULL) + srv->clock_offset;
+}
+
+int64_t egs_mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- the one table from errors to HTTP ---- */
+
+static const struct {
+	int status;
+	const char *key;
+	const char *message;
+} err_http[] = {
+	[EGS_OK] = { 200, "", "Success" },
+	[EGS_ERR_INVALID] = { 422, "VALIDATION_FAILED", "Bad Request" },
+	[EGS_ERR_BAD_REQUEST] = { 400, "BAD_REQUEST", "Bad Request" },
+	[EGS_ERR_NOT_FOUND] = { 404, "NOT_FOUND", "Not Found" },
+	[EGS_ERR_EXISTS] = { 409, "ALREADY_EXISTS", "Already Exists" },
+	[EGS_ERR_CONFLICT] = { 409, "CONFLICT", "Conflict" },
+	[EGS_ERR_UNSATISFIABLE] = { 422, "GPR_UNSATISFIABLE", "Bad Request" },
+	[EGS_ERR_UNAUTHENTICATED] = { 401, "UNAUTHENTICATED", "Unauthenticated" },
+	[EGS_ERR_EXPIRED] = { 401, "TOKEN_EXPIRED", "Unauthenticated" },
+	[EGS_ERR_FORBIDDEN] = { 403, "FORBIDDEN", "Forbidden" },
+	[EGS_ERR_TOO_LARGE] = { 413, "REQUEST_TOO_LARGE", "Payload Too Large" },
+	[EGS_ERR_STORE] = { 500, "STORE_FAILED", "Internal Server Error" },
+	[EGS_ERR_IO] = { 500, "IO_FAILED", "Internal Server Error" },
+	[EGS_ERR_GPR_PROVISIONED] = { 409, "GPR_ALREADY_PROVISIONED", "Conflict" },
+	[EGS_ERR_GPR_RELEASED] = { 409, "GPR_ALREADY_RELEASED", "Conflict" },
+	[EGS_ERR_GPR_NOT_PROVISIONED] = { 409, "GPR_NOT_PROVISIONED", "Conflict" },
+	[EGS_ERR_GPR_FINISHED] = { 409, "GPR_ALREADY_FINISHED", "Conflict" },
+	[EGS_ERR_BUSY] = { 409, "RESOURCE_BUSY", "Conflict" },
+	[EGS_ERR_METHOD] = { 405, "METHOD_NOT_ALLOWED", "Method Not Allowed" },
+};
+
+static void log_line(struct egs_server *srv, const char *method, const char *path, int status, int64_t t0_us)
+{
+	if (!srv->log_requests)
+		return;
+	char ts[32];
+	egs_time_format((int64_t)time(NULL), ts, sizeof(ts));
+	fprintf(srv->log, "%s level=info msg=request method=%s path=%s status=%d latency_us=%lld\n", ts, method,
+		path, status, (long long)(egs_mono_us() - t0_us));
+}
+
+static const char *method_name(enum evhttp_cmd_type m)
+{
+	switch (m) {
+	case EVHTTP_REQ_GET: return "GET";
+	case EVHTTP_REQ_POST: return "POST";
+	case EVHTTP_REQ_PUT: return "PUT";
+	case EVHTTP_REQ_DELETE: return "DELETE";
+	case EVHTTP_REQ_PATCH: return "PATCH";
+	case EVHTTP_REQ_HEAD: return "HEAD";
+	case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+	default: return "OTHER";
+	}
+}
+
+static void send_now(struct egs_server *srv, struct evhttp_request *ev, int status, struct evbuffer *body,
+		     const char *method, const char *path, int64_t t0_us)
+{
+	evhttp_send_reply(ev, status, status == 200 ? "OK" : "Error", body);
+	log_line(srv, method, path, status, t0_us);
+	srv->requests++;
+}
+
+static void finish(struct egs_req *r, int status, json_t *envelope)
+{
+	struct egs_server *srv = r->srv;
+	struct evbuffer *buf = evbuffer_new();
+	EGS_ASSERT(buf);
+	size_t need = json_dumpb(envelope, NULL, 0, JSON_COMPACT);
+	struct evbuffer_iovec vec;
+	EGS_ASSERT(evbuffer_reserve_space(buf, need, &vec, 1) == 1);
+	EGS_ASSERT(json_dumpb(envelope, vec.iov_base, need, JSON_COMPACT) == need);
+	vec.iov_len = need;
+	evbuffer_commit_space(buf, &vec, 1);
+	json_decref(envelope);
+	struct evkeyvalq *h = evhttp_request_get_output_headers(r->ev);
+	evhttp_add_header(h, "Content-Type", "application/json");
+	if (egs_state_has_changes(&srv->st) || srv->held.len) {
+		struct held_reply *hr = egs_malloc(sizeof(*hr));
+		hr->ev = r->ev;
+		hr->status = status;
+		hr->body = buf;
+		egs_strlcpy(hr->method, method_name(r->method), sizeof(hr->method));
+		egs_strlcpy(hr->path, r->path, sizeof(hr->path));
+		hr->t0_us = r->t0_us;
+		egs_vec_push(&srv->held, hr);
+		egs_server_changed(srv);
+	} else {
+		send_now(srv, r->ev, status, buf, method_name(r->method), r->path, r->t0_us);
+		evbuffer_free(buf);
+	}
+	r->ev = NULL;
+}
+
+void egs_reply_ok(struct egs_req *r, json_t *data)
+{
+	json_t *env = json_pack("{s:i, s:s, s:s, s:o}", "statusCode", 200, "status", "OK", "message", "Success",
+				"data", data ? data : json_null());
+	finish(r, 200, env);
+}
+
+void egs_reply_err(struct egs_req *r, enum egs_err err, const char *key, const char *field, const char *fmt, ...)
+{
+	EGS_ASSERT((size_t)err < EGS_ARRAY_LEN(err_http) && err != EGS_OK);
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	int status = err_http[err].status;
+	json_t *edata = field ? json_pack("{s:s}", "field", field) : json_null();
+	json_t *env = json_pack("{s:i, s:s, s:s, s:n, s:{s:s, s:s, s:o}}", "statusCode", status, "status", "Error",
+				"message", err_http[err].message, "data", "error", "errorKey",
+				key ? key : err_http[err].key, "message", msg, "data", edata);
+	EGS_ASSERT(env);
+	finish(r, status, env);
+}
+
+void egs_reply_header(struct egs_req *r, const char *name, const char *value)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(r->ev), name, value);
+}
+
+void egs_server_flush(struct egs_server *srv)
+{
+	for (size_t i = 0; i < srv->held.len; i++) {
+		struct held_reply *hr = srv->held.items[i];
+		send_now(srv, hr->ev, hr->status, hr->body, hr->method, hr->path, hr->t0_us);
+		evbuffer_free(hr->body);
+		free(hr);
+	}
+	srv->held.len = 0;
+}
+
+void egs_server_changed(struct egs_server *srv)
+{
+	if (!event_pending(srv->commit_ev, EV_TIMEOUT, NULL))
+		event_active(srv->commit_ev, EV_TIMEOUT, 0);
+}
+
+/* ---- input helpers ---- */
+
+const char *egs_query(struct egs_req *r, const char *name)
+{
+	return evhttp_find_header(&r->query, name);
+}
+
+bool egs_body_required(struct egs_req *r)
+{
+	if (r->body)
+		return true;
+	egs_reply_err(r, EGS_ERR_BAD_REQUEST, NULL, NULL, "a JSON object body is required");
+	return false;
+}
+
+bool egs_body_only(struct egs_req *r, const char *const *allowed)
+{
+	if (!egs_body_required(r))
+		return false;
+	const char *k;
+	json_t *v;
+	json_object_foreach(r->body, k, v) {
+		bool ok = false;
+		for (const char *const *a = allowed; *a; a++)
+			if (strcmp(*a, k) == 0)
+				ok = true;
+		if (!ok) {
+			char shown[80];
+			egs_strlcpy(shown, k, sizeof(shown));
+			for (char *c = shown; *c; c++)
+				if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+					*c = '?';
+			egs_reply_invalid(r, shown, "%s: unknown field", shown);
+			return false;
+		}
+	}
+	return true;
+}
+
+bool egs_get_str(struct egs_req *r, json_t *obj, const char *field, bool required, char *out, size_t outsz)
+{
+	out[0] = '\0';
+	json_t *v = obj ? json_object_get(obj, field) : NULL;
+	if (!v || json_is_null(v)) {
+		if (required) {
+			egs_reply_invalid(r, field, "%s is not allowed to be empty", field);
+			return false;
+		}
+		return true;
+	}
+	if (!json_is_string(v)) {
+		egs_reply_invalid(r, field, "%s must be a string", field);
+		return false;
+	}
+	size_t len = json_string_length(v);
+	const char *s = json_string_value(v);
+	if (strlen(s) != len) {
+		egs_reply_invalid(r, field, "%s must not contain NUL characters", field);
+		return false;
+	}
+	if (len >= outsz) {
+		egs_reply_invalid(r, field, "%s must be at most %zu characters", field, outsz - 1);
+		return false;
+	}
+	if (required && len == 0) {
+		egs_reply_invalid(r, field, "%s is not allowed to be empty", field);
+		return false;
+	}
+	memcpy(out, s, len + 1);
+	return true;
+}
+
+bool egs_get_int(struct egs_req *r, json_t *obj, const char *field, bool required, int64_t min, int64_t max,
+		 int64_t *out, bool *present)
+{
+	json_t *v = obj ? json_object_get(obj, field) : NULL;
+	if (present)
+		*present = false;
+	if (!v || json_is_null(v)) {
+		if (required) {
+			egs_reply_invalid(r, field, "%s is required", field);
+			return false;
+		}
+		return true;
+	}
+	if (!json_is_integer(v)) {
+		egs_reply_invalid(r, field, "%s must be an integer", field);
+		return false;
+	}
+	json_int_t i = json_integer_value(v);
+	if (i < min || i > max) {
+		egs_reply_invalid(r, field, "%s must be between %lld and %lld", field, (long long)min, (long long)max);
+		return false;
+	}
+	*out = i;
+	if (present)
+		*present = true;
+	return true;
+}
+
+bool egs_get_bool(struct egs_req *r, json_t *obj, const char *field, bool *out, bool *present)
+{
+	json_t *v = obj ? json_object_get(obj, field) : NULL;
+	if (present)
+		*present = false;
+	*out = false;
+	if (!v || json_is_null(v))
+		return true;
+	if (!json_is_boolean(v)) {
+		egs_reply_invalid(r, field, "%s must be true or false", field);
+		return false;
+	}
+	*out = json_is_true(v);
+	if (present)
+		*present = true;
+	return true;
+}
+
+bool egs_check_name(struct egs_req *r, const char *field, const char *value, bool dns_label)
+{
+	const char *why = NULL;
+	bool ok = dns_label ? egs_dns_label_valid(value, &why) : egs_label_valid(value, &why);
+	if (!ok)
+		egs_reply_invalid(r, field, "%s %s", field, why);
+	return ok;
+}
+
+bool egs_get_names(struct egs_req *r, json_t *obj, const char *field, size_t max, struct egs_strlist *out)
+{
+	json_t *v = obj ? json_object_get(obj, field) : NULL;
+	if (!v || json_is_null(v))
+		return true;
+	if (!json_is_array(v)) {
+		egs_reply_invalid(r, field, "%s must be a list of names", field);
+		return false;
+	}
+	if (json_array_size(v) > max) {
+		egs_reply_invalid(r, field, "%s may list at most %zu names", field, max);
+		return false;
+	}
+	size_t i;
+	json_t *e;
+	json_array_foreach(v, i, e) {
+		if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e)) {
+			egs_reply_invalid(r, field, "%s[%zu] must be a string", field, i);
+			return false;
+		}
+		const char *why;
+		if (!egs_dns_label_valid(json_string_value(e), &why)) {
+			egs_reply_invalid(r, field, "%s[%zu] %s", field, i, why);
+			return false;
+		}
+		if (!egs_strlist_has(out, json_string_value(e)))
+			egs_strlist_add(out, json_string_value(e));
+	}
+	return true;
+}
+
+/* ---- access ---- */
+
+bool egs_require_role(struct egs_req *r, unsigned roles)
+{
+	if (roles & (1u << r->who.role))
+		return true;
+	egs_reply_err(r, EGS_ERR_FORBIDDEN, NULL, NULL, "the %s role may not call %s %s", egs_role_name(r->who.role),
+		      method_name(r->method), r->path);
+	return false;
+}
+
+bool egs_in_project(const struct egs_req *r, const char *project)
+{
+	return !r->who.project[0] || strcmp(r->who.project, project) == 0;
+}
+
+static bool ws_in_scope(const struct egs_req *r, const struct egs_workspace *ws)
+{
+	if (r->who.role == EGS_ROLE_AGENT || !egs_in_project(r, ws->project))
+		return false;
+	return r->who.role == EGS_ROLE_ADMIN || !r->who.workspace[0] || strcmp(r->who.workspace, ws->name) == 0;
+}
+
+bool egs_can_read_ws(struct egs_req *r, const struct egs_workspace *ws)
+{
+	if (ws_in_scope(r, ws))
+		return true;
+	egs_reply_err(r, EGS_ERR_FORBIDDEN, NULL, NULL, "this API key has no access to workspace %s", ws->name);
+	return false;
+}
+
+bool egs_can_write_ws(struct egs_req *r, const struct egs_workspace *ws)
+{
+	if (!egs_can_read_ws(r, ws))
+		return false;
+	if (r->who.role == EGS_ROLE_VIEWER) {
+		egs_reply_err(r, EGS_ERR_FORBIDDEN, NULL, NULL, "the Viewer role is read-only");
+		return false;
+	}
+	return true;
+}
+
+/* ---- dispatch ---- */
+
+static const struct egs_route *const route_tables[] = {
+	egs_routes_auth, egs_routes_workspace, egs_routes_inventory, egs_routes_gpr, egs_routes_agent,
+	egs_routes_admin,
+};
+
+static bool path_match(const char *pattern, const char *path)
+{
+	/* "{}" in a pattern matches one non-empty segment without '/'. */
+	while (*pattern && *path) {
+		if (pattern[0] == '{' && pattern[1] == '}') {
+			if (*path == '/')
+				return false;
+			while (*path && *path != '/')
+				path++;
+			pattern += 2;
+			continue;
+		}
+		if (*pattern++ != *path++)
+			return false;
+	}
+	return !*pattern && !*path;
+}
+
+static const struct egs_route *find_route(enum evhttp_cmd_type m, const char *path, bool *path_known)
+{
+	*path_known = false;
+	for (size_t t = 0; t < EGS_ARRAY_LEN(route_tables); t++) {
+		for (const struct egs_route *rt = route_tables[t]; rt->fn; rt++) {
+			if (!path_match(rt->path, path))
+				continue;
+			*path_known = true;
+			if (rt->method == m)
+				return rt;
+		}
+	}
+	return NULL;
+}
+
+static bool read_body(struct egs_req *r)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(r->ev);
+	size_t len = evbuffer_get_length(in);
+	if (len == 0)
+		return true;
+	if (len > EGS_MAX_BODY) {
+		egs_reply_err(r, EGS_ERR_TOO_LARGE, NULL, NULL, "the request body exceeds %d bytes", EGS_MAX_BODY);
+		return false;
+	}
+	const char *p = (const char *)evbuffer_pullup(in, -1);
+	json_error_t jerr;
+	json_t *j = json_loadb(p, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j) {
+		egs_reply_err(r, EGS_ERR_BAD_REQUEST, "MALFORMED_JSON", NULL, "the body is not valid JSON: %s at line %d column %d",
+			      jerr.text, jerr.line, jerr.column);
+		return false;
+	}
+	if (!json_is_object(j)) {
+		json_decref(j);
+		egs_reply_err(r, EGS_ERR_BAD_REQUEST, "MALFORMED_JSON", NULL, "the body must be a JSON object");
+		return false;
+	}
+	r->body = j;
+	return true;
+}
+
+static void on_request(struct evhttp_request *ev, void *arg)
+{
+	struct egs_server *srv = arg;
+	struct egs_req r;
+	memset(&r, 0, sizeof(r));
+	r.srv = srv;
+	r.ev = ev;
+	r.t0_us = egs_mono_us();
+	r.method = evhttp_request_get_command(ev);
+	r.query.tqh_first = NULL;
+	r.query.tqh_last = &r.query.tqh_first;
+
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
+	const char *raw_path = uri ? evhttp_uri_get_path(uri) : NULL;
+	const char *q = uri ? evhttp_uri_get_query(uri) : NULL;
+	if (!raw_path || strlen(raw_path) >= sizeof(r.path)) {
+		egs_strlcpy(r.path, "-", sizeof(r.path));
+		egs_reply_err(&r, EGS_ERR_BAD_REQUEST, NULL, NULL, "the request path is missing or too long");
+		goto out;
+	}
+	egs_strlcpy(r.path, raw_path, sizeof(r.path));
+	if (q && evhttp_parse_query_str(q, &r.query) != 0) {
+		egs_reply_err(&r, EGS_ERR_BAD_REQUEST, NULL, NULL, "the query string is malformed");
+		goto out;
+	}
+	bool known;
+	const struct egs_route *rt = find_route(r.method, r.path, &known);
+	if (!rt) {
+		if (known)
+			egs_reply_err(&r, EGS_ERR_METHOD, NULL, NULL, "%s is not allowed on %s",
+				      method_name(r.method), r.path);
+		else
+			egs_reply_err(&r, EGS_ERR_NOT_FOUND, "ROUTE_NOT_FOUND", NULL, "no route %s", r.path);
+		goto out;
+	}
+	if (!rt->public && !egs_authenticate(&r))
+		goto out;
+	if (!read_body(&r))
+		goto out;
+	rt->fn(&r);
+out:
+	EGS_ASSERT(r.ev == NULL); /* every handler replies exactly once (or takes the request) */
+	json_decref(r.body);
+	evhttp_clear_headers(&r.query);
+}
+
+void egs__http_set_callbacks(struct egs_server *srv);
+void egs__http_set_callbacks(struct egs_server *srv)
+{
+	evhttp_set_gencb(srv->http, on_request, srv);
+}

@@ -1,0 +1,70 @@
+/*
+ * main.c: egsd's command line.  egsd --listen HOST:PORT --data DIR [--dev-clock]
+ */
+#include "server/server.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: egsd --listen HOST:PORT --data DIR [--dev-clock] [--token-ttl SECONDS] [--quiet]\n"
+		   "  --listen     address to serve the API on (default 127.0.0.1:8080)\n"
+		   "  --data       data directory: egs.db (SQLite) and admin.key (default ./var)\n"
+		   "  --dev-clock  enable POST /api/v1/debug/clock for tests (never in production)\n"
+		   "  --token-ttl  lifetime of bearer tokens from /api/v1/auth (default 3600)\n"
+		   "  --quiet      no access log line per request\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' }, { "data", required_argument, NULL, 'd' },
+		{ "dev-clock", no_argument, NULL, 'c' },    { "token-ttl", required_argument, NULL, 't' },
+		{ "quiet", no_argument, NULL, 'q' },        { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *listen = "127.0.0.1:8080", *data = "./var";
+	bool dev_clock = false;
+	struct egs_server srv;
+	memset(&srv, 0, sizeof(srv));
+	srv.log_requests = true;
+	int c;
+	while ((c = getopt_long(argc, argv, "l:d:ct:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': listen = optarg; break;
+		case 'd': data = optarg; break;
+		case 'c': dev_clock = true; break;
+		case 't': {
+			char *end;
+			srv.token_ttl_s = strtol(optarg, &end, 10);
+			if (*end || srv.token_ttl_s < 1) {
+				fprintf(stderr, "egsd: --token-ttl must be a positive number of seconds\n");
+				return 2;
+			}
+			break;
+		}
+		case 'q': srv.log_requests = false; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (sodium_init() < 0) {
+		fprintf(stderr, "egsd: libsodium failed to initialise\n");
+		return 1;
+	}
+	static char logbuf[1 << 16];
+	setvbuf(stderr, logbuf, _IOFBF, sizeof(logbuf));
+	srv.log = stderr;
+	if (egs_server_start(&srv, listen, data, dev_clock) != EGS_OK) {
+		fflush(stderr);
+		egs_server_stop(&srv);
+		return 1;
+	}
+	event_base_dispatch(srv.base);
+	fprintf(srv.log, "level=info msg=\"egsd stopped\" requests=%llu\n", (unsigned long long)srv.requests);
+	egs_server_stop(&srv);
+	return 0;
+}

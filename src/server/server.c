@@ -1,0 +1,286 @@
+/*
+ * server.c: egsd's lifecycle: open and load the store, bootstrap (default project, admin key,
+ * token secret), the libevent loop with its commit, plan and tick events, and a clean drain on
+ * SIGTERM.
+ */
+#include "server/server.h"
+
+#include "core/sched.h"
+#include "core/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void egs__http_set_callbacks(struct egs_server *srv);
+
+static void fatal_store(struct egs_server *srv, enum egs_err err)
+{
+	fprintf(srv->log, "level=fatal msg=\"store commit failed: %s; exiting so that the store stays the truth\"\n",
+		egs_err_str(err));
+	fflush(srv->log);
+	_exit(70);
+}
+
+static void arm_plan_timer(struct egs_server *srv, int64_t delay_us)
+{
+	struct timeval tv = { delay_us / 1000000, delay_us % 1000000 };
+	event_del(srv->plan_ev);
+	event_add(srv->plan_ev, &tv);
+}
+
+/* Runs the scheduler unless it ran very recently on a big queue (then a timer runs it soon), so
+ * planning never takes more than about a fifth of the loop. */
+static void maybe_plan(struct egs_server *srv, bool force)
+{
+	int64_t now = egs_now(srv);
+	bool due = srv->st.generation != srv->planned_gen || now >= srv->next_wake;
+	if (!due && !force)
+		return;
+	int64_t t = egs_mono_us();
+	if (!force && srv->last_plan_cost_us > 2000 && t - srv->last_plan_us < 4 * srv->last_plan_cost_us) {
+		arm_plan_timer(srv, 4 * srv->last_plan_cost_us - (t - srv->last_plan_us));
+		return;
+	}
+	srv->next_wake = egs_sched_run(&srv->st, now);
+	srv->planned_gen = srv->st.generation;
+	srv->last_plan_us = egs_mono_us();
+	srv->last_plan_cost_us = srv->last_plan_us - t;
+	if (srv->next_wake != EGS_NEVER) {
+		int64_t d = srv->next_wake - now;
+		arm_plan_timer(srv, d > 0 ? d * 1000000 : 1000);
+	}
+}
+
+static void commit_turn(struct egs_server *srv)
+{
+	maybe_plan(srv, false);
+	if (egs_state_has_changes(&srv->st)) {
+		enum egs_err err = egs_store_commit_changes(srv->store, &srv->st);
+		if (err)
+			fatal_store(srv, err);
+		egs_state_clear_changes(&srv->st);
+	}
+	egs_server_flush(srv);
+	if (srv->polls.len)
+		egs_agent_wake_polls(srv, false);
+}
+
+static void on_commit(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	commit_turn(arg);
+}
+
+void egs_server_plan_now(struct egs_server *srv)
+{
+	maybe_plan(srv, true);
+	egs_server_changed(srv);
+}
+
+static void on_plan(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct egs_server *srv = arg;
+	srv->planned_gen = srv->st.generation - 1; /* force */
+	egs_server_changed(srv);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct egs_server *srv = arg;
+	if (egs_now(srv) >= srv->next_wake)
+		egs_server_changed(srv);
+	fflush(srv->log);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	struct egs_server *srv = arg;
+	fprintf(srv->log, "level=info msg=\"signal %d: draining\"\n", (int)sig);
+	srv->stopping = true;
+	commit_turn(srv);
+	egs_agent_drop_polls(srv);
+	struct timeval tv = { 0, 200000 }; /* let replies already written reach their clients */
+	event_base_loopexit(srv->base, &tv);
+}
+
+static enum egs_err write_key_file(const char *path, const char *key)
+{
+	char tmp[4200];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return EGS_ERR_IO;
+	size_t len = strlen(key);
+	bool ok = write(fd, key, len) == (ssize_t)len && write(fd, "\n", 1) == 1 && fsync(fd) == 0;
+	close(fd);
+	if (!ok || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return EGS_ERR_IO;
+	}
+	return EGS_OK;
+}
+
+static enum egs_err bootstrap(struct egs_server *srv)
+{
+	struct egs_state *st = &srv->st;
+	int64_t now = egs_now(srv);
+	char *secret = NULL;
+	enum egs_err err = egs_store_meta_get(srv->store, "token_secret", &secret);
+	if (err)
+		return err;
+	if (secret && strlen(secret) == 2 * sizeof(srv->token_secret)) {
+		size_t bin_len;
+		sodium_hex2bin(srv->token_secret, sizeof(srv->token_secret), secret, strlen(secret), NULL, &bin_len, NULL);
+	} else {
+		char hex[2 * crypto_auth_KEYBYTES + 1];
+		crypto_auth_keygen(srv->token_secret);
+		sodium_bin2hex(hex, sizeof(hex), srv->token_secret, sizeof(srv->token_secret));
+		err = egs_store_meta_set(srv->store, "token_secret", hex);
+		sodium_memzero(hex, sizeof(hex));
+		if (err)
+			goto out;
+	}
+	if (!egs_state_project(st, "default")) {
+		struct egs_project *p = egs_calloc(1, sizeof(*p));
+		egs_strlcpy(p->name, "default", sizeof(p->name));
+		p->created_at = now;
+		EGS_ASSERT(egs_state_add_project(st, p) == EGS_OK);
+		egs_state_touch(st, EGS_KIND_PROJECT, p);
+	}
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/admin.key", srv->data_dir);
+	if (access(path, F_OK) != 0) {
+		struct egs_apikey *k = egs_calloc(1, sizeof(*k));
+		char key[37];
+		egs_auth_new_key(key, k->hash);
+		egs_new_id("key", k->id);
+		egs_strlcpy(k->name, "bootstrap-admin", sizeof(k->name));
+		egs_strlcpy(k->user_name, "admin", sizeof(k->user_name));
+		k->role = EGS_ROLE_ADMIN;
+		k->created_at = now;
+		EGS_ASSERT(egs_state_add_apikey(st, k) == EGS_OK);
+		egs_state_touch(st, EGS_KIND_APIKEY, k);
+		/* Commit the key before writing the file: a file never names a key the store lacks. */
+		err = egs_store_commit_changes(srv->store, st);
+		if (!err) {
+			egs_state_clear_changes(st);
+			err = write_key_file(path, key);
+		}
+		sodium_memzero(key, sizeof(key));
+		if (err)
+			goto out;
+		fprintf(srv->log, "level=info msg=\"bootstrap admin key written\" path=%s\n", path);
+	}
+	if (egs_state_has_changes(st)) {
+		err = egs_store_commit_changes(srv->store, st);
+		if (!err)
+			egs_state_clear_changes(st);
+	}
+out:
+	free(secret);
+	return err;
+}
+
+enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const char *data_dir, bool dev_clock)
+{
+	char host[256];
+	const char *colon = strrchr(listen, ':');
+	if (!colon || (size_t)(colon - listen) >= sizeof(host)) {
+		fprintf(stderr, "egsd: --listen must be HOST:PORT\n");
+		return EGS_ERR_INVALID;
+	}
+	memcpy(host, listen, (size_t)(colon - listen));
+	host[colon - listen] = '\0';
+	char *end;
+	long port = strtol(colon + 1, &end, 10);
+	if (*end || port < 0 || port > 65535) {
+		fprintf(stderr, "egsd: bad port in --listen %s\n", listen);
+		return EGS_ERR_INVALID;
+	}
+	if (mkdir(data_dir, 0700) != 0 && errno != EEXIST) {
+		fprintf(stderr, "egsd: cannot create %s: %s\n", data_dir, strerror(errno));
+		return EGS_ERR_IO;
+	}
+	srv->data_dir = egs_strdup(data_dir);
+	srv->dev_clock = dev_clock;
+	if (!srv->token_ttl_s)
+		srv->token_ttl_s = 3600;
+	if (!srv->log)
+		srv->log = stderr;
+	egs_state_init(&srv->st, NULL);
+
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/egs.db", data_dir);
+	enum egs_err err = egs_store_open_sqlite(path, &srv->store);
+	if (err)
+		return err;
+	if ((err = egs_store_load(srv->store, &srv->st)) || (err = bootstrap(srv)))
+		return err;
+	/* Time-outs of active GPRs restart with the process: agents get a full period to converge. */
+	for (size_t i = 0; i < srv->st.active.len; i++)
+		((struct egs_gpr *)srv->st.active.items[i])->phase_since = egs_now(srv);
+
+	srv->base = event_base_new();
+	EGS_ASSERT(srv->base && event_base_priority_init(srv->base, 3) == 0);
+	srv->commit_ev = event_new(srv->base, -1, 0, on_commit, srv);
+	event_priority_set(srv->commit_ev, 2);
+	srv->plan_ev = evtimer_new(srv->base, on_plan, srv);
+	srv->tick_ev = event_new(srv->base, -1, EV_PERSIST, on_tick, srv);
+	struct timeval sec = { 1, 0 };
+	event_add(srv->tick_ev, &sec);
+	evsignal_add(evsignal_new(srv->base, SIGTERM, on_signal, srv), NULL);
+	evsignal_add(evsignal_new(srv->base, SIGINT, on_signal, srv), NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	srv->http = evhttp_new(srv->base);
+	evhttp_set_allowed_methods(srv->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+						      EVHTTP_REQ_PATCH | EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
+	evhttp_set_max_body_size(srv->http, EGS_MAX_BODY);
+	evhttp_set_max_headers_size(srv->http, EGS_MAX_HEADERS);
+	evhttp_set_timeout(srv->http, 90);
+	egs__http_set_callbacks(srv);
+	if (!evhttp_bind_socket_with_handle(srv->http, host, (uint16_t)port)) {
+		fprintf(stderr, "egsd: cannot listen on %s\n", listen);
+		return EGS_ERR_IO;
+	}
+	srv->next_wake = 0;
+	egs_server_changed(srv); /* first plan after load */
+	fprintf(srv->log, "level=info msg=\"egsd listening\" listen=%s data=%s dev_clock=%d gprs=%zu nodes=%zu\n", listen,
+		data_dir, dev_clock, srv->st.gprs.len, srv->st.nodes.len);
+	fflush(srv->log);
+	return EGS_OK;
+}
+
+void egs_server_stop(struct egs_server *srv)
+{
+	if (srv->http)
+		evhttp_free(srv->http);
+	egs_agent_drop_polls(srv);
+	for (size_t i = 0; i < srv->held.len; i++)
+		free(srv->held.items[i]);
+	egs_vec_cleanup(&srv->held);
+	if (srv->commit_ev)
+		event_free(srv->commit_ev);
+	if (srv->plan_ev)
+		event_free(srv->plan_ev);
+	if (srv->tick_ev)
+		event_free(srv->tick_ev);
+	if (srv->base)
+		event_base_free(srv->base);
+	egs_store_free(srv->store);
+	egs_state_cleanup(&srv->st);
+	free(srv->data_dir);
+	fflush(srv->log);
+}

@@ -1,0 +1,173 @@
+/*
+ * server.h: egsd's shared pieces: the server object owned by the loop thread, the per-request
+ * context, replies in the public envelope, input validation helpers and access checks.
+ *
+ * Threading: everything here runs on the one libevent loop thread that owns struct egs_state.
+ * Durability: a reply is "held" while the current loop turn has uncommitted changes; the commit
+ * event (lowest priority, so it runs after every other ready event of the turn) writes the turn's
+ * changes in one transaction and then sends the held replies.  No client ever sees state that is
+ * not on disk.
+ */
+#ifndef EGS_SERVER_H
+#define EGS_SERVER_H
+
+#include "core/state.h"
+#include "store/store.h"
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+#include <sodium.h>
+
+#define EGS_MAX_BODY (1024 * 1024)
+#define EGS_MAX_HEADERS (16 * 1024)
+
+struct egs_principal {
+	enum egs_role role;
+	const struct egs_apikey *key; /* borrowed; NULL for the bootstrap file key? never: always a key */
+	char key_id[EGS_ID_MAX];
+	char project[EGS_NAME_MAX];   /* "" = every project */
+	char workspace[EGS_NAME_MAX]; /* "" = every workspace of the project */
+	char cluster[EGS_NAME_MAX];   /* agents */
+};
+
+struct egs_req {
+	struct egs_server *srv;
+	struct evhttp_request *ev;
+	enum evhttp_cmd_type method;
+	char path[512];
+	struct evkeyvalq query;
+	json_t *body; /* parsed JSON object or NULL */
+	struct egs_principal who;
+	bool authed;
+	int64_t t0_us;
+};
+
+struct egs_poll; /* a held agent long poll */
+
+struct egs_server {
+	struct event_base *base;
+	struct evhttp *http;
+	struct egs_store *store;
+	struct egs_state st;
+	char *data_dir;
+	bool dev_clock;
+	int64_t clock_offset; /* seconds added to the real clock (dev clock) */
+	int64_t token_ttl_s;
+	unsigned char token_secret[crypto_auth_KEYBYTES];
+	struct event *commit_ev; /* lowest priority: commit then flush */
+	struct event *plan_ev;   /* timer: run the scheduler */
+	struct event *tick_ev;   /* 1 s housekeeping */
+	struct egs_vec held;     /* struct held_reply*, waiting for the commit */
+	struct egs_vec polls;    /* struct egs_poll*, agents' long polls */
+	int64_t next_wake;       /* scheduler's next due time */
+	uint64_t planned_gen;    /* st.generation at the last plan */
+	int64_t last_plan_us, last_plan_cost_us;
+	FILE *log;
+	bool log_requests;
+	bool stopping;
+	uint64_t requests;
+};
+
+/* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */
+int64_t egs_now(const struct egs_server *srv);
+int64_t egs_mono_us(void);
+
+/* ---- replies (each handler sends exactly one) ---- */
+/* 200 with data (stolen; NULL means JSON null). */
+void egs_reply_ok(struct egs_req *r, json_t *data);
+/* An error reply: status and errorKey come from err (or key, when not NULL); message printf-style.
+ * field (may be NULL) goes into error.data.field. */
+void egs_reply_err(struct egs_req *r, enum egs_err err, const char *key, const char *field, const char *fmt,
+		   ...) __attribute__((format(printf, 5, 6)));
+/* A 422 naming the field. */
+#define egs_reply_invalid(r, field, ...) egs_reply_err((r), EGS_ERR_INVALID, NULL, (field), __VA_ARGS__)
+/* Adds a response header (before replying). */
+void egs_reply_header(struct egs_req *r, const char *name, const char *value);
+
+/* Sends the held replies and answers due long polls; called after every successful commit. */
+void egs_server_flush(struct egs_server *srv);
+/* Notes that the turn made changes: arms the commit event. */
+void egs_server_changed(struct egs_server *srv);
+/* Runs the scheduler now and arms the commit. */
+void egs_server_plan_now(struct egs_server *srv);
+
+/* ---- input ---- */
+/* Rejects (422 naming it) any key of r->body not in allowed (NULL-terminated).  false = replied. */
+bool egs_body_only(struct egs_req *r, const char *const *allowed);
+/* Requires a JSON object body; false = replied 400. */
+bool egs_body_required(struct egs_req *r);
+/* Reads an optional string field into out (bounded); JSON null or absent leaves out as "" and
+ * returns true.  Wrong type, NUL bytes or over-long: replies 422 and returns false.  When
+ * required, absence and "" reply 422 too. */
+bool egs_get_str(struct egs_req *r, json_t *obj, const char *field, bool required, char *out, size_t outsz);
+/* Same for an integer in [min, max]; *present tells whether it was given (may be NULL). */
+bool egs_get_int(struct egs_req *r, json_t *obj, const char *field, bool required, int64_t min, int64_t max,
+		 int64_t *out, bool *present);
+/* Optional boolean (null/absent = false). */
+bool egs_get_bool(struct egs_req *r, json_t *obj, const char *field, bool *out, bool *present);
+/* Optional list of names validated with egs_dns_label_valid; null/absent = empty. */
+bool egs_get_names(struct egs_req *r, json_t *obj, const char *field, size_t max, struct egs_strlist *out);
+/* Validates a name with the given validator; replies 422 naming the field on failure. */
+bool egs_check_name(struct egs_req *r, const char *field, const char *value, bool dns_label);
+/* Query parameter (NULL when absent). */
+const char *egs_query(struct egs_req *r, const char *name);
+
+/* ---- access ---- */
+/* The caller's role is one of `roles` (bit mask of 1u << EGS_ROLE_*); else replies 403. */
+bool egs_require_role(struct egs_req *r, unsigned roles);
+#define EGS_R(x) (1u << EGS_ROLE_##x)
+/* May the caller read / manage objects of this workspace (and its project)?  Replies 403/404 when not:
+ * a workspace outside the caller's scope answers 404 for reads so its existence does not leak. */
+bool egs_can_read_ws(struct egs_req *r, const struct egs_workspace *ws);
+bool egs_can_write_ws(struct egs_req *r, const struct egs_workspace *ws);
+/* May the caller see / manage objects of this project? */
+bool egs_in_project(const struct egs_req *r, const char *project);
+
+/* ---- auth ---- */
+/* Generates a new API key (UUID text, 37 bytes with NUL) and its hash. */
+void egs_auth_new_key(char key[37], unsigned char hash[32]);
+void egs_auth_hash(const char *key, unsigned char hash[32]);
+bool egs_auth_key_wellformed(const char *key);
+/* Mints a bearer token for key valid until exp. */
+void egs_auth_mint(struct egs_server *srv, const struct egs_apikey *key, int64_t exp, char *out, size_t outsz);
+/* Authenticates the Authorization header of r; on failure replies (401/400) and returns false. */
+bool egs_authenticate(struct egs_req *r);
+
+/* ---- ids ---- */
+/* Writes a fresh random id "<prefix>-xxxxxxxx-xxxx" into out (EGS_ID_MAX). */
+void egs_new_id(const char *prefix, char out[EGS_ID_MAX]);
+
+/* ---- JSON views of objects ---- */
+json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g);
+json_t *egs_json_node(struct egs_server *srv, const struct egs_node *n);
+json_t *egs_json_workspace(const struct egs_workspace *w);
+json_t *egs_json_apikey(const struct egs_apikey *k);
+json_t *egs_json_event(const struct egs_event *e);
+
+/* ---- routes ---- */
+typedef void (*egs_handler)(struct egs_req *r);
+struct egs_route {
+	enum evhttp_cmd_type method;
+	const char *path;
+	egs_handler fn;
+	bool public; /* no authentication */
+};
+/* Route tables of each api_*.c, each terminated by a NULL fn. */
+extern const struct egs_route egs_routes_auth[];
+extern const struct egs_route egs_routes_workspace[];
+extern const struct egs_route egs_routes_inventory[];
+extern const struct egs_route egs_routes_gpr[];
+extern const struct egs_route egs_routes_agent[];
+extern const struct egs_route egs_routes_admin[];
+
+/* Agent long polls: wakes the polls of clusters that now have actions (after a commit). */
+void egs_agent_wake_polls(struct egs_server *srv, bool timeouts_only);
+void egs_agent_drop_polls(struct egs_server *srv);
+
+/* Starts/stops the server: see main.c. */
+enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const char *data_dir, bool dev_clock);
+void egs_server_stop(struct egs_server *srv);
+
+#endif
