@@ -1,0 +1,1 @@
+"""Internal modules of the EGS SDK: not part of the public API."""

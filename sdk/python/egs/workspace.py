@@ -1,0 +1,64 @@
+"""Slice workspace operations."""
+
+from typing import List, Optional
+
+from egs.authenticated_session import AuthenticatedSession, get_authenticated_session
+from egs.internal.workspace.list_workspaces_data import ListWorkspacesResponse
+
+WORKSPACE_PATH = "/api/v1/slice-workspace"
+
+
+def create_workspace(
+    workspace_name: str,
+    clusters: List[str],
+    namespaces: List[str],
+    username: str,
+    email: str,
+    authenticated_session: Optional[AuthenticatedSession] = None,
+) -> str:
+    """Create a workspace on ``clusters`` with ``namespaces``; returns its name.
+
+    Raises WorkspaceAlreadyExists, BadParameters (e.g. no cluster), Unauthorized.
+    """
+    auth = get_authenticated_session(authenticated_session)
+    body = {
+        "workspaceName": workspace_name,
+        "clusters": list(clusters) if clusters is not None else [],
+        "namespaces": list(namespaces) if namespaces is not None else [],
+        "username": username,
+        "email": email,
+    }
+    data = auth.client.call("POST", WORKSPACE_PATH, body)
+    name = data.get("workspaceName") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name else workspace_name
+
+
+def delete_workspace(
+    workspace_name: str, authenticated_session: Optional[AuthenticatedSession] = None
+) -> None:
+    """Delete a workspace.  Raises WorkspaceNotFound for an unknown name."""
+    auth = get_authenticated_session(authenticated_session)
+    auth.client.call("DELETE", WORKSPACE_PATH, {"workspaceName": workspace_name})
+
+
+def list_workspaces(
+    authenticated_session: Optional[AuthenticatedSession] = None,
+) -> ListWorkspacesResponse:
+    """The workspaces this key may see: a list of Workspace (also available as ``.workspaces``)."""
+    auth = get_authenticated_session(authenticated_session)
+    return ListWorkspacesResponse.from_data(auth.client.call("GET", WORKSPACE_PATH + "/list"))
+
+
+def get_workspace_kubeconfig(
+    workspace_name: str,
+    cluster_name: str,
+    authenticated_session: Optional[AuthenticatedSession] = None,
+) -> Optional[str]:
+    """The kubeconfig (YAML text) scoped to the workspace's namespaces on ``cluster_name``."""
+    auth = get_authenticated_session(authenticated_session)
+    data = auth.client.call(
+        "POST",
+        WORKSPACE_PATH + "/kube-config",
+        {"workspaceName": workspace_name, "clusterName": cluster_name},
+    )
+    return data.get("kubeConfig") if isinstance(data, dict) else None

@@ -1,0 +1,287 @@
+"""Fixtures for the API tests: a real egsd on a temporary port and data directory, real
+egs-agents over mock devices, and a small JSON client.  Nothing here is mocked except the GPUs
+(the agents read mock device files, because the test machine has no GPU)."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import http.client
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("EGS_BIN", os.path.join(ROOT, "build", "bin"))
+sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Api:
+    """A JSON client for one bearer credential; returns (status, body) and never raises on 4xx."""
+
+    def __init__(self, port, token=None):
+        self.port = port
+        self.token = token
+        self.conn = None
+
+    def with_token(self, token):
+        return Api(self.port, token)
+
+    def raw(self, method, path, body=None, headers=None):
+        hdrs = {"Content-Type": "application/json"}
+        if self.token:
+            hdrs["Authorization"] = "Bearer " + self.token
+        hdrs.update(headers or {})
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            try:
+                self.conn.request(method, path, body=body, headers=hdrs)
+                resp = self.conn.getresponse()
+                data = resp.read()
+                return resp.status, data, resp
+            except (ConnectionError, http.client.HTTPException):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+
+    def call(self, method, path, body=None, headers=None):
+        status, data, _ = self.raw(method, path, body, headers)
+        try:
+            doc = json.loads(data) if data else None
+        except ValueError:
+            doc = {"_raw": data.decode("utf-8", "replace")}
+        return status, doc
+
+    def ok(self, method, path, body=None):
+        status, doc = self.call(method, path, body)
+        assert status == 200, (method, path, body, status, doc)
+        assert doc["statusCode"] == 200 and doc["status"] == "OK"
+        return doc["data"]
+
+    def get(self, path):
+        return self.ok("GET", path)
+
+
+class Egsd:
+    """One egsd process on a free port with its own data directory."""
+
+    def __init__(self, data_dir, dev_clock=True, extra=()):
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.dev_clock = dev_clock
+        self.extra = list(extra)
+        self.proc = None
+        self.log_path = os.path.join(data_dir, "egsd.log")
+
+    def start(self):
+        os.makedirs(self.data_dir, exist_ok=True)
+        args = [os.path.join(BIN, "egsd"), "--listen", "127.0.0.1:%d" % self.port, "--data", self.data_dir]
+        if self.dev_clock:
+            args.append("--dev-clock")
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args + self.extra, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
+                c.request("GET", "/healthz")
+                if c.getresponse().status == 200:
+                    return self
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError("egsd exited: " + open(self.log_path).read())
+            time.sleep(0.02)
+        raise RuntimeError("egsd did not become ready")
+
+    def stop(self, sig="term"):
+        if self.proc and self.proc.poll() is None:
+            if sig == "kill":
+                self.proc.kill()
+            else:
+                self.proc.terminate()
+            self.proc.wait(10)
+        self.log.close()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    @property
+    def admin_key(self):
+        with open(os.path.join(self.data_dir, "admin.key")) as f:
+            return f.read().strip()
+
+    def api(self, token=None):
+        return Api(self.port, token if token is not None else self.admin_key)
+
+    def logs(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+
+H100 = {"instanceType": "p5.48xlarge", "gpuModel": "NVIDIA-H100-80GB-HBM3", "gpuCount": 8, "memoryMiB": 81920}
+A100 = {"instanceType": "p4d.24xlarge", "gpuModel": "NVIDIA-A100-SXM4-40GB", "gpuCount": 8, "memoryMiB": 40960}
+T4 = {"instanceType": "g4dn.12xlarge", "gpuModel": "Tesla-T4", "gpuCount": 4, "memoryMiB": 16384}
+
+
+def devices_yaml(path, nodes):
+    lines = ["nodes:"]
+    for name, shape in nodes:
+        lines.append("  - name: %s" % name)
+        for k in ("instanceType", "gpuModel", "gpuCount", "memoryMiB"):
+            lines.append("    %s: %s" % (k, shape[k]))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+class Agent:
+    """A real egs-agent process for one cluster, over a mock devices file."""
+
+    def __init__(self, egsd, cluster, token, nodes, workdir, extra=()):
+        self.egsd = egsd
+        self.cluster = cluster
+        self.workdir = workdir
+        os.makedirs(workdir, exist_ok=True)
+        self.token_file = os.path.join(workdir, "token")
+        with open(self.token_file, "w") as f:
+            f.write(token + "\n")
+        self.devices = devices_yaml(os.path.join(workdir, "devices.yaml"), nodes)
+        self.state_dir = os.path.join(workdir, "state")
+        self.extra = list(extra)
+        self.proc = None
+
+    def start(self):
+        self.log = open(os.path.join(self.workdir, "agent.log"), "ab")
+        args = [os.path.join(BIN, "egs-agent"), "--server", self.egsd.url, "--cluster", self.cluster,
+                "--token-file", self.token_file, "--devices", self.devices, "--backend", "local",
+                "--state-dir", self.state_dir] + self.extra
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        return self
+
+    def stop(self, sig="term"):
+        if self.proc and self.proc.poll() is None:
+            if sig == "kill":
+                self.proc.kill()
+            else:
+                self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+    def attach_state(self):
+        p = os.path.join(self.state_dir, "attach-state.json")
+        if not os.path.exists(p):
+            return {}
+        with open(p) as f:
+            return json.load(f)
+
+
+def wait_for(pred, timeout=15.0, interval=0.05, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
+
+class Cluster:
+    """egsd plus agents; the fixture most tests use."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.egsd = Egsd(os.path.join(tmp, "egsd")).start()
+        self.admin = self.egsd.api()
+        self.agents = {}
+        self.tokens = {}
+
+    def add_cluster(self, name, nodes, start=True, api_server="https://10.0.0.1:6443", extra=()):
+        body = {"clusterName": name}
+        if api_server:
+            body["apiServer"] = api_server
+        data = self.admin.ok("POST", "/api/v1/clusters", body)
+        self.tokens[name] = data["agentToken"]
+        agent = Agent(self.egsd, name, data["agentToken"], nodes, os.path.join(self.tmp, "agent-" + name), extra)
+        self.agents[name] = agent
+        if start:
+            agent.start()
+            names = {n for n, _ in nodes}
+            wait_for(lambda: names <= {n["gpuNodeName"] for n in self.schedulable_nodes(name)}, what="nodes of " + name)
+        return agent
+
+    def schedulable_nodes(self, cluster=None):
+        items = self.admin.get("/api/v1/inventory/list")["items"]
+        return [n for n in items if n["nodeHealth"] == "Healthy" and (cluster is None or n["clusterName"] == cluster)]
+
+    def workspace(self, name, clusters, namespaces=None):
+        self.admin.ok("POST", "/api/v1/slice-workspace", {"workspaceName": name, "clusters": clusters,
+                                                          "namespaces": namespaces or [name + "-ns"],
+                                                          "username": "user", "email": "user@example.com"})
+        return name
+
+    def key(self, role, workspace=None, name=None):
+        body = {"name": name or ("k-%s-%s-%d" % (role.lower(), workspace or "all", int(time.time() * 1e6) % 10**9)),
+                "role": role, "userName": "someone"}
+        if workspace:
+            body["workspaceName"] = workspace
+        return self.admin.ok("POST", "/api/v1/api-key", body)["apiKey"]
+
+    def gpr(self, api=None, **kw):
+        body = {"gprName": "job", "numberOfGPUs": 1, "numberOfGPUNodes": 1, "exitDuration": "1h", "priority": 101}
+        body.update(kw)
+        return (api or self.admin).ok("POST", "/api/v1/gpr", body)["gprId"]
+
+    def status(self, gpr_id, api=None):
+        return (api or self.admin).get("/api/v1/gpr?gprId=" + gpr_id)
+
+    def wait_state(self, gpr_id, state, timeout=15):
+        return wait_for(lambda: self.status(gpr_id)["status"]["provisioningStatus"] == state and self.status(gpr_id),
+                        timeout=timeout, what="%s to be %s" % (gpr_id, state))
+
+    def advance(self, duration):
+        return self.admin.ok("POST", "/api/v1/debug/clock", {"advance": duration})
+
+    def close(self):
+        for a in self.agents.values():
+            a.stop()
+        self.egsd.stop()
+
+
+@pytest.fixture
+def tmpdir_path():
+    with tempfile.TemporaryDirectory(prefix="egs-test-") as d:
+        yield d
+
+
+@pytest.fixture
+def egsd(tmpdir_path):
+    e = Egsd(os.path.join(tmpdir_path, "egsd")).start()
+    yield e
+    e.stop()
+
+
+@pytest.fixture
+def cluster(tmpdir_path):
+    c = Cluster(tmpdir_path)
+    yield c
+    c.close()
