@@ -61,11 +61,11 @@ json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 		json_array_append_new(nodes, json_string(slash ? slash + 1 : g->nodes.v[i]));
 	}
 	bool waiting = g->state == EGS_GPR_QUEUED || g->state == EGS_GPR_PENDING;
-	int64_t est = waiting ? g->est_start : g->start_ts ? g->start_ts : 0;
+	int64_t est = waiting ? g->est_start : g->start_ts ? g->start_ts : g->state == EGS_GPR_PROVISIONING ? g->phase_since : 0;
 	json_t *est_wait = json_null();
 	if (waiting && g->est_start)
 		est_wait = duration(g->est_start > now ? g->est_start - now : 0);
-	else if (g->start_ts)
+	else if (est)
 		est_wait = duration(0);
 	int allocated = egs_gpr_is_active(g) && g->state != EGS_GPR_RELEASING ? g->gpus_per_node * (int)g->nodes.n : 0;
 	int64_t remaining = g->state == EGS_GPR_PROVISIONED && g->exit_at > now ? g->exit_at - now : 0;
