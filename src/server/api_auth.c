@@ -57,9 +57,10 @@ static bool parse_validity(struct egs_req *r, const char *v, int64_t now, int64_
 		*exp = now + secs;
 		return true;
 	}
-	char full[40];
-	if (strlen(v) == 10) {
-		snprintf(full, sizeof(full), "%sT00:00:00Z", v);
+	char full[24];
+	if (strlen(v) == 10) { /* a date: midnight UTC */
+		memcpy(full, v, 10);
+		memcpy(full + 10, "T00:00:00Z", 11);
 		v = full;
 	}
 	if (!egs_time_parse(v, exp)) {

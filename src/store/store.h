@@ -1,0 +1,42 @@
+/*
+ * store.h: persistence behind one small interface.  Load everything at start; write each loop
+ * turn's changes in one transaction (group commit).  A successful egs_store_commit() means the
+ * transaction is on disk (fsync): SQLite runs in WAL mode with synchronous=FULL.
+ *
+ * Schema migrations are versioned (PRAGMA user_version for SQLite) and run at open, in order, each
+ * in its own transaction.  The SQLite implementation is store_sqlite.c; a PostgreSQL one can follow
+ * the same interface.
+ */
+#ifndef EGS_STORE_H
+#define EGS_STORE_H
+
+#include "core/state.h"
+
+struct egs_store;
+
+/* Opens (creating if needed) the database file at path and migrates it to the current schema.
+ * On success *out is the store (caller frees with egs_store_free). */
+enum egs_err egs_store_open_sqlite(const char *path, struct egs_store **out);
+void egs_store_free(struct egs_store *s); /* NULL is a no-op; rolls back an open transaction */
+
+/* Current schema version of this build. */
+int egs_store_schema_version(void);
+
+/* Loads every object and the most recent events (up to st->cfg.event_retention) into st, which must
+ * be freshly initialised.  Objects are added with egs_state_add_* (so queued GPRs enter the queue).
+ * st->next_event_id is set past the largest stored event id. */
+enum egs_err egs_store_load(struct egs_store *s, struct egs_state *st);
+
+/* Writes st's pending changes and new events in one transaction and commits it (fsync).  On
+ * failure the transaction is rolled back and the error returned; st is not modified either way
+ * (the caller clears the changes after success).  A no-op when there are no changes. */
+enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st);
+
+/* Small key/value settings that must survive restarts (e.g. the token-signing secret). */
+enum egs_err egs_store_meta_get(struct egs_store *s, const char *key, char **value /* caller frees; NULL if absent */);
+enum egs_err egs_store_meta_set(struct egs_store *s, const char *key, const char *value); /* own transaction */
+
+/* Deletes events older than `before` (UNIX seconds); returns how many in *deleted (may be NULL). */
+enum egs_err egs_store_prune_events(struct egs_store *s, int64_t before, int64_t *deleted);
+
+#endif

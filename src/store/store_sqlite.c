@@ -1,0 +1,1176 @@
+/*
+ * store_sqlite.c: the SQLite implementation of store.h (see docs/internals/store.md).
+ *
+ * One connection, used by one thread at a time (egsd's loop).  The database runs in WAL mode with
+ * synchronous=FULL, so COMMIT returns only after the WAL is fsynced: that is what lets egsd answer
+ * 2xx right after egs_store_commit_changes().  Each loop turn's changes go in one transaction
+ * (group commit), which also means a reader never sees half a turn, even after a kill -9.
+ *
+ * Every statement of the hot path (upserts, deletes, event inserts, BEGIN/COMMIT) is prepared once
+ * at open and reused: per row there is only reset, bind and step.  The column lists below are the
+ * single source of the bind order for writes and the column order for loads.
+ *
+ * Schema changes are append-only migrations: migrations[i] brings PRAGMA user_version from i to
+ * i + 1 inside its own transaction.  A database newer than this build is refused.
+ */
+#include "store/store.h"
+
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- schema ---- */
+
+/* Never edit a shipped entry: add a new one.  Columns here must match the lists in `kinds`. */
+static const char *const migrations[] = {
+	/* 1: the initial schema */
+	"CREATE TABLE meta ("
+	"  key TEXT PRIMARY KEY NOT NULL,"
+	"  value TEXT NOT NULL);"
+	"CREATE TABLE projects ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  created_at INTEGER NOT NULL);"
+	"CREATE TABLE clusters ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  api_server TEXT,"
+	"  ca_data TEXT,"
+	"  agent_key_id TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL);"
+	"CREATE TABLE nodes ("
+	"  key TEXT PRIMARY KEY NOT NULL CHECK (key <> ''),"
+	"  cluster TEXT NOT NULL,"
+	"  name TEXT NOT NULL,"
+	"  instance_type TEXT NOT NULL,"
+	"  gpu_shape TEXT NOT NULL,"
+	"  cloud_provider TEXT NOT NULL,"
+	"  region TEXT NOT NULL,"
+	"  gpu_count INTEGER NOT NULL,"
+	"  memory_mib INTEGER NOT NULL,"
+	"  temp_threshold REAL NOT NULL,"
+	"  power_threshold REAL NOT NULL,"
+	"  health TEXT NOT NULL,"
+	"  gpr_id TEXT NOT NULL,"
+	"  attached_gpr TEXT NOT NULL,"
+	"  allocated_at INTEGER NOT NULL,"
+	"  gpus TEXT NOT NULL);" /* JSON [{"uuid":..,"index":..}] */
+	"CREATE TABLE workspaces ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  description TEXT,"
+	"  clusters TEXT NOT NULL,"   /* JSON ["c1",..] */
+	"  namespaces TEXT NOT NULL," /* JSON [{"name":..,"clusters":[..]}] */
+	"  users TEXT NOT NULL,"      /* JSON [{"username":..,"email":..}] */
+	"  created_at INTEGER NOT NULL);"
+	"CREATE TABLE gprs ("
+	"  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),"
+	"  name TEXT NOT NULL,"
+	"  workspace TEXT NOT NULL,"
+	"  cluster TEXT NOT NULL,"
+	"  instance_type TEXT NOT NULL,"
+	"  gpu_shape TEXT NOT NULL,"
+	"  created_by TEXT NOT NULL,"
+	"  gpus_per_node INTEGER NOT NULL,"
+	"  node_count INTEGER NOT NULL,"
+	"  memory_mib INTEGER NOT NULL,"
+	"  exit_duration_s INTEGER NOT NULL,"
+	"  idle_timeout_s INTEGER NOT NULL,"
+	"  priority INTEGER NOT NULL,"
+	"  flags INTEGER NOT NULL,"
+	"  preferred_clusters TEXT NOT NULL," /* JSON */
+	"  state TEXT NOT NULL,"
+	"  failure_reason TEXT,"
+	"  pending_reason TEXT,"
+	"  created_at INTEGER NOT NULL,"
+	"  start_ts INTEGER NOT NULL,"
+	"  exit_at INTEGER NOT NULL,"
+	"  completion_ts INTEGER NOT NULL,"
+	"  retry_count INTEGER NOT NULL,"
+	"  delayed_count INTEGER NOT NULL,"
+	"  seq INTEGER NOT NULL,"
+	"  nodes TEXT NOT NULL," /* JSON ["cluster/name",..] */
+	"  marks_sent INTEGER NOT NULL);"
+	"CREATE TABLE api_keys ("
+	"  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),"
+	"  name TEXT NOT NULL,"
+	"  user_name TEXT NOT NULL,"
+	"  description TEXT,"
+	"  role TEXT NOT NULL,"
+	"  project TEXT NOT NULL,"
+	"  workspace TEXT NOT NULL,"
+	"  cluster TEXT NOT NULL,"
+	"  hash BLOB NOT NULL CHECK (length(hash) = 32),"
+	"  created_at INTEGER NOT NULL,"
+	"  expires_at INTEGER NOT NULL);"
+	"CREATE UNIQUE INDEX api_keys_hash ON api_keys(hash);"
+	"CREATE TABLE events ("
+	"  id INTEGER PRIMARY KEY,"
+	"  time INTEGER NOT NULL,"
+	"  first_time INTEGER NOT NULL,"
+	"  count INTEGER NOT NULL,"
+	"  type TEXT NOT NULL,"
+	"  reason TEXT NOT NULL,"
+	"  object_kind TEXT NOT NULL,"
+	"  object_name TEXT NOT NULL,"
+	"  workspace TEXT NOT NULL,"
+	"  message TEXT NOT NULL);"
+	"CREATE INDEX events_time ON events(time);",
+};
+
+int egs_store_schema_version(void)
+{
+	return (int)EGS_ARRAY_LEN(migrations);
+}
+
+/* ---- binding and reading rows ---- */
+
+/* Binds parameters 1, 2, ... in order and remembers the first failure, so bind functions read as
+ * a plain list of fields. */
+struct binder {
+	sqlite3_stmt *stmt;
+	int i;
+	int rc;
+	const char *why; /* set for failures that are ours, not SQLite's */
+};
+
+static void b_text(struct binder *b, const char *s /* borrowed until the step; NULL binds NULL */)
+{
+	if (!b->rc)
+		b->rc = sqlite3_bind_text(b->stmt, ++b->i, s, -1, SQLITE_STATIC);
+}
+
+static void b_int(struct binder *b, int64_t v)
+{
+	if (!b->rc)
+		b->rc = sqlite3_bind_int64(b->stmt, ++b->i, v);
+}
+
+static void b_real(struct binder *b, double v)
+{
+	if (!b->rc)
+		b->rc = sqlite3_bind_double(b->stmt, ++b->i, v);
+}
+
+static void b_blob(struct binder *b, const void *p, int n)
+{
+	if (!b->rc)
+		b->rc = sqlite3_bind_blob(b->stmt, ++b->i, p, n, SQLITE_STATIC);
+}
+
+/* Binds v as compact JSON text (takes ownership of v; NULL means encoding failed already). */
+static void b_json(struct binder *b, json_t *v)
+{
+	char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+	json_decref(v);
+	if (b->rc) {
+		free(s);
+		return;
+	}
+	if (!s) {
+		b->rc = SQLITE_ERROR;
+		b->why = "a list cannot be encoded as JSON (invalid UTF-8?)";
+		return;
+	}
+	b->rc = sqlite3_bind_text(b->stmt, ++b->i, s, -1, free); /* SQLite frees s */
+}
+
+/* Returns a JSON array of l's strings, or NULL when one is not valid UTF-8. */
+static json_t *strlist_json(const struct egs_strlist *l)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < l->n; i++) {
+		if (json_array_append_new(a, json_string(l->v[i]))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static void b_strlist(struct binder *b, const struct egs_strlist *l)
+{
+	if (l->n == 0)
+		b_text(b, "[]"); /* the common case, without an allocation */
+	else
+		b_json(b, strlist_json(l));
+}
+
+/* Reads columns 0, 1, ... in order; the first failure names its column. */
+struct reader {
+	sqlite3_stmt *stmt;
+	int i;
+	const char *bad; /* column name of the first failure, NULL when all is well */
+	const char *why;
+};
+
+static void r_fail(struct reader *r, int col, const char *why)
+{
+	if (!r->bad) {
+		r->bad = sqlite3_column_name(r->stmt, col);
+		r->why = why;
+	}
+}
+
+static void r_str(struct reader *r, char *dst, size_t n)
+{
+	int col = r->i++;
+	const char *s = (const char *)sqlite3_column_text(r->stmt, col);
+	if (!egs_strlcpy(dst, s ? s : "", n))
+		r_fail(r, col, "value too long");
+}
+
+static char *r_dup(struct reader *r) /* caller frees; NULL for SQL NULL */
+{
+	return egs_strdup((const char *)sqlite3_column_text(r->stmt, r->i++));
+}
+
+static int64_t r_int(struct reader *r)
+{
+	return sqlite3_column_int64(r->stmt, r->i++);
+}
+
+static double r_real(struct reader *r)
+{
+	return sqlite3_column_double(r->stmt, r->i++);
+}
+
+/* Parses a JSON array column; returns it (caller decrefs) or NULL after recording the failure. */
+static json_t *r_json_array(struct reader *r)
+{
+	int col = r->i++;
+	const char *s = (const char *)sqlite3_column_text(r->stmt, col);
+	json_t *v = s ? json_loadb(s, (size_t)sqlite3_column_bytes(r->stmt, col), 0, NULL) : NULL;
+	if (!json_is_array(v)) {
+		json_decref(v);
+		r_fail(r, col, "not a valid JSON array (truncated?)");
+		return NULL;
+	}
+	return v;
+}
+
+static bool strlist_from_json(const json_t *a, struct egs_strlist *l)
+{
+	size_t i;
+	json_t *e;
+	if (!json_is_array(a))
+		return false;
+	json_array_foreach(a, i, e) {
+		if (!json_is_string(e))
+			return false;
+		egs_strlist_add(l, json_string_value(e));
+	}
+	return true;
+}
+
+static void r_strlist(struct reader *r, struct egs_strlist *l)
+{
+	json_t *a = r_json_array(r);
+	if (a && !strlist_from_json(a, l))
+		r_fail(r, r->i - 1, "JSON list holds a non-string");
+	json_decref(a);
+}
+
+/* ---- one entry per object kind ---- */
+
+static void bind_project(struct binder *b, const void *obj)
+{
+	const struct egs_project *p = obj;
+	b_text(b, p->name);
+	b_int(b, p->created_at);
+}
+
+static void read_project(struct reader *r, void *obj)
+{
+	struct egs_project *p = obj;
+	r_str(r, p->name, sizeof(p->name));
+	p->created_at = r_int(r);
+}
+
+static void bind_cluster(struct binder *b, const void *obj)
+{
+	const struct egs_cluster *c = obj;
+	b_text(b, c->name);
+	b_text(b, c->project);
+	b_text(b, c->api_server);
+	b_text(b, c->ca_data);
+	b_text(b, c->agent_key_id);
+	b_int(b, c->created_at);
+}
+
+static void read_cluster(struct reader *r, void *obj)
+{
+	struct egs_cluster *c = obj;
+	r_str(r, c->name, sizeof(c->name));
+	r_str(r, c->project, sizeof(c->project));
+	c->api_server = r_dup(r);
+	c->ca_data = r_dup(r);
+	r_str(r, c->agent_key_id, sizeof(c->agent_key_id));
+	c->created_at = r_int(r);
+}
+
+static json_t *gpus_json(const struct egs_node *n)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < n->n_gpus; i++) {
+		json_t *g = json_pack("{s:s, s:i}", "uuid", n->gpus[i].uuid, "index", n->gpus[i].index);
+		if (json_array_append_new(a, g)) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static void bind_node(struct binder *b, const void *obj)
+{
+	const struct egs_node *n = obj;
+	b_text(b, n->key);
+	b_text(b, n->cluster);
+	b_text(b, n->name);
+	b_text(b, n->instance_type);
+	b_text(b, n->gpu_shape);
+	b_text(b, n->cloud_provider);
+	b_text(b, n->region);
+	b_int(b, n->gpu_count);
+	b_int(b, n->memory_mib);
+	b_real(b, n->temp_threshold);
+	b_real(b, n->power_threshold);
+	b_text(b, egs_health_name(n->health));
+	b_text(b, n->gpr_id);
+	b_text(b, n->attached_gpr);
+	b_int(b, n->allocated_at);
+	if (n->n_gpus == 0)
+		b_text(b, "[]");
+	else
+		b_json(b, gpus_json(n));
+}
+
+static void r_gpus(struct reader *r, struct egs_node *n)
+{
+	int col = r->i;
+	json_t *a = r_json_array(r);
+	size_t i;
+	json_t *e;
+	if (!a)
+		return;
+	if (json_array_size(a) > 0) {
+		n->gpus = egs_calloc(json_array_size(a), sizeof(*n->gpus));
+		n->n_gpus = (int)json_array_size(a);
+	}
+	json_array_foreach(a, i, e) {
+		const char *uuid;
+		int index;
+		if (json_unpack(e, "{s:s, s:i}", "uuid", &uuid, "index", &index) ||
+		    !egs_strlcpy(n->gpus[i].uuid, uuid, sizeof(n->gpus[i].uuid))) {
+			r_fail(r, col, "malformed GPU entry");
+			break;
+		}
+		n->gpus[i].index = index;
+	}
+	json_decref(a);
+}
+
+static void read_node(struct reader *r, void *obj)
+{
+	struct egs_node *n = obj;
+	char health[32], key[EGS_KEY_MAX];
+	r_str(r, n->key, sizeof(n->key));
+	r_str(r, n->cluster, sizeof(n->cluster));
+	r_str(r, n->name, sizeof(n->name));
+	r_str(r, n->instance_type, sizeof(n->instance_type));
+	r_str(r, n->gpu_shape, sizeof(n->gpu_shape));
+	r_str(r, n->cloud_provider, sizeof(n->cloud_provider));
+	r_str(r, n->region, sizeof(n->region));
+	n->gpu_count = (int)r_int(r);
+	n->memory_mib = r_int(r);
+	n->temp_threshold = r_real(r);
+	n->power_threshold = r_real(r);
+	r_str(r, health, sizeof(health));
+	if (!egs_health_parse(health, &n->health))
+		r_fail(r, r->i - 1, "unknown health");
+	r_str(r, n->gpr_id, sizeof(n->gpr_id));
+	r_str(r, n->attached_gpr, sizeof(n->attached_gpr));
+	n->allocated_at = r_int(r);
+	r_gpus(r, n);
+	/* The state keys nodes by cluster/name; a key that disagrees would make two rows one node. */
+	snprintf(key, sizeof(key), "%s/%s", n->cluster, n->name);
+	if (strcmp(key, n->key) != 0)
+		r_fail(r, 0, "key is not cluster/name");
+}
+
+static json_t *namespaces_json(const struct egs_workspace *w)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < w->n_namespaces; i++) {
+		json_t *ns = json_pack("{s:s, s:o}", "name", w->namespaces[i].name, "clusters",
+				       strlist_json(&w->namespaces[i].clusters));
+		if (json_array_append_new(a, ns)) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static json_t *users_json(const struct egs_workspace *w)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < w->n_users; i++) {
+		json_t *u = json_pack("{s:s, s:s}", "username", w->users[i].username, "email", w->users[i].email);
+		if (json_array_append_new(a, u)) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static void bind_workspace(struct binder *b, const void *obj)
+{
+	const struct egs_workspace *w = obj;
+	b_text(b, w->name);
+	b_text(b, w->project);
+	b_text(b, w->description);
+	b_strlist(b, &w->clusters);
+	b_json(b, namespaces_json(w));
+	b_json(b, users_json(w));
+	b_int(b, w->created_at);
+}
+
+static void r_namespaces(struct reader *r, struct egs_workspace *w)
+{
+	int col = r->i;
+	json_t *a = r_json_array(r);
+	size_t i;
+	json_t *e;
+	if (!a)
+		return;
+	if (json_array_size(a) > 0) {
+		w->namespaces = egs_calloc(json_array_size(a), sizeof(*w->namespaces));
+		w->n_namespaces = json_array_size(a);
+	}
+	json_array_foreach(a, i, e) {
+		const char *name;
+		json_t *clusters;
+		if (json_unpack(e, "{s:s, s:o}", "name", &name, "clusters", &clusters) ||
+		    !egs_strlcpy(w->namespaces[i].name, name, sizeof(w->namespaces[i].name)) ||
+		    !strlist_from_json(clusters, &w->namespaces[i].clusters)) {
+			r_fail(r, col, "malformed namespace entry");
+			break;
+		}
+	}
+	json_decref(a);
+}
+
+static void r_users(struct reader *r, struct egs_workspace *w)
+{
+	int col = r->i;
+	json_t *a = r_json_array(r);
+	size_t i;
+	json_t *e;
+	if (!a)
+		return;
+	if (json_array_size(a) > 0) {
+		w->users = egs_calloc(json_array_size(a), sizeof(*w->users));
+		w->n_users = json_array_size(a);
+	}
+	json_array_foreach(a, i, e) {
+		const char *user, *email;
+		if (json_unpack(e, "{s:s, s:s}", "username", &user, "email", &email) ||
+		    !egs_strlcpy(w->users[i].username, user, sizeof(w->users[i].username)) ||
+		    !egs_strlcpy(w->users[i].email, email, sizeof(w->users[i].email))) {
+			r_fail(r, col, "malformed user entry");
+			break;
+		}
+	}
+	json_decref(a);
+}
+
+static void read_workspace(struct reader *r, void *obj)
+{
+	struct egs_workspace *w = obj;
+	r_str(r, w->name, sizeof(w->name));
+	r_str(r, w->project, sizeof(w->project));
+	w->description = r_dup(r);
+	r_strlist(r, &w->clusters);
+	r_namespaces(r, w);
+	r_users(r, w);
+	w->created_at = r_int(r);
+}
+
+static void bind_gpr(struct binder *b, const void *obj)
+{
+	const struct egs_gpr *g = obj;
+	b_text(b, g->id);
+	b_text(b, g->name);
+	b_text(b, g->workspace);
+	b_text(b, g->cluster);
+	b_text(b, g->instance_type);
+	b_text(b, g->gpu_shape);
+	b_text(b, g->created_by);
+	b_int(b, g->gpus_per_node);
+	b_int(b, g->node_count);
+	b_int(b, g->memory_mib);
+	b_int(b, g->exit_duration_s);
+	b_int(b, g->idle_timeout_s);
+	b_int(b, g->priority);
+	b_int(b, g->flags);
+	b_strlist(b, &g->preferred_clusters);
+	b_text(b, egs_gpr_state_name(g->state));
+	b_text(b, g->failure_reason);
+	b_text(b, g->pending_reason);
+	b_int(b, g->created_at);
+	b_int(b, g->start_ts);
+	b_int(b, g->exit_at);
+	b_int(b, g->completion_ts);
+	b_int(b, g->retry_count);
+	b_int(b, g->delayed_count);
+	b_int(b, (int64_t)g->seq);
+	b_strlist(b, &g->nodes);
+	b_int(b, g->marks_sent);
+}
+
+static void read_gpr(struct reader *r, void *obj)
+{
+	struct egs_gpr *g = obj;
+	char state[32];
+	r_str(r, g->id, sizeof(g->id));
+	r_str(r, g->name, sizeof(g->name));
+	r_str(r, g->workspace, sizeof(g->workspace));
+	r_str(r, g->cluster, sizeof(g->cluster));
+	r_str(r, g->instance_type, sizeof(g->instance_type));
+	r_str(r, g->gpu_shape, sizeof(g->gpu_shape));
+	r_str(r, g->created_by, sizeof(g->created_by));
+	g->gpus_per_node = (int)r_int(r);
+	g->node_count = (int)r_int(r);
+	g->memory_mib = r_int(r);
+	g->exit_duration_s = r_int(r);
+	g->idle_timeout_s = r_int(r);
+	g->priority = (int)r_int(r);
+	g->flags = (uint32_t)r_int(r);
+	r_strlist(r, &g->preferred_clusters);
+	r_str(r, state, sizeof(state));
+	if (!egs_gpr_state_parse(state, &g->state))
+		r_fail(r, r->i - 1, "unknown state");
+	g->failure_reason = r_dup(r);
+	g->pending_reason = r_dup(r);
+	g->created_at = r_int(r);
+	g->start_ts = r_int(r);
+	g->exit_at = r_int(r);
+	g->completion_ts = r_int(r);
+	g->retry_count = (int)r_int(r);
+	g->delayed_count = (int)r_int(r);
+	g->seq = (uint64_t)r_int(r);
+	r_strlist(r, &g->nodes);
+	g->marks_sent = (unsigned)r_int(r);
+}
+
+static void bind_apikey(struct binder *b, const void *obj)
+{
+	const struct egs_apikey *k = obj;
+	b_text(b, k->id);
+	b_text(b, k->name);
+	b_text(b, k->user_name);
+	b_text(b, k->description);
+	b_text(b, egs_role_name(k->role));
+	b_text(b, k->project);
+	b_text(b, k->workspace);
+	b_text(b, k->cluster);
+	b_blob(b, k->hash, (int)sizeof(k->hash));
+	b_int(b, k->created_at);
+	b_int(b, k->expires_at);
+}
+
+static void read_apikey(struct reader *r, void *obj)
+{
+	struct egs_apikey *k = obj;
+	char role[32];
+	r_str(r, k->id, sizeof(k->id));
+	r_str(r, k->name, sizeof(k->name));
+	r_str(r, k->user_name, sizeof(k->user_name));
+	k->description = r_dup(r);
+	r_str(r, role, sizeof(role));
+	if (!egs_role_parse(role, &k->role))
+		r_fail(r, r->i - 1, "unknown role");
+	r_str(r, k->project, sizeof(k->project));
+	r_str(r, k->workspace, sizeof(k->workspace));
+	r_str(r, k->cluster, sizeof(k->cluster));
+	int col = r->i++;
+	const void *hash = sqlite3_column_blob(r->stmt, col);
+	if (hash && sqlite3_column_bytes(r->stmt, col) == (int)sizeof(k->hash))
+		memcpy(k->hash, hash, sizeof(k->hash));
+	else
+		r_fail(r, col, "hash is not 32 bytes");
+	k->created_at = r_int(r);
+	k->expires_at = r_int(r);
+}
+
+static void bind_event(struct binder *b, const struct egs_event *ev)
+{
+	b_int(b, ev->id);
+	b_int(b, ev->time);
+	b_int(b, ev->first_time);
+	b_int(b, ev->count);
+	b_text(b, ev->type);
+	b_text(b, ev->reason);
+	b_text(b, ev->object_kind);
+	b_text(b, ev->object_name);
+	b_text(b, ev->workspace);
+	b_text(b, ev->message ? ev->message : "");
+}
+
+static void read_event(struct reader *r, struct egs_event *ev)
+{
+	ev->id = r_int(r);
+	ev->time = r_int(r);
+	ev->first_time = r_int(r);
+	ev->count = (int)r_int(r);
+	r_str(r, ev->type, sizeof(ev->type));
+	r_str(r, ev->reason, sizeof(ev->reason));
+	r_str(r, ev->object_kind, sizeof(ev->object_kind));
+	r_str(r, ev->object_name, sizeof(ev->object_name));
+	r_str(r, ev->workspace, sizeof(ev->workspace));
+	ev->message = r_dup(r);
+	if (!ev->message)
+		ev->message = egs_strdup("");
+}
+
+#define EVENT_COLS "id,time,first_time,count,type,reason,object_kind,object_name,workspace,message"
+
+/* Thin wrappers so one table of function pointers covers every kind without casts. */
+static void *alloc_project(void) { return egs_calloc(1, sizeof(struct egs_project)); }
+static void *alloc_cluster(void) { return egs_calloc(1, sizeof(struct egs_cluster)); }
+static void *alloc_node(void) { return egs_calloc(1, sizeof(struct egs_node)); }
+static void *alloc_workspace(void) { return egs_calloc(1, sizeof(struct egs_workspace)); }
+static void *alloc_gpr(void) { return egs_gpr_new(); }
+static void *alloc_apikey(void) { return egs_calloc(1, sizeof(struct egs_apikey)); }
+static void free_project(void *o) { egs_project_free(o); }
+static void free_cluster(void *o) { egs_cluster_free(o); }
+static void free_node(void *o) { egs_node_free(o); }
+static void free_workspace(void *o) { egs_workspace_free(o); }
+static void free_gpr(void *o) { egs_gpr_free(o); }
+static void free_apikey(void *o) { egs_apikey_free(o); }
+static enum egs_err add_project(struct egs_state *st, void *o) { return egs_state_add_project(st, o); }
+static enum egs_err add_cluster(struct egs_state *st, void *o) { return egs_state_add_cluster(st, o); }
+static enum egs_err add_node(struct egs_state *st, void *o) { return egs_state_add_node(st, o); }
+static enum egs_err add_workspace(struct egs_state *st, void *o) { return egs_state_add_workspace(st, o); }
+static enum egs_err add_gpr(struct egs_state *st, void *o) { return egs_state_add_gpr(st, o); }
+static enum egs_err add_apikey(struct egs_state *st, void *o) { return egs_state_add_apikey(st, o); }
+static const char *key_project(const void *o) { return ((const struct egs_project *)o)->name; }
+static const char *key_cluster(const void *o) { return ((const struct egs_cluster *)o)->name; }
+static const char *key_node(const void *o) { return ((const struct egs_node *)o)->key; }
+static const char *key_workspace(const void *o) { return ((const struct egs_workspace *)o)->name; }
+static const char *key_gpr(const void *o) { return ((const struct egs_gpr *)o)->id; }
+static const char *key_apikey(const void *o) { return ((const struct egs_apikey *)o)->id; }
+
+struct kind_ops {
+	const char *table;
+	const char *cols;  /* the first column is the primary key */
+	const char *order; /* load order */
+	void *(*alloc)(void);
+	void (*free)(void *obj);
+	void (*bind)(struct binder *b, const void *obj);
+	void (*read)(struct reader *r, void *obj);
+	enum egs_err (*add)(struct egs_state *st, void *obj); /* takes ownership on success */
+	const char *(*key)(const void *obj);
+};
+
+#define KIND(k, tbl, cols, order, x)                                                              \
+	[k] = { tbl, cols, order, alloc_##x, free_##x, bind_##x, read_##x, add_##x, key_##x }
+
+/* Loaded in this order: GPRs by seq so that st->active is in enqueue order too. */
+static const struct kind_ops kinds[] = {
+	KIND(EGS_KIND_PROJECT, "projects", "name,created_at", "name", project),
+	KIND(EGS_KIND_CLUSTER, "clusters", "name,project,api_server,ca_data,agent_key_id,created_at",
+	     "name", cluster),
+	KIND(EGS_KIND_NODE, "nodes",
+	     "key,cluster,name,instance_type,gpu_shape,cloud_provider,region,gpu_count,memory_mib,"
+	     "temp_threshold,power_threshold,health,gpr_id,attached_gpr,allocated_at,gpus",
+	     "key", node),
+	KIND(EGS_KIND_WORKSPACE, "workspaces", "name,project,description,clusters,namespaces,users,created_at",
+	     "name", workspace),
+	KIND(EGS_KIND_GPR, "gprs",
+	     "id,name,workspace,cluster,instance_type,gpu_shape,created_by,gpus_per_node,node_count,"
+	     "memory_mib,exit_duration_s,idle_timeout_s,priority,flags,preferred_clusters,state,"
+	     "failure_reason,pending_reason,created_at,start_ts,exit_at,completion_ts,retry_count,"
+	     "delayed_count,seq,nodes,marks_sent",
+	     "seq, id", gpr),
+	KIND(EGS_KIND_APIKEY, "api_keys",
+	     "id,name,user_name,description,role,project,workspace,cluster,hash,created_at,expires_at",
+	     "id", apikey),
+};
+#define NKINDS ((int)EGS_ARRAY_LEN(kinds))
+
+/* ---- the store ---- */
+
+struct egs_store {
+	sqlite3 *db;
+	sqlite3_stmt *put[EGS_ARRAY_LEN(kinds)];
+	sqlite3_stmt *del[EGS_ARRAY_LEN(kinds)];
+	sqlite3_stmt *put_event;
+	sqlite3_stmt *begin, *commit, *rollback;
+	sqlite3_stmt *meta_get, *meta_set, *prune_mark, *prune;
+};
+
+/* The largest event id ever pruned, kept in meta so that ids are never reused even when pruning
+ * empties the events table. */
+#define META_EVENT_FLOOR "store.event_id_floor"
+
+/* Steps a statement that returns no rows and resets it.  On failure prints
+ * "store: <what> [<table> '<key>']: <sqlite error>" and returns false. */
+static bool step_done(struct egs_store *s, sqlite3_stmt *stmt, const char *what, const char *table,
+		      const char *key)
+{
+	int rc = sqlite3_step(stmt);
+	if (rc != SQLITE_DONE && table)
+		fprintf(stderr, "store: %s %s '%s': %s\n", what, table, key, sqlite3_errmsg(s->db));
+	else if (rc != SQLITE_DONE)
+		fprintf(stderr, "store: %s: %s\n", what, sqlite3_errmsg(s->db));
+	sqlite3_reset(stmt);
+	return rc == SQLITE_DONE;
+}
+
+static bool exec(struct egs_store *s, const char *sql)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) == SQLITE_OK)
+		return true;
+	fprintf(stderr, "store: %.60s: %s\n", sql, msg ? msg : sqlite3_errmsg(s->db));
+	sqlite3_free(msg);
+	return false;
+}
+
+/* Runs a one-row, one-column query (a PRAGMA) and copies the text of the value into buf. */
+static bool query_text(struct egs_store *s, const char *sql, char *buf, size_t n)
+{
+	sqlite3_stmt *stmt = NULL;
+	bool ok = false;
+	if (sqlite3_prepare_v2(s->db, sql, -1, &stmt, NULL) != SQLITE_OK)
+		goto out;
+	if (sqlite3_step(stmt) != SQLITE_ROW)
+		goto out;
+	const char *v = (const char *)sqlite3_column_text(stmt, 0);
+	egs_strlcpy(buf, v ? v : "", n);
+	ok = true;
+out:
+	if (!ok)
+		fprintf(stderr, "store: %s: %s\n", sql, sqlite3_errmsg(s->db));
+	sqlite3_finalize(stmt);
+	return ok;
+}
+
+static bool user_version(struct egs_store *s, int *out)
+{
+	char buf[32];
+	if (!query_text(s, "PRAGMA user_version", buf, sizeof(buf)))
+		return false;
+	*out = (int)strtol(buf, NULL, 10);
+	return true;
+}
+
+static bool version_known(int v)
+{
+	if (v >= 0 && v <= egs_store_schema_version())
+		return true;
+	fprintf(stderr,
+		"store: the database has schema version %d but this build knows only up to %d; "
+		"refusing to open it (run a newer egsd)\n",
+		v, egs_store_schema_version());
+	return false;
+}
+
+/* Applies the missing migrations one transaction each.  The version is re-read under the write
+ * lock, so two processes opening a new file at once do not both run migration 1. */
+static enum egs_err migrate(struct egs_store *s)
+{
+	for (;;) {
+		int v;
+		char sql[64];
+		if (!exec(s, "BEGIN IMMEDIATE"))
+			return EGS_ERR_STORE;
+		if (!user_version(s, &v) || !version_known(v))
+			goto fail;
+		if (v == egs_store_schema_version())
+			return exec(s, "COMMIT") ? EGS_OK : EGS_ERR_STORE;
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
+		if (!exec(s, migrations[v]) || !exec(s, sql) || !exec(s, "COMMIT")) {
+			fprintf(stderr, "store: migration to schema version %d failed\n", v + 1);
+			goto fail;
+		}
+	}
+fail:
+	if (!sqlite3_get_autocommit(s->db))
+		exec(s, "ROLLBACK");
+	return EGS_ERR_STORE;
+}
+
+/* A tiny appender for the SQL built once at open; the buffer is large enough for every table, so
+ * running out is a bug. */
+struct sqlbuf {
+	char b[2048];
+	size_t n;
+};
+
+static void sql_add(struct sqlbuf *q, const char *s, size_t len)
+{
+	EGS_ASSERT(q->n + len < sizeof(q->b));
+	memcpy(q->b + q->n, s, len);
+	q->n += len;
+	q->b[q->n] = '\0';
+}
+
+static void sql_str(struct sqlbuf *q, const char *s)
+{
+	sql_add(q, s, strlen(s));
+}
+
+/* INSERT INTO t(c1,..) VALUES(?1,..) ON CONFLICT(c1) DO UPDATE SET c2=excluded.c2, .. */
+static void upsert_sql(struct sqlbuf *q, const struct kind_ops *k)
+{
+	size_t keylen = strcspn(k->cols, ",");
+	int ncols = 1;
+	for (const char *p = k->cols; *p; p++)
+		ncols += *p == ',';
+	q->n = 0;
+	sql_str(q, "INSERT INTO ");
+	sql_str(q, k->table);
+	sql_str(q, "(");
+	sql_str(q, k->cols);
+	sql_str(q, ") VALUES(");
+	for (int i = 0; i < ncols; i++)
+		sql_str(q, i ? ",?" : "?");
+	sql_str(q, ") ON CONFLICT(");
+	sql_add(q, k->cols, keylen);
+	sql_str(q, ") DO UPDATE SET ");
+	for (const char *p = k->cols + keylen; *p;) {
+		p++; /* the comma */
+		size_t len = strcspn(p, ",");
+		if (p != k->cols + keylen + 1)
+			sql_str(q, ",");
+		sql_add(q, p, len);
+		sql_str(q, "=excluded.");
+		sql_add(q, p, len);
+		p += len;
+	}
+}
+
+static bool prepare(struct egs_store *s, const char *sql, sqlite3_stmt **out)
+{
+	if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL) == SQLITE_OK)
+		return true;
+	fprintf(stderr, "store: preparing %.80s: %s\n", sql, sqlite3_errmsg(s->db));
+	return false;
+}
+
+static bool prepare_all(struct egs_store *s)
+{
+	struct sqlbuf q;
+	for (int i = 0; i < NKINDS; i++) {
+		const struct kind_ops *k = &kinds[i];
+		upsert_sql(&q, k);
+		if (!prepare(s, q.b, &s->put[i]))
+			return false;
+		q.n = 0;
+		sql_str(&q, "DELETE FROM ");
+		sql_str(&q, k->table);
+		sql_str(&q, " WHERE ");
+		sql_add(&q, k->cols, strcspn(k->cols, ","));
+		sql_str(&q, " = ?1");
+		if (!prepare(s, q.b, &s->del[i]))
+			return false;
+	}
+	return prepare(s, "INSERT OR REPLACE INTO events(" EVENT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?)",
+		       &s->put_event) &&
+	       prepare(s, "BEGIN IMMEDIATE", &s->begin) && prepare(s, "COMMIT", &s->commit) &&
+	       prepare(s, "ROLLBACK", &s->rollback) &&
+	       prepare(s, "SELECT value FROM meta WHERE key = ?1", &s->meta_get) &&
+	       prepare(s,
+		       "INSERT INTO meta(key, value) VALUES(?1, ?2) "
+		       "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+		       &s->meta_set) &&
+	       prepare(s,
+		       "INSERT INTO meta(key, value) SELECT '" META_EVENT_FLOOR "', m FROM "
+		       "(SELECT MAX(id) AS m FROM events WHERE time < ?1) WHERE m IS NOT NULL "
+		       "ON CONFLICT(key) DO UPDATE SET "
+		       "value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+		       &s->prune_mark) &&
+	       prepare(s, "DELETE FROM events WHERE time < ?1", &s->prune);
+}
+
+enum egs_err egs_store_open_sqlite(const char *path, struct egs_store **out)
+{
+	struct egs_store *s = egs_calloc(1, sizeof(*s));
+	enum egs_err err = EGS_ERR_STORE;
+	char mode[16];
+	int v;
+	*out = NULL;
+	int rc = sqlite3_open_v2(path, &s->db,
+				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		fprintf(stderr, "store: cannot open %s: %s\n", path,
+			s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+		goto out;
+	}
+	sqlite3_busy_timeout(s->db, 5000);
+	/* Refuse a future schema before touching the file at all. */
+	if (!user_version(s, &v) || !version_known(v))
+		goto out;
+	if (!query_text(s, "PRAGMA journal_mode = WAL", mode, sizeof(mode)))
+		goto out;
+	if (strcmp(mode, "wal") != 0) {
+		fprintf(stderr, "store: %s: cannot switch to WAL mode (got %s)\n", path, mode);
+		goto out;
+	}
+	if (!exec(s, "PRAGMA synchronous = FULL"))
+		goto out;
+	err = migrate(s);
+	if (err)
+		goto out;
+	err = prepare_all(s) ? EGS_OK : EGS_ERR_STORE;
+out:
+	if (err) {
+		fprintf(stderr, "store: cannot use database %s\n", path);
+		egs_store_free(s);
+		return err;
+	}
+	*out = s;
+	return EGS_OK;
+}
+
+void egs_store_free(struct egs_store *s)
+{
+	if (!s)
+		return;
+	if (s->db && !sqlite3_get_autocommit(s->db))
+		exec(s, "ROLLBACK");
+	for (int i = 0; i < NKINDS; i++) {
+		sqlite3_finalize(s->put[i]);
+		sqlite3_finalize(s->del[i]);
+	}
+	sqlite3_finalize(s->put_event);
+	sqlite3_finalize(s->begin);
+	sqlite3_finalize(s->commit);
+	sqlite3_finalize(s->rollback);
+	sqlite3_finalize(s->meta_get);
+	sqlite3_finalize(s->meta_set);
+	sqlite3_finalize(s->prune_mark);
+	sqlite3_finalize(s->prune);
+	if (sqlite3_close(s->db) != SQLITE_OK)
+		fprintf(stderr, "store: close: %s\n", sqlite3_errmsg(s->db));
+	free(s);
+}
+
+/* ---- load ---- */
+
+static enum egs_err load_kind(struct egs_store *s, struct egs_state *st, const struct kind_ops *k)
+{
+	sqlite3_stmt *stmt = NULL;
+	enum egs_err err = EGS_ERR_STORE;
+	char sql[1024];
+	int rc;
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s ORDER BY %s", k->cols, k->table, k->order);
+	if (!prepare(s, sql, &stmt))
+		goto out;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		const char *key = (const char *)sqlite3_column_text(stmt, 0);
+		struct reader r = { .stmt = stmt };
+		void *obj = k->alloc();
+		k->read(&r, obj);
+		if (r.bad) {
+			fprintf(stderr, "store: %s row '%s': column %s: %s\n", k->table, key ? key : "",
+				r.bad, r.why);
+			k->free(obj);
+			goto out;
+		}
+		if (k->add(st, obj) != EGS_OK) {
+			fprintf(stderr, "store: %s row '%s': duplicate object\n", k->table, key ? key : "");
+			k->free(obj);
+			goto out;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		fprintf(stderr, "store: reading %s: %s\n", k->table, sqlite3_errmsg(s->db));
+		goto out;
+	}
+	err = EGS_OK;
+out:
+	sqlite3_finalize(stmt);
+	return err;
+}
+
+/* Loads the newest cfg.event_retention events, oldest first, so the ring ends up in time order. */
+static enum egs_err load_events(struct egs_store *s, struct egs_state *st)
+{
+	sqlite3_stmt *stmt = NULL;
+	enum egs_err err = EGS_ERR_STORE;
+	int rc;
+	if (!prepare(s, "SELECT * FROM (SELECT " EVENT_COLS " FROM events ORDER BY id DESC LIMIT ?1) ORDER BY id",
+		     &stmt))
+		goto out;
+	sqlite3_bind_int64(stmt, 1, (int64_t)st->cfg.event_retention);
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		struct reader r = { .stmt = stmt };
+		struct egs_event *ev = egs_calloc(1, sizeof(*ev));
+		read_event(&r, ev);
+		if (r.bad) {
+			fprintf(stderr, "store: events row %lld: column %s: %s\n", (long long)ev->id, r.bad, r.why);
+			egs_event_free(ev);
+			goto out;
+		}
+		egs_state_add_event(st, ev);
+	}
+	if (rc != SQLITE_DONE) {
+		fprintf(stderr, "store: reading events: %s\n", sqlite3_errmsg(s->db));
+		goto out;
+	}
+	sqlite3_finalize(stmt);
+	stmt = NULL;
+	/* Past every id ever stored, not just the loaded ones (and not just the unpruned ones), so ids
+	 * are never reused. */
+	if (!prepare(s,
+		     "SELECT MAX((SELECT COALESCE(MAX(id), 0) FROM events),"
+		     " (SELECT COALESCE(MAX(CAST(value AS INTEGER)), 0) FROM meta WHERE key = '" META_EVENT_FLOOR "'))",
+		     &stmt) ||
+	    sqlite3_step(stmt) != SQLITE_ROW) {
+		fprintf(stderr, "store: reading the largest event id: %s\n", sqlite3_errmsg(s->db));
+		goto out;
+	}
+	if (sqlite3_column_int64(stmt, 0) >= st->next_event_id)
+		st->next_event_id = sqlite3_column_int64(stmt, 0) + 1;
+	err = EGS_OK;
+out:
+	sqlite3_finalize(stmt);
+	return err;
+}
+
+enum egs_err egs_store_load(struct egs_store *s, struct egs_state *st)
+{
+	enum egs_err err = EGS_ERR_STORE;
+	/* One read transaction: every table from the same committed snapshot. */
+	if (!exec(s, "BEGIN"))
+		return EGS_ERR_STORE;
+	for (int i = 0; i < NKINDS; i++) {
+		err = load_kind(s, st, &kinds[i]);
+		if (err)
+			goto out;
+	}
+	err = load_events(s, st);
+out:
+	if (!exec(s, err ? "ROLLBACK" : "COMMIT"))
+		err = EGS_ERR_STORE;
+	return err;
+}
+
+/* ---- commit ---- */
+
+static bool write_change(struct egs_store *s, const struct egs_change *c)
+{
+	EGS_ASSERT((int)c->kind >= 0 && (int)c->kind < NKINDS);
+	const struct kind_ops *k = &kinds[c->kind];
+	const char *key = k->key(c->obj);
+	if (c->deleted) {
+		sqlite3_stmt *del = s->del[c->kind];
+		if (sqlite3_bind_text(del, 1, key, -1, SQLITE_STATIC) != SQLITE_OK) {
+			fprintf(stderr, "store: delete %s '%s': %s\n", k->table, key, sqlite3_errmsg(s->db));
+			return false;
+		}
+		return step_done(s, del, "delete", k->table, key);
+	}
+	struct binder b = { .stmt = s->put[c->kind] };
+	k->bind(&b, c->obj);
+	if (b.rc) {
+		fprintf(stderr, "store: put %s '%s': %s\n", k->table, key, b.why ? b.why : sqlite3_errstr(b.rc));
+		return false;
+	}
+	return step_done(s, b.stmt, "put", k->table, key);
+}
+
+static bool write_event(struct egs_store *s, const struct egs_event *ev)
+{
+	struct binder b = { .stmt = s->put_event };
+	char id[24];
+	bind_event(&b, ev);
+	snprintf(id, sizeof(id), "%lld", (long long)ev->id);
+	if (b.rc) {
+		fprintf(stderr, "store: put event %s: %s\n", id, sqlite3_errstr(b.rc));
+		return false;
+	}
+	return step_done(s, b.stmt, "put", "events", id);
+}
+
+enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st)
+{
+	if (!egs_state_has_changes(st))
+		return EGS_OK;
+	if (!step_done(s, s->begin, "BEGIN", NULL, NULL))
+		goto fail;
+	for (size_t i = 0; i < st->changes.len; i++)
+		if (!write_change(s, st->changes.items[i]))
+			goto fail;
+	for (size_t i = 0; i < st->new_events.len; i++)
+		if (!write_event(s, st->new_events.items[i]))
+			goto fail;
+	if (!step_done(s, s->commit, "COMMIT", NULL, NULL))
+		goto fail;
+	return EGS_OK;
+fail:
+	/* SQLite may have rolled back already (e.g. after an I/O error); otherwise do it here. */
+	if (!sqlite3_get_autocommit(s->db))
+		step_done(s, s->rollback, "ROLLBACK", NULL, NULL);
+	return EGS_ERR_STORE;
+}
+
+/* ---- meta and events ---- */
+
+enum egs_err egs_store_meta_get(struct egs_store *s, const char *key, char **value)
+{
+	enum egs_err err = EGS_ERR_STORE;
+	*value = NULL;
+	if (sqlite3_bind_text(s->meta_get, 1, key, -1, SQLITE_STATIC) != SQLITE_OK)
+		goto out;
+	int rc = sqlite3_step(s->meta_get);
+	if (rc == SQLITE_ROW)
+		*value = egs_strdup((const char *)sqlite3_column_text(s->meta_get, 0));
+	if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+		err = EGS_OK;
+out:
+	if (err)
+		fprintf(stderr, "store: meta get %s: %s\n", key, sqlite3_errmsg(s->db));
+	sqlite3_reset(s->meta_get);
+	return err;
+}
+
+enum egs_err egs_store_meta_set(struct egs_store *s, const char *key, const char *value)
+{
+	/* Outside BEGIN..COMMIT a single statement is its own (durable) transaction. */
+	if (sqlite3_bind_text(s->meta_set, 1, key, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_text(s->meta_set, 2, value, -1, SQLITE_STATIC) != SQLITE_OK) {
+		fprintf(stderr, "store: meta set %s: %s\n", key, sqlite3_errmsg(s->db));
+		return EGS_ERR_STORE;
+	}
+	return step_done(s, s->meta_set, "set", "meta", key) ? EGS_OK : EGS_ERR_STORE;
+}
+
+enum egs_err egs_store_prune_events(struct egs_store *s, int64_t before, int64_t *deleted)
+{
+	int64_t n;
+	if (!step_done(s, s->begin, "BEGIN", NULL, NULL))
+		goto fail;
+	if (sqlite3_bind_int64(s->prune_mark, 1, before) != SQLITE_OK ||
+	    !step_done(s, s->prune_mark, "prune events (id floor)", NULL, NULL))
+		goto fail;
+	if (sqlite3_bind_int64(s->prune, 1, before) != SQLITE_OK || !step_done(s, s->prune, "prune events", NULL, NULL))
+		goto fail;
+	n = sqlite3_changes64(s->db);
+	if (!step_done(s, s->commit, "COMMIT", NULL, NULL))
+		goto fail;
+	if (deleted)
+		*deleted = n;
+	return EGS_OK;
+fail:
+	if (!sqlite3_get_autocommit(s->db))
+		step_done(s, s->rollback, "ROLLBACK", NULL, NULL);
+	return EGS_ERR_STORE;
+}
