@@ -40,7 +40,8 @@ deps:
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC  $<"
+	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIBCORE): $(call obj,$(CORE_SRC) $(STORE_SRC))
 	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^

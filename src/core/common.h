@@ -12,31 +12,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
-enum egs_err {
-	EGS_OK = 0,
-	EGS_ERR_INVALID,        /* a field of the input is malformed or out of range (422) */
-	EGS_ERR_BAD_REQUEST,    /* the request as a whole is unreadable (400) */
-	EGS_ERR_NOT_FOUND,      /* the named object does not exist (404) */
-	EGS_ERR_EXISTS,         /* an object with that name already exists (409) */
-	EGS_ERR_CONFLICT,       /* the object's state forbids the operation (409) */
-	EGS_ERR_UNSATISFIABLE,  /* no node in the inventory could ever satisfy the request (422) */
-	EGS_ERR_UNAUTHENTICATED,/* no or unknown credentials (401) */
-	EGS_ERR_EXPIRED,        /* the credential has expired (401) */
-	EGS_ERR_FORBIDDEN,      /* authenticated but not allowed (403) */
-	EGS_ERR_TOO_LARGE,      /* body or header over its bound (413) */
-	EGS_ERR_STORE,          /* the store failed; the state is not committed (500) */
-	EGS_ERR_IO,             /* a file or network operation failed */
-	EGS_ERR_GPR_PROVISIONED,/* the GPR is provisioning or provisioned already (409) */
-	EGS_ERR_GPR_RELEASED,   /* the GPR is releasing or released already (409) */
-	EGS_ERR_GPR_NOT_PROVISIONED, /* the GPR is still waiting; cancel it instead (409) */
-	EGS_ERR_GPR_FINISHED,   /* the GPR was cancelled, rejected or failed (409) */
-	EGS_ERR_BUSY,           /* the object is in use (e.g. a workspace with active GPRs) (409) */
-	EGS_ERR_METHOD,         /* the path exists but not with this method (405) */
-};
+#include "egs/err.h" /* enum egs_err and egs_err_str: shared with libegs users */
 
-/* Returns a static, human readable name for an error code (never NULL). */
-const char *egs_err_str(enum egs_err err);
 
 void egs__assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
 #define EGS_ASSERT(e) ((e) ? (void)0 : egs__assert_fail(#e, __FILE__, __LINE__))

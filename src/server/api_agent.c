@@ -268,7 +268,8 @@ static void agent_heartbeat(struct egs_req *r)
 		return;
 	}
 	int64_t now = egs_now(srv);
-	size_t i;
+	size_t i, unknown = 0;
+	const char *unknown_name = NULL;
 	json_t *o;
 	json_array_foreach(nodes, i, o) {
 		json_t *name = json_is_object(o) ? json_object_get(o, "name") : NULL;
@@ -279,8 +280,11 @@ static void agent_heartbeat(struct egs_req *r)
 			return;
 		}
 		struct egs_node *n = egs_state_node(st, c->name, json_string_value(name));
-		if (!n)
-			continue; /* not registered (yet): the agent re-registers when told so */
+		if (!n) { /* not registered: answered 404 below, and the agent registers again */
+			unknown++;
+			unknown_name = json_string_value(name);
+			continue;
+		}
 		bool was = egs_node_schedulable(st, n, now);
 		n->last_heartbeat = now;
 		json_t *h = json_object_get(o, "health");
@@ -313,6 +317,11 @@ static void agent_heartbeat(struct egs_req *r)
 			st->generation++;
 			egs_server_changed(srv);
 		}
+	}
+	if (unknown) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "NODE_NOT_FOUND", "nodes", "%zu node(s), e.g. %.63s, are not registered; register again",
+			      unknown, unknown_name);
+		return;
 	}
 	json_t *acts = json_array();
 	append_actions(srv, c->name, acts);

@@ -240,8 +240,10 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	srv->tick_ev = event_new(srv->base, -1, EV_PERSIST, on_tick, srv);
 	struct timeval sec = { 1, 0 };
 	event_add(srv->tick_ev, &sec);
-	evsignal_add(evsignal_new(srv->base, SIGTERM, on_signal, srv), NULL);
-	evsignal_add(evsignal_new(srv->base, SIGINT, on_signal, srv), NULL);
+	srv->sig_ev[0] = evsignal_new(srv->base, SIGTERM, on_signal, srv);
+	srv->sig_ev[1] = evsignal_new(srv->base, SIGINT, on_signal, srv);
+	evsignal_add(srv->sig_ev[0], NULL);
+	evsignal_add(srv->sig_ev[1], NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	srv->http = evhttp_new(srv->base);
@@ -277,6 +279,9 @@ void egs_server_stop(struct egs_server *srv)
 		event_free(srv->plan_ev);
 	if (srv->tick_ev)
 		event_free(srv->tick_ev);
+	for (size_t i = 0; i < EGS_ARRAY_LEN(srv->sig_ev); i++)
+		if (srv->sig_ev[i])
+			event_free(srv->sig_ev[i]);
 	if (srv->base)
 		event_base_free(srv->base);
 	egs_store_free(srv->store);

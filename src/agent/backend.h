@@ -1,0 +1,116 @@
+/*
+ * backend.h: the cluster backend interface of egs-agent: how a node is attached to a slice workspace
+ * for a GPR and detached again, and what is attached now.
+ *
+ * Backends: local (backend_local.c: a state file plus operator hooks), later kubernetes and slurm.
+ * Contract every backend keeps, because the control plane derives actions again on every poll:
+ *   - attach is idempotent: attaching a node to the GPR it is already attached to succeeds at once;
+ *     attaching a node that holds another GPR fails with EGS_ERR_CONFLICT (detach comes first);
+ *   - detach is idempotent: detaching a node that is not attached (or attached to another GPR) succeeds
+ *     and changes nothing;
+ *   - what is attached survives an agent restart (it is reported as attachedGpr at registration).
+ * attach/detach calls are serialised by the backend; egs_backend_attached_gpr() and
+ * egs_backend_list() may be called from another thread at the same time and never wait for a hook.
+ */
+#ifndef EGS_AGENT_BACKEND_H
+#define EGS_AGENT_BACKEND_H
+
+#include "core/common.h"
+#include "core/model.h"
+
+/* What an attach action asks for.  All borrowed. */
+struct egs_attach_req {
+	const char *node;
+	const char *gpr_id;
+	const char *workspace;
+	const struct egs_strlist *namespaces;
+	const char *start_time; /* RFC 3339, or "" */
+	const char *exit_time;  /* RFC 3339, or "" */
+};
+
+/* One current attachment (a copy: every string owned). */
+struct egs_attachment {
+	char *node;
+	char *gpr_id;
+	char *workspace;
+	struct egs_strlist namespaces;
+	char *start_time;
+	char *exit_time;
+	char *attached_at; /* RFC 3339, when this agent attached it */
+};
+
+/* Polled while a backend waits on something slow (a hook); true interrupts it. */
+typedef bool (*egs_backend_stop_fn)(void *arg);
+
+struct egs_backend;
+
+struct egs_backend_ops {
+	const char *name;
+	enum egs_err (*attach)(struct egs_backend *b, const struct egs_attach_req *req, char *msg,
+			       size_t msgsz);
+	enum egs_err (*detach)(struct egs_backend *b, const char *node, const char *gpr_id, char *msg,
+			       size_t msgsz);
+	bool (*attached_gpr)(struct egs_backend *b, const char *node, char *gpr, size_t gprsz);
+	void (*list)(struct egs_backend *b, struct egs_attachment **out, size_t *n);
+	void (*free)(struct egs_backend *b);
+};
+
+/* The common part of every backend (its first member). */
+struct egs_backend {
+	const struct egs_backend_ops *ops;
+	egs_backend_stop_fn stop;
+	void *stop_arg;
+};
+
+/*
+ * Attaches req->node to req->gpr_id in req->workspace.  Returns EGS_OK (msg: "attached" or "already
+ * attached"), EGS_ERR_CONFLICT when the node holds another GPR, EGS_ERR_IO when the backend failed
+ * (msg: why, e.g. the hook's last output line).  msg has msgsz bytes and is always set.
+ */
+enum egs_err egs_backend_attach(struct egs_backend *b, const struct egs_attach_req *req, char *msg,
+				size_t msgsz);
+
+/*
+ * Detaches node from gpr_id (NULL or "": from whatever it holds).  Returns EGS_OK (msg: "detached" or
+ * "not attached"), or EGS_ERR_IO when the backend failed (msg: why; the node stays attached).
+ */
+enum egs_err egs_backend_detach(struct egs_backend *b, const char *node, const char *gpr_id, char *msg,
+				size_t msgsz);
+
+/* Copies the GPR id node is attached to into gpr (gprsz bytes) and returns true; "" and false when
+ * the node is not attached. */
+bool egs_backend_attached_gpr(struct egs_backend *b, const char *node, char *gpr, size_t gprsz);
+
+/* Stores a copy of every current attachment in *out (caller frees with egs_attachments_free()) and
+ * their number in *n. */
+void egs_backend_list(struct egs_backend *b, struct egs_attachment **out, size_t *n);
+
+/* Frees n attachments returned by egs_backend_list(). */
+void egs_attachments_free(struct egs_attachment *a, size_t n);
+
+/* Installs the interruption check of slow operations (fn may be NULL); arg is borrowed. */
+void egs_backend_set_stop(struct egs_backend *b, egs_backend_stop_fn fn, void *arg);
+
+/* Frees the backend (what is attached stays attached).  egs_backend_free(NULL) is a no-op. */
+void egs_backend_free(struct egs_backend *b);
+
+/* The local backend; see docs/internals/agent-protocol.md, "The local backend". */
+struct egs_backend_local_config {
+	const char *state_dir; /* created (mode 0700) when missing */
+	const char *cluster;
+	const char *on_attach; /* shell command, or NULL */
+	const char *on_detach; /* shell command, or NULL */
+	int hook_timeout_s;    /* 0: no limit */
+};
+
+/*
+ * Opens the local backend: creates cfg->state_dir, takes its lock (one agent per state directory) and
+ * loads <state_dir>/attach-state.json when present.  cfg's strings are copied.  On success stores the
+ * backend in *out (caller frees with egs_backend_free()).  Fails with EGS_ERR_IO (directory, lock or
+ * file unusable, another agent holds the lock) or EGS_ERR_INVALID (the state file is corrupt or
+ * belongs to another cluster), writing why into err (errsz bytes).
+ */
+enum egs_err egs_backend_local_new(const struct egs_backend_local_config *cfg, struct egs_backend **out,
+				   char *err, size_t errsz);
+
+#endif

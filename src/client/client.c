@@ -1,0 +1,369 @@
+/*
+ * client.c: libegs's HTTP core: one libcurl easy handle per client (so connections are kept alive
+ * between calls), JSON bodies through jansson, and the envelope unwrapped into data or error.
+ *
+ * Invariants: an answer is buffered up to EGS_CLIENT_MAX_BODY and refused beyond it; redirects are not
+ * followed (they would carry the bearer token elsewhere); only http and https are spoken; the token is
+ * kept in one preformatted header and never copied into messages.
+ */
+#include "core/common.h"
+
+#include <egs/egs.h>
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define ERRMSG_MAX 512
+
+struct egs_client {
+	CURL *curl;
+	char *base; /* base URL without a trailing slash */
+	char *auth; /* "Authorization: Bearer <token>", or NULL */
+	egs_client_abort_fn abort_fn;
+	void *abort_arg;
+	char errmsg[ERRMSG_MAX];
+	char curl_err[CURL_ERROR_SIZE];
+};
+
+/* An answer's body being read. */
+struct body {
+	char *buf;
+	size_t len, cap;
+	bool too_large;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc = CURLE_FAILED_INIT;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static bool has_ctl(const char *s)
+{
+	for (; *s; s++)
+		if (iscntrl((unsigned char)*s))
+			return true;
+	return false;
+}
+
+struct egs_client *egs_client_new(const char *base_url, const char *bearer_token)
+{
+	struct egs_client *c = NULL;
+	size_t n;
+
+	if (!base_url || has_ctl(base_url))
+		return NULL;
+	if (strncasecmp(base_url, "http://", 7) != 0 && strncasecmp(base_url, "https://", 8) != 0)
+		return NULL;
+	if (bearer_token && has_ctl(bearer_token))
+		return NULL; /* a CR or LF would let the token inject headers */
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return NULL;
+
+	c = egs_calloc(1, sizeof(*c));
+	c->curl = curl_easy_init();
+	if (!c->curl) {
+		egs_free(c);
+		return NULL;
+	}
+	n = strlen(base_url);
+	while (n > 0 && base_url[n - 1] == '/')
+		n--;
+	c->base = egs_strndup(base_url, n);
+	if (bearer_token && *bearer_token) {
+		size_t sz = strlen(bearer_token) + sizeof("Authorization: Bearer ");
+		c->auth = egs_malloc(sz);
+		snprintf(c->auth, sz, "Authorization: Bearer %s", bearer_token);
+	}
+	return c;
+}
+
+void egs_client_free(struct egs_client *c)
+{
+	if (!c)
+		return;
+	curl_easy_cleanup(c->curl);
+	if (c->auth) {
+		/* Do not leave the token lying in freed heap memory. */
+		volatile char *p = c->auth;
+		while (*p)
+			*p++ = '\0';
+	}
+	egs_free(c->auth);
+	egs_free(c->base);
+	egs_free(c);
+}
+
+void egs_client_set_abort(struct egs_client *c, egs_client_abort_fn fn, void *arg)
+{
+	c->abort_fn = fn;
+	c->abort_arg = arg;
+}
+
+const char *egs_client_errmsg(const struct egs_client *c)
+{
+	return c->errmsg;
+}
+
+/* Stores a one-line message: control characters (a server's newlines) become spaces. */
+static void set_errmsg(struct egs_client *c, const char *msg)
+{
+	egs_strlcpy(c->errmsg, msg, sizeof(c->errmsg));
+	for (char *p = c->errmsg; *p; p++)
+		if (iscntrl((unsigned char)*p))
+			*p = ' ';
+}
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct body *b = userdata;
+	size_t n = size * nmemb;
+
+	if (n > (size_t)EGS_CLIENT_MAX_BODY - b->len) {
+		b->too_large = true;
+		return 0; /* makes curl fail the transfer with CURLE_WRITE_ERROR */
+	}
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		b->buf = egs_realloc(b->buf, cap);
+		b->cap = cap;
+	}
+	memcpy(b->buf + b->len, ptr, n);
+	b->len += n;
+	b->buf[b->len] = '\0';
+	return n;
+}
+
+static int on_progress(void *clientp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	struct egs_client *c = clientp;
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return c->abort_fn && c->abort_fn(c->abort_arg) ? 1 : 0;
+}
+
+/* The errorKeys that name a more precise error than their status (see sdk/python/egs/exceptions.py). */
+static const struct {
+	const char *key;
+	enum egs_err err;
+} error_keys[] = {
+	{"UNAUTHENTICATED", EGS_ERR_UNAUTHENTICATED},
+	{"TOKEN_EXPIRED", EGS_ERR_EXPIRED},
+	{"API_KEY_EXPIRED", EGS_ERR_EXPIRED},
+	{"API_KEY_INVALID", EGS_ERR_BAD_REQUEST},
+	{"FORBIDDEN", EGS_ERR_FORBIDDEN},
+	{"GPR_ALREADY_PROVISIONED", EGS_ERR_GPR_PROVISIONED},
+	{"GPR_ALREADY_RELEASED", EGS_ERR_GPR_RELEASED},
+	{"GPR_NOT_PROVISIONED", EGS_ERR_GPR_NOT_PROVISIONED},
+	{"GPR_NOT_FOUND", EGS_ERR_NOT_FOUND},
+	{"WORKSPACE_NOT_FOUND", EGS_ERR_NOT_FOUND},
+	{"WORKSPACE_ALREADY_EXISTS", EGS_ERR_EXISTS},
+	{"VALIDATION_FAILED", EGS_ERR_INVALID},
+	{"BAD_REQUEST", EGS_ERR_BAD_REQUEST},
+	{"GPR_UNSATISFIABLE", EGS_ERR_UNSATISFIABLE},
+};
+
+static enum egs_err err_of_status(long status)
+{
+	switch (status) {
+	case 400:
+		return EGS_ERR_BAD_REQUEST;
+	case 401:
+		return EGS_ERR_UNAUTHENTICATED;
+	case 403:
+		return EGS_ERR_FORBIDDEN;
+	case 404:
+		return EGS_ERR_NOT_FOUND;
+	case 409:
+		return EGS_ERR_CONFLICT;
+	case 413:
+		return EGS_ERR_TOO_LARGE;
+	case 422:
+		return EGS_ERR_INVALID;
+	default:
+		if (status >= 400 && status < 500)
+			return EGS_ERR_BAD_REQUEST;
+		if (status == 500)
+			return EGS_ERR_STORE;
+		return EGS_ERR_IO; /* 502/503/504 (a proxy, a restart), 1xx, or a 3xx we did not follow */
+	}
+}
+
+static enum egs_err err_of_answer(long status, json_t *error)
+{
+	const char *key = json_string_value(json_object_get(error, "errorKey"));
+
+	for (size_t i = 0; key && i < EGS_ARRAY_LEN(error_keys); i++)
+		if (strcmp(key, error_keys[i].key) == 0)
+			return error_keys[i].err;
+	return err_of_status(status);
+}
+
+/* Turns an error answer into its egs_err, message and error object (new reference in *error_out). */
+static enum egs_err unwrap_error(struct egs_client *c, long status, json_t *env, json_t **error_out)
+{
+	json_t *error = json_object_get(env, "error");
+	const char *msg;
+	char fallback[64];
+
+	if (!json_is_object(error))
+		error = NULL;
+	msg = json_string_value(json_object_get(error, "message"));
+	if (!msg || !*msg)
+		msg = json_string_value(json_object_get(env, "message"));
+	if (!msg || !*msg) {
+		snprintf(fallback, sizeof(fallback), "HTTP status %ld", status);
+		msg = fallback;
+	}
+	set_errmsg(c, msg);
+	*error_out = json_incref(error);
+	return err_of_answer(status, error);
+}
+
+/* Sets the options of one call on the (reset) handle. */
+static void set_options(struct egs_client *c, const char *method, const char *url, const char *payload,
+			long timeout_s, struct curl_slist *headers, struct body *b)
+{
+	CURL *h = c->curl;
+
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "libegs/0.1.0");
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, timeout_s < 10 ? timeout_s : 10L);
+	curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)EGS_CLIENT_MAX_BODY);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->curl_err);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
+	if (strcmp(method, "POST") == 0 && !payload)
+		payload = ""; /* an empty body, never the default read callback (stdin) */
+	if (payload) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, payload);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(payload));
+	}
+	if (strcmp(method, "GET") == 0 && !payload)
+		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	else if (strcmp(method, "POST") != 0)
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+}
+
+static struct curl_slist *make_headers(const struct egs_client *c, bool has_body)
+{
+	struct curl_slist *l = NULL;
+
+	l = curl_slist_append(l, "Accept: application/json");
+	l = curl_slist_append(l, "Expect:"); /* no 100-continue round trip on larger bodies */
+	/* Without a body, an empty value removes curl's default form Content-Type of POST. */
+	l = curl_slist_append(l, has_body ? "Content-Type: application/json" : "Content-Type:");
+	if (c->auth)
+		l = curl_slist_append(l, c->auth);
+	EGS_ASSERT(l);
+	return l;
+}
+
+/* Maps a failed transfer to its error and message. */
+static enum egs_err transport_error(struct egs_client *c, CURLcode rc, const struct body *b)
+{
+	if (b->too_large || rc == CURLE_FILESIZE_EXCEEDED) {
+		set_errmsg(c, "the answer exceeds 16 MiB");
+		return EGS_ERR_TOO_LARGE;
+	}
+	if (rc == CURLE_ABORTED_BY_CALLBACK)
+		set_errmsg(c, "aborted");
+	else
+		set_errmsg(c, c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc));
+	return EGS_ERR_IO;
+}
+
+/* Unwraps a complete answer: the envelope's data on 2xx, its error object otherwise (into *out). */
+static enum egs_err read_answer(struct egs_client *c, long status, const struct body *b, json_t **out)
+{
+	enum egs_err err;
+	json_error_t jerr;
+	json_t *env = b->len > 0 ? json_loadb(b->buf, b->len, 0, &jerr) : NULL;
+
+	*out = NULL;
+	if (status >= 200 && status < 300) {
+		if (b->len > 0 && !json_is_object(env)) {
+			set_errmsg(c, "the answer is not a JSON envelope");
+			err = EGS_ERR_IO;
+		} else {
+			*out = json_object_get(env, "data");
+			*out = json_is_null(*out) ? NULL : json_incref(*out);
+			err = EGS_OK;
+		}
+	} else {
+		err = unwrap_error(c, status, env, out);
+	}
+	json_decref(env);
+	return err;
+}
+
+enum egs_err egs_client_call(struct egs_client *c, const char *method, const char *path, json_t *body,
+			     long timeout_s, long *http_status, json_t **data)
+{
+	enum egs_err err = EGS_ERR_IO;
+	struct body b = {0};
+	struct curl_slist *headers = NULL;
+	char *payload = NULL, *url = NULL;
+	json_t *out = NULL;
+	long status = 0;
+	size_t url_sz;
+	CURLcode rc;
+
+	EGS_ASSERT(c && method && path && path[0] == '/' && timeout_s > 0);
+	c->errmsg[0] = '\0';
+	c->curl_err[0] = '\0';
+	if (body) {
+		payload = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
+		EGS_ASSERT(payload); /* fails only on out of memory: jansson refuses invalid UTF-8 earlier */
+	}
+	url_sz = strlen(c->base) + strlen(path) + 1;
+	url = egs_malloc(url_sz);
+	snprintf(url, url_sz, "%s%s", c->base, path);
+	headers = make_headers(c, payload != NULL);
+
+	curl_easy_reset(c->curl); /* keeps the connection cache */
+	set_options(c, method, url, payload, timeout_s, headers, &b);
+	rc = curl_easy_perform(c->curl);
+	if (rc != CURLE_OK) {
+		err = transport_error(c, rc, &b);
+		if (err == EGS_ERR_TOO_LARGE) /* an answer did arrive; say which */
+			curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+		goto out;
+	}
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+	err = read_answer(c, status, &b, &out);
+out:
+	if (http_status)
+		*http_status = status;
+	if (data)
+		*data = out;
+	else
+		json_decref(out);
+	curl_slist_free_all(headers);
+	egs_free(b.buf);
+	egs_free(url);
+	free(payload); /* jansson allocated it with malloc */
+	return err;
+}
