@@ -159,3 +159,39 @@ def test_waittime_lists_every_matching_shape_sorted(cluster):
     assert busy["freeNodes"] == 0 and busy["totalNodes"] == 1 and busy["estimatedWaitTime"] in ("3h0m0s", "2h59m59s")
     assert items[0]["estimatedWaitTime"] == "0h0m0s"
     assert data["estimatedWaitTime"] == "0h0m0s"
+
+
+def test_attach_and_detach_hooks_get_the_window(cluster, tmpdir_path):
+    import json as _json
+    log = os.path.join(tmpdir_path, "hooks.log")
+    hook = ("python3 -c 'import json,os; open(\"%s\",\"a\").write(json.dumps({k: v for k, v in os.environ.items() "
+            "if k.startswith(\"EGS_\")})+\"\\n\")'" % log)
+    cluster.add_cluster("worker-1", [("h100-1", H100)], extra=["--on-attach", hook, "--on-detach", hook])
+    cluster.workspace("team-a", ["worker-1"], ["ns-one", "ns-two"])
+    gid = cluster.gpr(sliceName="team-a", exitDuration="90m")
+    st = cluster.wait_state(gid, "Provisioned")
+    cluster.admin.ok("PUT", "/api/v1/gpr", {"gprId": gid, "earlyRelease": True})
+    cluster.wait_state(gid, "Complete")
+    lines = [_json.loads(l) for l in open(log).read().splitlines()]
+    assert [l["EGS_ACTION"] for l in lines] == ["attach", "detach"]
+    a = lines[0]
+    assert a["EGS_NODE"] == "h100-1" and a["EGS_CLUSTER"] == "worker-1" and a["EGS_GPR_ID"] == gid
+    assert a["EGS_WORKSPACE"] == "team-a" and a["EGS_NAMESPACES"] == "ns-one,ns-two"
+    from datetime import datetime
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    span = datetime.strptime(a["EGS_EXIT_TIME"], fmt) - datetime.strptime(a["EGS_START_TIME"], fmt)
+    assert span.total_seconds() == 90 * 60
+    assert "EGS_TOKEN" not in a and cluster.tokens["worker-1"] not in open(log).read()
+
+
+def test_failed_attach_hook_retries_on_another_node(cluster, tmpdir_path):
+    # The hook refuses node h100-1: the GPR must come back to the queue and land on h100-2.
+    hook = 'test "$EGS_NODE" != h100-1 || { echo "nvidia-smi: GPU 3 fell off the bus"; exit 1; }'
+    cluster.add_cluster("worker-1", [("h100-1", H100), ("h100-2", H100)], extra=["--on-attach", hook])
+    cluster.workspace("w", ["worker-1"])
+    gid = cluster.gpr(sliceName="w")
+    st = cluster.wait_state(gid, "Provisioned")
+    assert st["status"]["nodes"] == ["h100-2"] and st["status"]["retryCount"] == 1
+    assert "fell off the bus" in st["status"]["failureReason"]
+    bad = [n for n in cluster.admin.get("/api/v1/inventory/list")["items"] if n["gpuNodeName"] == "h100-1"][0]
+    assert bad["nodeHealth"] == "Unhealthy"
