@@ -12,7 +12,7 @@
 
 static void debug_clock(struct egs_req *r)
 {
-	static const char *const allowed[] = { "advance", NULL };
+	static const char *const allowed[] = { "advance", "keepHeartbeats", NULL };
 	struct egs_server *srv = r->srv;
 	if (!srv->dev_clock) {
 		egs_reply_err(r, EGS_ERR_NOT_FOUND, "ROUTE_NOT_FOUND", NULL, "no route %s", r->path);
@@ -24,13 +24,19 @@ static void debug_clock(struct egs_req *r)
 		return;
 	int64_t secs;
 	const char *why;
+	bool keep, keep_given;
 	if (!egs_duration_parse(adv, &secs, &why)) {
 		egs_reply_invalid(r, "advance", "advance %s", why);
 		return;
 	}
+	if (!egs_get_bool(r, r->body, "keepHeartbeats", &keep, &keep_given))
+		return;
 	srv->clock_offset += secs;
-	/* Agents kept heart-beating through the virtual interval. */
+	/* By default agents kept heart-beating through the virtual interval; keepHeartbeats=false
+	 * lets a test see what silent agents look like after it. */
 	void *v;
+	if (keep_given && !keep)
+		goto plan;
 	for (size_t i = 0; egs_map_next(&srv->st.nodes, &i, NULL, &v);) {
 		struct egs_node *n = v;
 		if (n->last_heartbeat)
@@ -41,6 +47,7 @@ static void debug_clock(struct egs_req *r)
 		if (c->last_seen)
 			c->last_seen += secs;
 	}
+plan:
 	egs_server_plan_now(srv);
 	char ts[32];
 	egs_time_format(egs_now(srv), ts, sizeof(ts));
