@@ -18,19 +18,24 @@ struct slot {
 };
 
 struct wsinfo {
+	char name[EGS_NAME_MAX];
 	int64_t until; /* free for a new GPR from then */
 	bool active;   /* holds an active GPR now */
 };
 
-struct plan {
+/* The state of one walk over the queue; kept between runs so that a GPR that goes to the end of
+ * the queue can be placed without walking everything again (egs_sched_append). */
+struct egs_plan {
 	struct egs_state *st;
 	int64_t now;
 	struct slot *slots;
 	size_t nslots;
-	struct egs_map ws;     /* workspace name -> struct wsinfo* (owned by wsv) */
+	struct egs_map ws;     /* workspace name -> struct wsinfo* (into wsv) */
 	struct wsinfo *wsv;
 	size_t nws, capws;
 	struct slot **cand;    /* scratch: candidate slots of one GPR */
+	const struct egs_gpr *last; /* the last GPR placed, in queue order */
+	bool valid;
 };
 
 bool egs_node_schedulable(const struct egs_state *st, const struct egs_node *n, int64_t now)
@@ -111,27 +116,36 @@ size_t egs_sched_capacity(const struct egs_state *st, const struct egs_gpr *g, c
 	return best;
 }
 
-static struct wsinfo *ws_get(struct plan *p, const char *name)
+static struct wsinfo *ws_get(struct egs_plan *p, const char *name)
 {
 	struct wsinfo *w = egs_map_get(&p->ws, name);
 	if (w)
 		return w;
-	EGS_ASSERT(p->nws < p->capws);
+	if (p->nws == p->capws) {
+		/* Grow by rebuilding the index: wsinfo pointers are only held inside this plan. */
+		p->capws *= 2;
+		p->wsv = egs_realloc(p->wsv, p->capws * sizeof(*p->wsv));
+		egs_map_cleanup(&p->ws);
+		egs_map_init(&p->ws);
+		for (size_t i = 0; i < p->nws; i++)
+			egs_map_put(&p->ws, p->wsv[i].name, &p->wsv[i]);
+	}
 	w = &p->wsv[p->nws++];
+	egs_strlcpy(w->name, name, sizeof(w->name));
 	w->until = p->now;
 	w->active = false;
-	egs_map_put(&p->ws, name, w);
+	egs_map_put(&p->ws, w->name, w);
 	return w;
 }
 
-static void plan_init(struct plan *p, struct egs_state *st, int64_t now)
+static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 {
 	memset(p, 0, sizeof(*p));
 	p->st = st;
 	p->now = now;
 	p->slots = egs_calloc(st->nodes.len + 1, sizeof(*p->slots));
 	p->cand = egs_calloc(st->nodes.len + 1, sizeof(*p->cand));
-	p->capws = st->workspaces.len + st->active.len + st->queue.len + 2;
+	p->capws = 2 * (st->workspaces.len + st->active.len) + 16;
 	p->wsv = egs_calloc(p->capws, sizeof(*p->wsv));
 	egs_map_init(&p->ws);
 
@@ -161,12 +175,13 @@ static void plan_init(struct plan *p, struct egs_state *st, int64_t now)
 	}
 }
 
-static void plan_cleanup(struct plan *p)
+static void plan_cleanup(struct egs_plan *p)
 {
 	free(p->slots);
 	free(p->cand);
 	free(p->wsv);
 	egs_map_cleanup(&p->ws);
+	memset(p, 0, sizeof(*p));
 }
 
 static int cmp_cand(const void *a, const void *b)
@@ -197,7 +212,7 @@ static size_t preferred_rank(const struct egs_gpr *g, const char *cluster)
 
 /* Finds g's earliest start.  On success returns the time and sets *first to the index in p->cand
  * of its first chosen slot (the next node_count entries are the nodes). */
-static int64_t place(struct plan *p, const struct egs_gpr *g, size_t *first)
+static int64_t place(struct egs_plan *p, const struct egs_gpr *g, size_t *first)
 {
 	const struct egs_workspace *ws = egs_state_workspace(p->st, g->workspace);
 	size_t nc = 0;
@@ -219,6 +234,8 @@ static int64_t place(struct plan *p, const struct egs_gpr *g, size_t *first)
 			int64_t t = p->cand[i + k - 1]->free_at;
 			if (t < w->until)
 				t = w->until;
+			if (t < p->now) /* a kept plan was built a moment ago */
+				t = p->now;
 			size_t rank = preferred_rank(g, p->cand[i]->n->cluster);
 			if (t < best || (t == best && rank < best_rank)) {
 				best = t;
@@ -231,7 +248,7 @@ static int64_t place(struct plan *p, const struct egs_gpr *g, size_t *first)
 	return best;
 }
 
-static void reserve(struct plan *p, const struct egs_gpr *g, size_t first, int64_t t)
+static void reserve(struct egs_plan *p, const struct egs_gpr *g, size_t first, int64_t t)
 {
 	for (size_t i = 0; i < (size_t)g->node_count; i++) {
 		p->cand[first + i]->free_at = t + g->exit_duration_s;
@@ -241,7 +258,7 @@ static void reserve(struct plan *p, const struct egs_gpr *g, size_t first, int64
 	w->until = t + g->exit_duration_s;
 }
 
-static bool can_start_now(struct plan *p, const struct egs_gpr *g, size_t first, int64_t t)
+static bool can_start_now(struct egs_plan *p, const struct egs_gpr *g, size_t first, int64_t t)
 {
 	if (t > p->now || ws_get(p, g->workspace)->active)
 		return false;
@@ -251,7 +268,7 @@ static bool can_start_now(struct plan *p, const struct egs_gpr *g, size_t first,
 	return true;
 }
 
-static void start(struct plan *p, struct egs_gpr *g, size_t first)
+static void start(struct egs_plan *p, struct egs_gpr *g, size_t first)
 {
 	struct egs_state *st = p->st;
 	egs_strlist_cleanup(&g->nodes);
@@ -322,14 +339,50 @@ static int64_t due_transitions(struct egs_state *st, int64_t now)
 	return next;
 }
 
-int64_t egs_sched_run(struct egs_state *st, int64_t now)
+/* Places g in plan p (in queue order after every GPR placed so far): provisions it when it can start
+ * now, else records its estimate and reserves its nodes.  Returns its start (EGS_NEVER if none). */
+static int64_t plan_one(struct egs_plan *p, struct egs_gpr *g)
+{
+	size_t first = 0;
+	int64_t t = place(p, g, &first);
+	p->last = g;
+	if (t == EGS_NEVER) {
+		set_estimate(p->st, g, t);
+		return t;
+	}
+	if (can_start_now(p, g, first, t)) {
+		start(p, g, first);
+		reserve(p, g, first, p->now);
+		return p->now;
+	}
+	set_estimate(p->st, g, t);
+	reserve(p, g, first, t);
+	return t;
+}
+
+struct egs_plan *egs_plan_new(void)
+{
+	return egs_calloc(1, sizeof(struct egs_plan));
+}
+
+void egs_plan_free(struct egs_plan *p)
+{
+	if (!p)
+		return;
+	plan_cleanup(p);
+	free(p);
+}
+
+int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
 {
 	int64_t next = due_transitions(st, now);
 
-	struct plan p;
-	plan_init(&p, st, now);
-	for (size_t i = 0; i < p.nslots; i++) {
-		int64_t stale = p.slots[i].n->last_heartbeat + st->cfg.heartbeat_timeout_s + 1;
+	struct egs_plan local, *p = keep ? keep : &local;
+	if (keep)
+		plan_cleanup(keep);
+	plan_init(p, st, now);
+	for (size_t i = 0; i < p->nslots; i++) {
+		int64_t stale = p->slots[i].n->last_heartbeat + st->cfg.heartbeat_timeout_s + 1;
 		if (stale < next)
 			next = stale;
 	}
@@ -337,31 +390,35 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now)
 	struct egs_gpr **order = egs_malloc((nq + 1) * sizeof(*order));
 	egs_queue_sorted(&st->queue, order);
 	for (size_t i = 0; i < nq; i++) {
-		struct egs_gpr *g = order[i];
-		size_t first = 0;
-		int64_t t = place(&p, g, &first);
-		if (t == EGS_NEVER) {
-			set_estimate(st, g, t);
-			continue;
-		}
-		if (can_start_now(&p, g, first, t)) {
-			start(&p, g, first);
-			reserve(&p, g, first, now);
-			continue;
-		}
-		set_estimate(st, g, t);
-		reserve(&p, g, first, t);
-		if (t > now && t < next)
+		int64_t t = plan_one(p, order[i]);
+		if (t != EGS_NEVER && t > now && t < next)
 			next = t;
 	}
 	free(order);
-	plan_cleanup(&p);
+	p->valid = keep != NULL;
+	if (!keep)
+		plan_cleanup(p);
 	return next;
+}
+
+int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, struct egs_plan *p)
+{
+	if (!p || !p->valid || p->st != st || now < p->now || now > p->now + 1 ||
+	    (p->last && !egs_queue_before(p->last, g)) || g->state != EGS_GPR_QUEUED)
+		return EGS_NEVER - 1;
+	p->now = now;
+	return plan_one(p, g);
+}
+
+void egs_plan_invalidate(struct egs_plan *p)
+{
+	if (p)
+		p->valid = false;
 }
 
 int64_t egs_sched_estimate(struct egs_state *st, const struct egs_gpr *g, int64_t now, char *cluster_out)
 {
-	struct plan p;
+	struct egs_plan p;
 	plan_init(&p, st, now);
 	size_t nq = egs_queue_len(&st->queue);
 	struct egs_gpr **order = egs_malloc((nq + 1) * sizeof(*order));

@@ -31,9 +31,23 @@ bool egs_node_matches(const struct egs_gpr *g, const struct egs_workspace *ws, c
 size_t egs_sched_capacity(const struct egs_state *st, const struct egs_gpr *g, const struct egs_workspace *ws,
 			  char *why, size_t whylen);
 
+/* The result of the last walk over the queue, kept so that appending a GPR is cheap (opaque). */
+struct egs_plan;
+struct egs_plan *egs_plan_new(void);
+void egs_plan_free(struct egs_plan *p); /* NULL is a no-op */
+/* Marks p stale: the next egs_sched_append refuses until egs_sched_run rebuilds it. */
+void egs_plan_invalidate(struct egs_plan *p);
+
 /* Runs due transitions and the plan at now (provisioning what can start).  Returns the next time
- * something is due (EGS_NEVER when nothing is). */
-int64_t egs_sched_run(struct egs_state *st, int64_t now);
+ * something is due (EGS_NEVER when nothing is).  When keep is not NULL the walk's final state is
+ * kept in it for egs_sched_append. */
+int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep);
+
+/* Places g, just queued, with the kept plan p, giving exactly what a full egs_sched_run would give
+ * it, provided nothing else changed since p was built (the caller's generation check), p is at
+ * most a second old and g goes after every queued GPR.  Returns g's start (EGS_NEVER when none),
+ * or EGS_NEVER - 1 when p cannot be used: then the caller runs egs_sched_run. */
+int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, struct egs_plan *p);
 
 /* The plan without side effects for a hypothetical GPR g (not in the state), as if submitted now:
  * returns its estimated start (EGS_NEVER when nothing can hold it now); *cluster_out (optional,

@@ -47,7 +47,7 @@ static void maybe_plan(struct egs_server *srv, bool force)
 		arm_plan_timer(srv, 4 * srv->last_plan_cost_us - (t - srv->last_plan_us));
 		return;
 	}
-	srv->next_wake = egs_sched_run(&srv->st, now);
+	srv->next_wake = egs_sched_run(&srv->st, now, srv->plan);
 	srv->planned_gen = srv->st.generation;
 	srv->last_plan_us = egs_mono_us();
 	srv->last_plan_cost_us = srv->last_plan_us - t;
@@ -220,6 +220,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	if (!srv->log)
 		srv->log = stderr;
 	egs_state_init(&srv->st, NULL);
+	srv->plan = egs_plan_new();
 
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/egs.db", data_dir);
@@ -285,6 +286,7 @@ void egs_server_stop(struct egs_server *srv)
 	if (srv->base)
 		event_base_free(srv->base);
 	egs_store_free(srv->store);
+	egs_plan_free(srv->plan);
 	egs_state_cleanup(&srv->st);
 	free(srv->data_dir);
 	fflush(srv->log);

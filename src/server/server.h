@@ -62,6 +62,7 @@ struct egs_server {
 	struct event *sig_ev[2]; /* SIGTERM, SIGINT */
 	struct egs_vec held;     /* struct held_reply*, waiting for the commit */
 	struct egs_vec polls;    /* struct egs_poll*, agents' long polls */
+	struct egs_plan *plan;   /* the last walk, for cheap appends */
 	int64_t next_wake;       /* scheduler's next due time */
 	uint64_t planned_gen;    /* st.generation at the last plan */
 	int64_t last_plan_us, last_plan_cost_us;
