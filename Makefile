@@ -66,7 +66,16 @@ $(BUILD)/tests/%: $(call obj,tests/unit/%.c) $(LIBSERVER) $(LIBAGENT) $(LIBCLIEN
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
-unit: deps-check $(UNITS)
+# The fake libnvidia-ml.so the NVML backend's tests load (tests/fake-nvml/fake_nvml.c): full and minimal.
+FAKE_NVML := $(BUILD)/lib/libnvidia-ml-fake.so $(BUILD)/lib/libnvidia-ml-fake-min.so
+$(BUILD)/lib/libnvidia-ml-fake.so: tests/fake-nvml/fake_nvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -shared -o $@ $<
+$(BUILD)/lib/libnvidia-ml-fake-min.so: tests/fake-nvml/fake_nvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -shared -DFAKE_NVML_MINIMAL -o $@ $<
+
+unit: deps-check $(FAKE_NVML) $(UNITS)
 	@set -e; for t in $(UNITS); do echo "== $$t"; $$t; done
 
 # Unit tests under ASan+UBSan in their own tree, then API tests against the optimized binaries.

@@ -159,7 +159,7 @@ static json_t *heartbeat_body(struct egs_agent *a)
 		struct egs_gpu_sample *s = egs_calloc((size_t)n->gpu_count, sizeof(*s));
 		enum egs_health health = EGS_HEALTH_HEALTHY;
 		json_t *gpus = json_array();
-		bool sampled = egs_devices_sample(a->dev, i, now, &health, s) == EGS_OK;
+		bool sampled = egs_devices_sample(a->dev, i, now, &health, NULL, 0, s) == EGS_OK;
 		char gpr[128];
 
 		for (int g = 0; sampled && g < n->gpu_count; g++)
@@ -313,7 +313,7 @@ static bool precheck(struct egs_agent *a, const char *node, char *msg, size_t ms
 		return false;
 	}
 	s = egs_calloc((size_t)n->gpu_count, sizeof(*s));
-	egs_devices_sample(a->dev, (size_t)(n - a->dev->nodes), (int64_t)time(NULL), &health, s);
+	egs_devices_sample(a->dev, (size_t)(n - a->dev->nodes), (int64_t)time(NULL), &health, NULL, 0, s);
 	egs_free(s);
 	if (health != EGS_HEALTH_HEALTHY) {
 		snprintf(msg, msgsz, "pre-check failed: node %s is %s", node, egs_health_name(health));

@@ -263,9 +263,9 @@ static void test_samples(void **state)
 	assert_int_equal(parse("nodes:\n  - {name: n1, instanceType: p5, gpuModel: H100, gpuCount: 4, memoryMiB: 1}\n",
 			       &d, err, sizeof(err)),
 			 EGS_OK);
-	assert_int_equal(egs_devices_sample(d, 0, 1000, &h, s1), EGS_OK);
+	assert_int_equal(egs_devices_sample(d, 0, 1000, &h, NULL, 0, s1), EGS_OK);
 	assert_int_equal(h, EGS_HEALTH_HEALTHY);
-	assert_int_equal(egs_devices_sample(d, 0, 2000, &h, s2), EGS_OK);
+	assert_int_equal(egs_devices_sample(d, 0, 2000, &h, NULL, 0, s2), EGS_OK);
 	for (int i = 0; i < 4; i++) {
 		assert_true(s1[i].power_w >= 60 && s1[i].power_w <= 80);
 		assert_true(s1[i].temp_c >= 30 && s1[i].temp_c <= 40);
