@@ -7,7 +7,11 @@
  * free (now, the exit time of the GPR holding it, or the end of a reservation made earlier in this
  * walk); each workspace likewise (one provisioned GPR per workspace).  A GPR gets the earliest time at
  * which enough matching nodes and its workspace are free, and reserves those nodes from then for its
- * whole duration, so a GPR behind it never takes them and never delays it.  A GPR whose time is now
+ * whole duration, so a GPR behind it never takes them and never delays it.  Without arrivals and
+ * early releases every GPR starts at its estimate.  Early releases move estimates earlier on a pool
+ * of identical nodes; across clusters or node shapes the greedy walk may hand a freed node to an
+ * earlier GPR and push a later one back (tests/unit/test_sched.c shows how): keeping reservations
+ * between walks is the planner issue's work.  A GPR whose time is now
  * and whose nodes are free now is provisioned.  Because windows are strict, an estimate is an upper
  * bound unless a higher-priority request arrives; early releases only make it earlier.  (Filling the
  * holes before a reservation, conservative backfill, is the planner issue's refinement.)
@@ -44,8 +48,8 @@ void egs_plan_invalidate(struct egs_plan *p);
 int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep);
 
 /* Places g, just queued, with the kept plan p, giving exactly what a full egs_sched_run would give
- * it, provided nothing else changed since p was built (the caller's generation check), p is at
- * most a second old and g goes after every queued GPR.  Returns g's start (EGS_NEVER when none),
+ * it, provided nothing else changed since p was built (the caller's generation check), p was
+ * built this very second and g goes after every queued GPR.  Returns g's start (EGS_NEVER when none),
  * or EGS_NEVER - 1 when p cannot be used: then the caller runs egs_sched_run. */
 int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, struct egs_plan *p);
 

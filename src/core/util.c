@@ -75,17 +75,34 @@ void egs_time_format(int64_t t, char *buf, size_t n)
 
 bool egs_time_parse(const char *s, int64_t *out)
 {
-	struct tm tm;
-	memset(&tm, 0, sizeof(tm));
-	const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!end)
-		return false;
-	if (*end == '.')
+	/* RFC 3339 is fixed width: check the shape first (strptime alone takes " 2026-1-2T3:4:5Z"). */
+	static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+	size_t i;
+	for (i = 0; shape[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (shape[i] == 'd' ? !isdigit(c) : c != (unsigned char)shape[i])
+			return false;
+	}
+	const char *end = s + i;
+	if (*end == '.') {
+		if (!isdigit((unsigned char)end[1]))
+			return false;
 		for (end++; isdigit((unsigned char)*end); end++)
 			;
+	}
 	if (strcmp(end, "Z") != 0 && strcmp(end, "+00:00") != 0)
 		return false;
-	*out = (int64_t)timegm(&tm);
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	if (!strptime(s, "%Y-%m-%dT%H:%M:%S", &tm))
+		return false;
+	int64_t t = (int64_t)timegm(&tm);
+	/* timegm() normalises February 30 to March 2: a date that does not exist does not come back. */
+	char back[32];
+	egs_time_format(t, back, sizeof(back));
+	if (strncmp(back, s, i) != 0)
+		return false;
+	*out = t;
 	return true;
 }
 

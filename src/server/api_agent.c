@@ -313,6 +313,7 @@ static void agent_heartbeat(struct egs_req *r)
 				gpu->sampled_at = now;
 			}
 		}
+		egs_node_observed(st, n, now);
 		if (was != egs_node_schedulable(st, n, now)) {
 			st->generation++;
 			egs_server_changed(srv);

@@ -251,8 +251,15 @@ static void gpr_create(struct egs_req *r)
 	EGS_ASSERT(egs_gpr_submit(&srv->st, g, now) == EGS_OK);
 	/* The common case, a GPR that goes to the end of the queue, is placed on the kept plan: the
 	 * same answer as a full walk, without walking a deep queue on every create. */
-	if (plan_current && g->state == EGS_GPR_QUEUED && egs_sched_append(&srv->st, g, now, srv->plan) != EGS_NEVER - 1)
-		srv->planned_gen = srv->st.generation;
+	if (plan_current && g->state == EGS_GPR_QUEUED) {
+		int64_t t = egs_sched_append(&srv->st, g, now, srv->plan);
+		if (t != EGS_NEVER - 1)
+			srv->planned_gen = srv->st.generation;
+		if (t == now) /* started: due again at its provisioning time-out */
+			egs_server_wake_at(srv, now + srv->st.cfg.provision_timeout_s);
+		else if (t != EGS_NEVER && t != EGS_NEVER - 1)
+			egs_server_wake_at(srv, t);
+	}
 	egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
 	return;
 fail:

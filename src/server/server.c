@@ -78,6 +78,15 @@ static void on_commit(evutil_socket_t fd, short what, void *arg)
 	commit_turn(arg);
 }
 
+void egs_server_wake_at(struct egs_server *srv, int64_t t)
+{
+	if (t >= srv->next_wake)
+		return;
+	srv->next_wake = t;
+	int64_t d = t - egs_now(srv);
+	arm_plan_timer(srv, d > 0 ? d * 1000000 : 1000);
+}
+
 void egs_server_plan_now(struct egs_server *srv)
 {
 	maybe_plan(srv, true);

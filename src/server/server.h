@@ -92,6 +92,8 @@ void egs_reply_header(struct egs_req *r, const char *name, const char *value);
 void egs_server_flush(struct egs_server *srv);
 /* Notes that the turn made changes: arms the commit event. */
 void egs_server_changed(struct egs_server *srv);
+/* Makes sure the scheduler runs again at t (UNIX seconds) at the latest. */
+void egs_server_wake_at(struct egs_server *srv, int64_t t);
 /* Runs the scheduler now and arms the commit. */
 void egs_server_plan_now(struct egs_server *srv);
 

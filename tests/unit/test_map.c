@@ -1,0 +1,382 @@
+/*
+ * test_map.c: the string-keyed hash map of core/map.h: put, get, del and overwrite; iteration
+ * visits every live entry exactly once; 100k random operations against a reference (a plain array
+ * indexed by key number); deletes followed by re-inserts (tombstones must neither hide entries nor
+ * pile up); growth from empty to 100k keys; keys compared by content, not by pointer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/map.h"
+
+/* ---- a deterministic generator (xorshift64*) ---- */
+
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t s)
+{
+	rng_state = s * 0x9E3779B97F4A7C15ULL + 1;
+}
+
+static uint64_t rng_next(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+/* A table of nkeys distinct key strings (the map borrows keys, so they live here). */
+struct keys {
+	char (*k)[64];
+	size_t n;
+};
+
+static void keys_init(struct keys *ks, size_t n, uint64_t seed)
+{
+	ks->k = calloc(n, sizeof(*ks->k));
+	assert_non_null(ks->k);
+	ks->n = n;
+	rng_seed(seed);
+	for (size_t i = 0; i < n; i++) {
+		/* Varied shapes: short, long, shared prefixes and suffixes; the index keeps them distinct. */
+		switch (rng_next() % 4) {
+		case 0: snprintf(ks->k[i], sizeof(ks->k[i]), "%zu", i); break;
+		case 1: snprintf(ks->k[i], sizeof(ks->k[i]), "worker-1/node-%zu", i); break;
+		case 2: snprintf(ks->k[i], sizeof(ks->k[i]), "gpr-%08llx-%zu", (unsigned long long)(rng_next() >> 32), i); break;
+		default: snprintf(ks->k[i], sizeof(ks->k[i]), "%zu-%.20s", i, "...................."); break;
+		}
+	}
+}
+
+static void keys_cleanup(struct keys *ks)
+{
+	free(ks->k);
+}
+
+/* Values: distinct non-NULL pointers that encode (key index, version). */
+static void *val(size_t idx, unsigned version)
+{
+	return (void *)(uintptr_t)(((uint64_t)idx << 16) | (version & 0xffff) | (1ULL << 62));
+}
+
+/* Checks the map against ref[] in full: every key's value, len, the load factor, and iteration. */
+static void check_full(const struct egs_map *m, const struct keys *ks, void *const *ref)
+{
+	size_t live = 0;
+	for (size_t i = 0; i < ks->n; i++) {
+		assert_ptr_equal(egs_map_get(m, ks->k[i]), ref[i]);
+		if (ref[i])
+			live++;
+	}
+	assert_int_equal(m->len, live);
+	/* The documented invariants: capacity a power of two, live + tombstones under 3/4. */
+	if (m->cap) {
+		assert_int_equal(m->cap & (m->cap - 1), 0);
+		assert_true(m->used * 4 < m->cap * 3);
+		assert_true(m->len <= m->used);
+	}
+	unsigned char *seen = calloc(ks->n + 1, 1);
+	assert_non_null(seen);
+	size_t visited = 0;
+	const char *k;
+	void *v;
+	for (size_t it = 0; egs_map_next(m, &it, &k, &v);) {
+		visited++;
+		/* The key handed out is the borrowed pointer itself; its value decodes to its index. */
+		size_t idx = (size_t)(((uintptr_t)v & ~(1ULL << 62)) >> 16);
+		assert_true(idx < ks->n);
+		assert_ptr_equal(k, ks->k[idx]);
+		assert_ptr_equal(v, ref[idx]);
+		assert_int_equal(seen[idx], 0);
+		seen[idx] = 1;
+	}
+	assert_int_equal(visited, live);
+	free(seen);
+}
+
+static void test_basic(void **state)
+{
+	(void)state;
+	struct egs_map m;
+	egs_map_init(&m);
+	/* An empty map answers without allocating. */
+	assert_null(egs_map_get(&m, "a"));
+	assert_null(egs_map_del(&m, "a"));
+	size_t it = 0;
+	assert_false(egs_map_next(&m, &it, NULL, NULL));
+	assert_int_equal(m.len, 0);
+
+	int a = 1, b = 2, c = 3;
+	egs_map_put(&m, "alpha", &a);
+	egs_map_put(&m, "beta", &b);
+	assert_int_equal(m.len, 2);
+	assert_ptr_equal(egs_map_get(&m, "alpha"), &a);
+	assert_ptr_equal(egs_map_get(&m, "beta"), &b);
+	assert_null(egs_map_get(&m, "gamma"));
+	assert_null(egs_map_get(&m, "alph"));
+	assert_null(egs_map_get(&m, "alphaa"));
+	assert_null(egs_map_get(&m, ""));
+
+	/* Overwrite replaces the value and keeps the count. */
+	egs_map_put(&m, "alpha", &c);
+	assert_int_equal(m.len, 2);
+	assert_ptr_equal(egs_map_get(&m, "alpha"), &c);
+
+	/* Delete returns what was stored; a second delete finds nothing. */
+	assert_ptr_equal(egs_map_del(&m, "alpha"), &c);
+	assert_int_equal(m.len, 1);
+	assert_null(egs_map_get(&m, "alpha"));
+	assert_null(egs_map_del(&m, "alpha"));
+	assert_ptr_equal(egs_map_get(&m, "beta"), &b);
+
+	/* The empty string is a key like any other. */
+	egs_map_put(&m, "", &a);
+	assert_ptr_equal(egs_map_get(&m, ""), &a);
+	assert_int_equal(m.len, 2);
+
+	/* NULL values may be stored; get cannot tell them from absence, del removes them. */
+	egs_map_put(&m, "nothing", NULL);
+	assert_int_equal(m.len, 3);
+	assert_null(egs_map_del(&m, "nothing"));
+	assert_int_equal(m.len, 2);
+
+	egs_map_cleanup(&m);
+	assert_int_equal(m.len, 0);
+	assert_null(egs_map_get(&m, "beta"));
+	egs_map_cleanup(&m); /* cleanup twice is harmless */
+}
+
+static void test_keys_by_content(void **state)
+{
+	(void)state;
+	struct egs_map m;
+	egs_map_init(&m);
+	int v1 = 1, v2 = 2;
+	char k1[16], k2[16], probe[16];
+	snprintf(k1, sizeof(k1), "node-%d", 7);
+	snprintf(probe, sizeof(probe), "node-%d", 7);
+	egs_map_put(&m, k1, &v1);
+	assert_ptr_equal(egs_map_get(&m, probe), &v1); /* another buffer with the same text */
+
+	/* Overwriting through a second buffer adopts that buffer as the borrowed key, so the first
+	 * one may go away (callers replace an object together with the string inside it). */
+	snprintf(k2, sizeof(k2), "node-%d", 7);
+	egs_map_put(&m, k2, &v2);
+	memset(k1, 'X', sizeof(k1) - 1);
+	assert_ptr_equal(egs_map_get(&m, probe), &v2);
+	const char *k = NULL;
+	void *v = NULL;
+	size_t it = 0;
+	assert_true(egs_map_next(&m, &it, &k, &v));
+	assert_ptr_equal(k, k2);
+	assert_ptr_equal(v, &v2);
+	assert_false(egs_map_next(&m, &it, &k, &v));
+	assert_ptr_equal(egs_map_del(&m, probe), &v2);
+	egs_map_cleanup(&m);
+}
+
+static void test_iteration(void **state)
+{
+	(void)state;
+	enum { N = 1000 };
+	struct keys ks;
+	keys_init(&ks, N, 1);
+	void **ref = calloc(N, sizeof(void *));
+	assert_non_null(ref);
+	struct egs_map m;
+	egs_map_init(&m);
+	for (size_t i = 0; i < N; i++) {
+		ref[i] = val(i, 1);
+		egs_map_put(&m, ks.k[i], ref[i]);
+	}
+	check_full(&m, &ks, ref);
+	/* Delete every third: iteration skips the tombstones and still sees the rest once. */
+	for (size_t i = 0; i < N; i += 3) {
+		assert_ptr_equal(egs_map_del(&m, ks.k[i]), ref[i]);
+		ref[i] = NULL;
+	}
+	check_full(&m, &ks, ref);
+	/* NULL out-parameters are allowed. */
+	size_t count = 0;
+	for (size_t it = 0; egs_map_next(&m, &it, NULL, NULL);)
+		count++;
+	assert_int_equal(count, m.len);
+	/* An exhausted iterator stays exhausted. */
+	size_t it = 0;
+	while (egs_map_next(&m, &it, NULL, NULL))
+		;
+	assert_false(egs_map_next(&m, &it, NULL, NULL));
+	egs_map_cleanup(&m);
+	free(ref);
+	keys_cleanup(&ks);
+}
+
+static void test_random_against_reference(void **state)
+{
+	(void)state;
+	/* Key counts small and large relative to the op count: dense churn and sparse growth. */
+	static const size_t nkeys[] = { 50, 5000, 60000 };
+	for (size_t round = 0; round < EGS_ARRAY_LEN(nkeys); round++) {
+		struct keys ks;
+		keys_init(&ks, nkeys[round], 100 + round);
+		void **ref = calloc(ks.n, sizeof(void *));
+		unsigned *ver = calloc(ks.n, sizeof(unsigned));
+		assert_non_null(ref);
+		assert_non_null(ver);
+		struct egs_map m;
+		egs_map_init(&m);
+		size_t live = 0;
+		rng_seed(1000 + round);
+		for (size_t op = 0; op < 100000; op++) {
+			size_t i = (size_t)(rng_next() % ks.n);
+			unsigned kind = (unsigned)(rng_next() % 10);
+			if (kind < 5) { /* put or overwrite */
+				if (!ref[i])
+					live++;
+				ref[i] = val(i, ++ver[i]);
+				egs_map_put(&m, ks.k[i], ref[i]);
+			} else if (kind < 8) { /* delete */
+				void *want = ref[i];
+				assert_ptr_equal(egs_map_del(&m, ks.k[i]), want);
+				if (want)
+					live--;
+				ref[i] = NULL;
+			} else { /* get */
+				assert_ptr_equal(egs_map_get(&m, ks.k[i]), ref[i]);
+			}
+			assert_int_equal(m.len, live);
+			if (op % 20000 == 19999)
+				check_full(&m, &ks, ref);
+		}
+		check_full(&m, &ks, ref);
+		egs_map_cleanup(&m);
+		free(ref);
+		free(ver);
+		keys_cleanup(&ks);
+	}
+}
+
+static void test_tombstones(void **state)
+{
+	(void)state;
+	enum { N = 100000 };
+	struct keys ks;
+	keys_init(&ks, N, 7);
+	void **ref = calloc(N, sizeof(void *));
+	assert_non_null(ref);
+	struct egs_map m;
+	egs_map_init(&m);
+
+	/* A sliding window of 8 live keys over 100k distinct keys: every insert lands on fresh ground
+	 * and every delete leaves a tombstone.  The table must recycle them instead of growing. */
+	for (size_t i = 0; i < N; i++) {
+		ref[i] = val(i, 1);
+		egs_map_put(&m, ks.k[i], ref[i]);
+		if (i >= 8) {
+			assert_ptr_equal(egs_map_del(&m, ks.k[i - 8]), ref[i - 8]);
+			ref[i - 8] = NULL;
+		}
+		assert_true(m.len <= 9);
+		assert_true(m.used * 4 < m.cap * 3);
+	}
+	assert_true(m.cap <= 64);
+	check_full(&m, &ks, ref);
+
+	/* Delete and re-insert the same keys: a key behind a tombstone in its probe run is still found,
+	 * and a re-insert never makes a duplicate. */
+	egs_map_cleanup(&m);
+	egs_map_init(&m);
+	memset(ref, 0, N * sizeof(void *));
+	enum { W = 1000 };
+	for (size_t i = 0; i < W; i++) {
+		ref[i] = val(i, 1);
+		egs_map_put(&m, ks.k[i], ref[i]);
+	}
+	for (unsigned pass = 2; pass < 12; pass++) {
+		for (size_t i = pass % 2; i < W; i += 2) {
+			assert_ptr_equal(egs_map_del(&m, ks.k[i]), ref[i]);
+			ref[i] = NULL;
+		}
+		check_full(&m, &ks, ref);
+		for (size_t i = pass % 2; i < W; i += 2) {
+			ref[i] = val(i, pass);
+			egs_map_put(&m, ks.k[i], ref[i]);
+		}
+		check_full(&m, &ks, ref);
+		/* Overwrites of keys that sit past tombstones replace, not add. */
+		for (size_t i = 0; i < W; i += 7) {
+			ref[i] = val(i, pass + 100);
+			egs_map_put(&m, ks.k[i], ref[i]);
+		}
+		assert_int_equal(m.len, W);
+	}
+	check_full(&m, &ks, ref);
+	assert_true(m.cap <= 4096); /* 1000 live keys: no runaway growth from churn */
+	egs_map_cleanup(&m);
+	free(ref);
+	keys_cleanup(&ks);
+}
+
+static void test_growth(void **state)
+{
+	(void)state;
+	enum { N = 100000 };
+	struct keys ks;
+	keys_init(&ks, N, 3);
+	void **ref = calloc(N, sizeof(void *));
+	assert_non_null(ref);
+	struct egs_map m;
+	egs_map_init(&m);
+	size_t grows = 0, cap = 0;
+	for (size_t i = 0; i < N; i++) {
+		ref[i] = val(i, 1);
+		egs_map_put(&m, ks.k[i], ref[i]);
+		if (m.cap != cap) {
+			assert_true(m.cap > cap); /* never shrinks while inserting */
+			cap = m.cap;
+			grows++;
+			/* Right after a resize every key inserted so far is still there. */
+			for (size_t j = 0; j <= i; j++)
+				assert_ptr_equal(egs_map_get(&m, ks.k[j]), ref[j]);
+		}
+		assert_int_equal(m.len, i + 1);
+	}
+	assert_true(grows >= 10); /* 16 .. 256k */
+	assert_true(m.cap >= N * 4 / 3);
+	assert_true(m.cap <= N * 4); /* no more than one doubling beyond what is needed */
+	check_full(&m, &ks, ref);
+	/* Then empty it again: every delete returns its value, nothing is left to iterate. */
+	for (size_t i = 0; i < N; i++) {
+		assert_ptr_equal(egs_map_del(&m, ks.k[i]), ref[i]);
+		ref[i] = NULL;
+	}
+	assert_int_equal(m.len, 0);
+	size_t it = 0;
+	assert_false(egs_map_next(&m, &it, NULL, NULL));
+	check_full(&m, &ks, ref);
+	egs_map_cleanup(&m);
+	free(ref);
+	keys_cleanup(&ks);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_basic),
+		cmocka_unit_test(test_keys_by_content),
+		cmocka_unit_test(test_iteration),
+		cmocka_unit_test(test_random_against_reference),
+		cmocka_unit_test(test_tombstones),
+		cmocka_unit_test(test_growth),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
