@@ -21,7 +21,7 @@ static struct egs_node *gpr_node(struct egs_state *st, const struct egs_gpr *g, 
 }
 
 /* Frees g's nodes that are not attached to it; attached ones wait for the agent's detach. */
-static void let_go_of_nodes(struct egs_state *st, struct egs_gpr *g)
+static void let_go_of_nodes(struct egs_state *st, struct egs_gpr *g, int64_t now)
 {
 	for (size_t i = 0; i < g->nodes.n; i++) {
 		struct egs_node *n = gpr_node(st, g, i);
@@ -30,6 +30,8 @@ static void let_go_of_nodes(struct egs_state *st, struct egs_gpr *g)
 		if (strcmp(n->attached_gpr, g->id) != 0) {
 			n->gpr_id[0] = '\0';
 			n->allocated_at = 0;
+			if (!n->attached_gpr[0])
+				n->free_since = now;
 			egs_state_touch(st, EGS_KIND_NODE, n);
 		}
 	}
@@ -138,7 +140,7 @@ enum egs_err egs_gpr_release(struct egs_state *st, struct egs_gpr *g, int64_t no
 	g->flags |= EGS_GPRF_EARLY_RELEASE;
 	egs_gpr_set_state(st, g, EGS_GPR_RELEASING, now, "EarlyRelease", "GPR %s released early; draining %zu node(s)",
 			  g->name, g->nodes.n);
-	let_go_of_nodes(st, g);
+	let_go_of_nodes(st, g, now);
 	if (!any_attached(st, g)) {
 		g->completion_ts = now;
 		egs_gpr_set_state(st, g, EGS_GPR_COMPLETE, now, "Complete", "GPR %s complete", g->name);
@@ -183,7 +185,7 @@ void egs_gpr_fail_attempt(struct egs_state *st, struct egs_gpr *g, const char *w
 	g->retry_count++;
 	free(g->failure_reason);
 	g->failure_reason = egs_strdup(why);
-	let_go_of_nodes(st, g);
+	let_go_of_nodes(st, g, now);
 	if (g->retry_count >= st->cfg.retry_limit && !(g->flags & EGS_GPRF_REQUEUE)) {
 		g->completion_ts = now;
 		egs_gpr_set_state(st, g, EGS_GPR_ERROR, now, "ProvisioningFailed",
@@ -229,6 +231,8 @@ void egs_node_set_attached(struct egs_state *st, struct egs_node *n, const char 
 			n->allocated_at = 0;
 		}
 	}
+	if (!n->gpr_id[0] && !n->attached_gpr[0])
+		n->free_since = now;
 	egs_state_touch(st, EGS_KIND_NODE, n);
 	struct egs_gpr *g = *gpr_id ? egs_state_gpr(st, gpr_id) : NULL;
 	if (g && g->state == EGS_GPR_PROVISIONING && all_attached(st, g)) {
@@ -284,6 +288,39 @@ void egs_gpr_expire(struct egs_state *st, struct egs_gpr *g, int64_t now)
 	EGS_ASSERT(g->state == EGS_GPR_PROVISIONED);
 	egs_gpr_set_state(st, g, EGS_GPR_RELEASING, now, "Exit",
 			  "exit time of GPR %s reached; draining %zu node(s)", g->name, g->nodes.n);
-	let_go_of_nodes(st, g);
+	let_go_of_nodes(st, g, now);
 	maybe_complete(st, g, now);
+}
+
+/* A GPU counts as idle under 1% utilisation; a node whose samples are missing counts as busy, so a
+ * silent agent never gets a GPR released for idleness. */
+static bool node_idle(const struct egs_node *n)
+{
+	if (!n->n_gpus)
+		return false;
+	for (int i = 0; i < n->n_gpus; i++)
+		if (!n->gpus[i].sampled_at || n->gpus[i].util_pct >= 1.0)
+			return false;
+	return true;
+}
+
+void egs_node_observed(struct egs_state *st, struct egs_node *n, int64_t now)
+{
+	struct egs_gpr *g = n->gpr_id[0] ? egs_state_gpr(st, n->gpr_id) : NULL;
+	if (!g || g->state != EGS_GPR_PROVISIONED || !(g->flags & EGS_GPRF_ENFORCE_IDLE) || !g->idle_timeout_s)
+		return;
+	bool idle = true;
+	for (size_t i = 0; i < g->nodes.n && idle; i++) {
+		const struct egs_node *m = egs_map_get(&st->nodes, g->nodes.v[i]);
+		idle = m && node_idle(m);
+	}
+	if (!idle) {
+		if (g->idle_since)
+			st->generation++;
+		g->idle_since = 0;
+		g->marks_sent &= ~EGS_MARK_IDLE_WARNED;
+	} else if (!g->idle_since) {
+		g->idle_since = now;
+		st->generation++; /* a new deadline for the scheduler */
+	}
 }

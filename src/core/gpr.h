@@ -53,6 +53,9 @@ void egs_node_set_attached(struct egs_state *st, struct egs_node *n, const char 
 /* Exit time reached: Provisioned -> Releasing (-> Complete at once when nothing is attached). */
 void egs_gpr_expire(struct egs_state *st, struct egs_gpr *g, int64_t now);
 
+/* Records a node's fresh GPU samples: keeps the idle clock of the provisioned GPR holding it. */
+void egs_node_observed(struct egs_state *st, struct egs_node *n, int64_t now);
+
 /* Sends g back to the queue (or to Error after the retry limit) after a failed attempt. */
 void egs_gpr_fail_attempt(struct egs_state *st, struct egs_gpr *g, const char *why, int64_t now);
 

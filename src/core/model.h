@@ -98,7 +98,9 @@ struct egs_node {
 	int n_gpus;
 	/* runtime only */
 	int64_t last_heartbeat;
+	int64_t free_since; /* when it last became free (no holder, nothing attached) */
 	int64_t quarantine_until; /* a failed check keeps it Unhealthy at least until then */
+	int64_t failure_noted;    /* when a NodeFailed warning was written for the current failure */
 	bool dirty;
 };
 
@@ -139,6 +141,9 @@ enum {
 	EGS_GPRF_SECONDARY_NET = 1u << 9,
 };
 
+/* Further bits of egs_gpr.marks_sent. */
+enum { EGS_MARK_IDLE_WARNED = 1u << 4, EGS_MARK_EXIT_WARNED = 1u << 5 };
+
 struct egs_gpr {
 	char id[EGS_ID_MAX];
 	char name[EGS_NAME_MAX];
@@ -167,10 +172,11 @@ struct egs_gpr {
 	int delayed_count;
 	uint64_t seq; /* enqueue order: ties of priority go to the smaller seq */
 	struct egs_strlist nodes; /* node keys "cluster/name" */
-	unsigned marks_sent; /* bits: 25%, 50%, 75% events written */
+	unsigned marks_sent; /* bits 1-3: the 25/50/75% events written; EGS_MARK_* */
 
 	/* runtime only (derived, not persisted) */
 	int64_t phase_since; /* when it entered its current state (provisioning timeout) */
+	int64_t idle_since;  /* since when every GPU it holds stayed under 1% utilisation, 0 = busy */
 	int64_t est_start;   /* planner's estimate, 0 = unknown */
 	size_t heap_idx;   /* position in the queue heap, SIZE_MAX when not queued */
 	bool dirty;

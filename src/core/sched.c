@@ -157,7 +157,9 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 		struct slot *s = &p->slots[p->nslots++];
 		s->n = n;
 		s->free_now = !n->gpr_id[0] && !n->attached_gpr[0];
-		s->free_at = now;
+		/* A free node counts as free since it became so: a fixed time, so the order of nodes
+		 * does not change merely because time passes. */
+		s->free_at = s->free_now && n->free_since < now ? n->free_since : now;
 		struct egs_gpr *g = n->gpr_id[0] ? egs_state_gpr(st, n->gpr_id) : NULL;
 		if (g && g->state == EGS_GPR_PROVISIONED)
 			s->free_at = g->exit_at > now ? g->exit_at : now;
@@ -298,6 +300,98 @@ static void set_estimate(struct egs_state *st, struct egs_gpr *g, int64_t t)
 	g->est_start = est;
 }
 
+/* A free, schedulable node that can stand in for `failed` under g: same cluster, matches g, and
+ * the same shape and instance type as the failed node when one such exists. */
+static struct egs_node *replacement(struct egs_state *st, const struct egs_gpr *g, const struct egs_node *failed,
+				    int64_t now)
+{
+	const struct egs_workspace *ws = egs_state_workspace(st, g->workspace);
+	struct egs_node *best = NULL;
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);) {
+		struct egs_node *n = v;
+		if (n->gpr_id[0] || n->attached_gpr[0] || strcmp(n->cluster, failed->cluster) != 0 ||
+		    !egs_node_schedulable(st, n, now) || !egs_node_matches(g, ws, n))
+			continue;
+		bool same = !strcmp(n->gpu_shape, failed->gpu_shape) && !strcmp(n->instance_type, failed->instance_type);
+		if (!best || (same && (strcmp(best->gpu_shape, failed->gpu_shape) ||
+				       strcmp(best->instance_type, failed->instance_type))) ||
+		    (same == !strcmp(best->gpu_shape, failed->gpu_shape) && strcmp(n->name, best->name) < 0))
+			best = n;
+	}
+	return best;
+}
+
+/*
+ * Remediation: a node of a provisioned GPR that is no longer schedulable (Unhealthy after GPU
+ * errors, or silent past the heartbeat timeout) is swapped for a healthy free matching node
+ * (Warning NodeReplaced: the agent attaches the new node and detaches the old one when it can).
+ * With no such node the GPR keeps the failed one and the rest, with one Warning NodeFailed, and
+ * the swap is tried again whenever the plan runs.
+ */
+static void remediate(struct egs_state *st, struct egs_gpr *g, int64_t now)
+{
+	for (size_t i = 0; i < g->nodes.n; i++) {
+		struct egs_node *n = egs_map_get(&st->nodes, g->nodes.v[i]);
+		if (!n || egs_node_schedulable(st, n, now)) {
+			if (n)
+				n->failure_noted = 0;
+			continue;
+		}
+		const char *why = n->health != EGS_HEALTH_HEALTHY ? egs_health_name(n->health) : "not heard from";
+		struct egs_node *r = replacement(st, g, n, now);
+		if (!r) {
+			if (!n->failure_noted) {
+				n->failure_noted = now;
+				egs_state_event(st, now, "Warning", "NodeFailed", "GPR", g->id, g->workspace,
+						"node %s of GPR %s is %s and no healthy free matching node can replace it; "
+						"the GPR keeps its other %zu node(s)", n->name, g->name, why, g->nodes.n - 1);
+			}
+			continue;
+		}
+		if (!strcmp(n->gpr_id, g->id)) {
+			n->gpr_id[0] = '\0';
+			n->allocated_at = 0;
+			egs_state_touch(st, EGS_KIND_NODE, n);
+		}
+		n->failure_noted = 0;
+		egs_strlcpy(r->gpr_id, g->id, sizeof(r->gpr_id));
+		r->allocated_at = now;
+		egs_state_touch(st, EGS_KIND_NODE, r);
+		free(g->nodes.v[i]);
+		g->nodes.v[i] = egs_strdup(r->key);
+		egs_state_touch(st, EGS_KIND_GPR, g);
+		egs_state_event(st, now, "Warning", "NodeReplaced", "GPR", g->id, g->workspace,
+				"node %s of GPR %s is %s; replaced by node %s", n->name, g->name, why, r->name);
+	}
+}
+
+/* Idle timeout: a warning when the GPUs of g have been idle for half its idle timeout (at most
+ * 10 minutes before the end), then the release.  Returns the next time it needs a look. */
+static int64_t idle_check(struct egs_state *st, struct egs_gpr *g, int64_t now)
+{
+	if (!(g->flags & EGS_GPRF_ENFORCE_IDLE) || !g->idle_timeout_s || !g->idle_since)
+		return EGS_NEVER;
+	int64_t release_at = g->idle_since + g->idle_timeout_s;
+	int64_t lead = g->idle_timeout_s / 2 < 600 ? g->idle_timeout_s / 2 : 600;
+	int64_t warn_at = release_at - lead;
+	if (now >= release_at) {
+		egs_state_event(st, now, "Warning", "IdleTimeout", "GPR", g->id, g->workspace,
+				"GPUs of GPR %s stayed under 1%% utilisation for %llds: releasing", g->name,
+				(long long)(now - g->idle_since));
+		egs_gpr_release(st, g, now);
+		return EGS_NEVER;
+	}
+	if (now >= warn_at && !(g->marks_sent & EGS_MARK_IDLE_WARNED)) {
+		g->marks_sent |= EGS_MARK_IDLE_WARNED;
+		egs_state_touch(st, EGS_KIND_GPR, g);
+		egs_state_event(st, now, "Warning", "IdleWarning", "GPR", g->id, g->workspace,
+				"GPUs of GPR %s are idle; it will be released in %llds unless they get busy", g->name,
+				(long long)(release_at - now));
+	}
+	return now >= warn_at ? release_at : warn_at;
+}
+
 static int64_t due_transitions(struct egs_state *st, int64_t now)
 {
 	int64_t next = EGS_NEVER;
@@ -309,6 +403,12 @@ static int64_t due_transitions(struct egs_state *st, int64_t now)
 	for (size_t i = 0; i < n; i++) {
 		struct egs_gpr *g = act[i];
 		if (g->state == EGS_GPR_PROVISIONED) {
+			remediate(st, g, now);
+			int64_t idle = idle_check(st, g, now);
+			if (g->state != EGS_GPR_PROVISIONED)
+				continue;
+			if (idle < next)
+				next = idle;
 			for (unsigned q = 1; q <= 3; q++) {
 				int64_t mark = g->start_ts + g->exit_duration_s * q / 4;
 				if (g->marks_sent & (1u << q))
@@ -391,6 +491,9 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
 	egs_queue_sorted(&st->queue, order);
 	for (size_t i = 0; i < nq; i++) {
 		int64_t t = plan_one(p, order[i]);
+		/* A GPR started just now is due again at its provisioning time-out. */
+		if (order[i]->state == EGS_GPR_PROVISIONING)
+			t = now + st->cfg.provision_timeout_s;
 		if (t != EGS_NEVER && t > now && t < next)
 			next = t;
 	}
@@ -403,7 +506,7 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
 
 int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, struct egs_plan *p)
 {
-	if (!p || !p->valid || p->st != st || now < p->now || now > p->now + 1 ||
+	if (!p || !p->valid || p->st != st || now != p->now ||
 	    (p->last && !egs_queue_before(p->last, g)) || g->state != EGS_GPR_QUEUED)
 		return EGS_NEVER - 1;
 	p->now = now;
