@@ -88,8 +88,11 @@ bool egs_strlcpy(char *dst, const char *src, size_t dstsz)
 {
 	size_t n = strlen(src);
 	bool fits = n < dstsz;
-	if (!fits)
+	if (!fits) { /* cut on a character boundary: never leave half a UTF-8 sequence */
 		n = dstsz - 1;
+		while (n > 0 && ((unsigned char)src[n] & 0xC0) == 0x80)
+			n--;
+	}
 	memcpy(dst, src, n);
 	dst[n] = '\0';
 	return fits;
@@ -120,4 +123,52 @@ void egs_vec_cleanup(struct egs_vec *v)
 	free(v->items);
 	v->items = NULL;
 	v->len = v->cap = 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *s)
+{
+	size_t len;
+	unsigned min;
+	unsigned cp;
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xE0) == 0xC0)
+		len = 2, min = 0x80, cp = s[0] & 0x1F;
+	else if ((s[0] & 0xF0) == 0xE0)
+		len = 3, min = 0x800, cp = s[0] & 0x0F;
+	else if ((s[0] & 0xF8) == 0xF0)
+		len = 4, min = 0x10000, cp = s[0] & 0x07;
+	else
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3F);
+	}
+	if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+		return 0;
+	return len;
+}
+
+void egs_utf8_sanitize(char *s)
+{
+	for (unsigned char *p = (unsigned char *)s; *p;) {
+		size_t n = utf8_seq(p);
+		if (n)
+			p += n;
+		else
+			*p++ = '?';
+	}
+}
+
+bool egs_text_clean(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		size_t n = utf8_seq(p);
+		if (!n || *p < 0x20 || *p == 0x7f)
+			return false;
+		p += n;
+	}
+	return true;
 }

@@ -28,8 +28,15 @@ char *egs_strdup(const char *s);        /* egs_strdup(NULL) returns NULL */
 char *egs_strndup(const char *s, size_t n);
 #define egs_free free
 
-/* Copies src into dst of size dstsz, always NUL-terminating.  Returns false when src was cut. */
+/* Copies src into dst of size dstsz, always NUL-terminating and never cutting a UTF-8 sequence in
+ * half.  Returns false when src was cut. */
 bool egs_strlcpy(char *dst, const char *src, size_t dstsz);
+
+/* Replaces every byte of s that is not part of a valid UTF-8 sequence with '?', in place (text
+ * built with snprintf from user input may end in half a character; JSON needs valid UTF-8). */
+void egs_utf8_sanitize(char *s);
+/* True when s is valid UTF-8 without control characters (0x00-0x1f, 0x7f). */
+bool egs_text_clean(const char *s);
 
 /* A growable vector of borrowed pointers.  Zero-initialised storage is an empty vector. */
 struct egs_vec {

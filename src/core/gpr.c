@@ -175,6 +175,7 @@ enum egs_err egs_gpr_reject(struct egs_state *st, struct egs_gpr *g, const char 
 		return g->state == EGS_GPR_QUEUED ? EGS_ERR_CONFLICT : not_waiting(g);
 	free(g->failure_reason);
 	g->failure_reason = egs_strdup(reason);
+	egs_utf8_sanitize(g->failure_reason);
 	g->completion_ts = now;
 	egs_gpr_set_state(st, g, EGS_GPR_REJECTED, now, "Rejected", "GPR %s rejected: %s", g->name, reason);
 	return EGS_OK;
@@ -185,6 +186,7 @@ void egs_gpr_fail_attempt(struct egs_state *st, struct egs_gpr *g, const char *w
 	g->retry_count++;
 	free(g->failure_reason);
 	g->failure_reason = egs_strdup(why);
+	egs_utf8_sanitize(g->failure_reason);
 	let_go_of_nodes(st, g, now);
 	if (g->retry_count >= st->cfg.retry_limit && !(g->flags & EGS_GPRF_REQUEUE)) {
 		g->completion_ts = now;

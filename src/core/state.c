@@ -480,6 +480,7 @@ void egs_state_event(struct egs_state *st, int64_t now, const char *type, const 
 	char buf[512];
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	egs_utf8_sanitize(buf);
 	ev->message = egs_strdup(buf);
 	egs_vec_push(&st->new_events, ev);
 }

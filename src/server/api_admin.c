@@ -61,7 +61,7 @@ static struct egs_gpr *admin_gpr(struct egs_req *r, const char *const *allowed, 
 		return NULL;
 	struct egs_gpr *g = egs_state_gpr(&r->srv->st, id);
 	const struct egs_workspace *ws = g ? egs_state_workspace(&r->srv->st, g->workspace) : NULL;
-	if (!g || (ws && !egs_in_project(r, ws->project))) {
+	if (!g || (ws ? !egs_in_project(r, ws->project) : r->who.project[0] != '\0')) {
 		egs_reply_err(r, EGS_ERR_NOT_FOUND, "GPR_NOT_FOUND", "gprId", "GPR %s not found", id);
 		return NULL;
 	}

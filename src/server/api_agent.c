@@ -162,7 +162,10 @@ static void agent_register(struct egs_req *r)
 	struct egs_server *srv = r->srv;
 	struct egs_state *st = &srv->st;
 	struct egs_cluster *c;
-	if (!egs_body_only(r, allowed) || !agent_cluster(r, &c))
+	char version[EGS_NAME_MAX];
+	if (!egs_body_only(r, allowed) || !agent_cluster(r, &c) ||
+	    !egs_get_str(r, r->body, "agentVersion", false, version, sizeof(version)) ||
+	    (version[0] && !egs_check_name(r, "agentVersion", version, false)))
 		return;
 	json_t *nodes = json_object_get(r->body, "nodes");
 	if (!json_is_array(nodes) || json_array_size(nodes) > MAX_NODES_PER_AGENT) {
@@ -254,6 +257,53 @@ static double num(json_t *o, const char *k)
 	return json_is_number(v) ? json_number_value(v) : 0;
 }
 
+static bool bad_hb(struct egs_req *r, size_t i, const char *what, const char *why)
+{
+	char f[96];
+	snprintf(f, sizeof(f), "nodes[%zu]%s%s", i, *what ? "." : "", what);
+	egs_reply_invalid(r, f, "%s %s", f, why);
+	return false;
+}
+
+/* Validates every node of a heartbeat before any of it is applied. */
+static bool check_heartbeat(struct egs_req *r, json_t *nodes)
+{
+	static const char *const metrics[] = { "powerW", "tempC", "utilPct", "memUsedMiB" };
+	size_t i, j;
+	json_t *o, *u;
+	enum egs_health h;
+	json_array_foreach(nodes, i, o) {
+		if (!json_is_object(o))
+			return bad_hb(r, i, "", "must be an object");
+		json_t *name = json_object_get(o, "name"), *health = json_object_get(o, "health");
+		json_t *att = json_object_get(o, "attachedGpr"), *gpus = json_object_get(o, "gpus");
+		if (!json_is_string(name) || !egs_label_valid(json_string_value(name), &(const char *){ NULL }))
+			return bad_hb(r, i, "name", "must be a node name");
+		if (health && !(json_is_string(health) && egs_health_parse(json_string_value(health), &h)))
+			return bad_hb(r, i, "health", "must be Healthy, Unhealthy or Unschedulable");
+		if (att && !json_is_null(att) &&
+		    !(json_is_string(att) && (!json_string_length(att) || egs_label_valid(json_string_value(att), &(const char *){ NULL })) &&
+		      json_string_length(att) < EGS_ID_MAX))
+			return bad_hb(r, i, "attachedGpr", "must be a GPR id or \"\"");
+		if (gpus && !json_is_null(gpus) && (!json_is_array(gpus) || json_array_size(gpus) > MAX_GPUS))
+			return bad_hb(r, i, "gpus", "must be a list of at most 64 GPUs");
+		json_array_foreach(gpus, j, u) {
+			if (!json_is_object(u))
+				return bad_hb(r, i, "gpus", "must hold objects");
+			for (size_t k = 0; k < EGS_ARRAY_LEN(metrics); k++) {
+				json_t *m = json_object_get(u, metrics[k]);
+				if (m && !json_is_null(m) && (!json_is_number(m) || json_number_value(m) < 0 || json_number_value(m) > 1e9))
+				{
+					char what[48];
+					snprintf(what, sizeof(what), "gpus[%zu].%s", j, metrics[k]);
+					return bad_hb(r, i, what, "must be a number from 0 to 1e9");
+				}
+			}
+		}
+	}
+	return true;
+}
+
 static void agent_heartbeat(struct egs_req *r)
 {
 	static const char *const allowed[] = { "clusterName", "nodes", NULL };
@@ -267,6 +317,8 @@ static void agent_heartbeat(struct egs_req *r)
 		egs_reply_invalid(r, "nodes", "nodes must be a list of at most %d nodes", MAX_NODES_PER_AGENT);
 		return;
 	}
+	if (!check_heartbeat(r, nodes))
+		return;
 	int64_t now = egs_now(srv);
 	size_t i, unknown = 0;
 	const char *unknown_name = NULL;
@@ -425,6 +477,9 @@ static void agent_result(struct egs_req *r)
 		egs_reply_invalid(r, "ok", "ok is required");
 		return;
 	}
+	if (!egs_check_name(r, "gprId", gid, false) || !egs_check_name(r, "node", node, false) ||
+	    !egs_check_text(r, "actionId", aid))
+		return;
 	struct egs_node *n = egs_state_node(&srv->st, c->name, node);
 	if (!n) {
 		egs_reply_err(r, EGS_ERR_NOT_FOUND, "NODE_NOT_FOUND", "node", "node %s is not registered in cluster %s", node,

@@ -95,11 +95,8 @@ static void apikey_create(struct egs_req *r)
 		egs_reply_invalid(r, "role", "role must be Admin, Owner or Viewer");
 		return;
 	}
-	for (const char *c = user; *c; c++)
-		if ((unsigned char)*c < 0x20) {
-			egs_reply_invalid(r, "userName", "userName must not contain control characters");
-			return;
-		}
+	if (!egs_check_text(r, "userName", user) || !egs_check_text(r, "description", desc))
+		return;
 	int64_t now = egs_now(srv), exp;
 	if (!parse_validity(r, validity, now, &exp))
 		return;

@@ -168,7 +168,7 @@ static bool parse_request(struct egs_req *r, struct egs_gpr *g, bool create)
 }
 
 /* Cross-field checks against the inventory and the caller's scope. */
-static bool check_request(struct egs_req *r, struct egs_gpr *g, struct egs_workspace **wsp)
+static bool check_request(struct egs_req *r, struct egs_gpr *g, struct egs_workspace **wsp, bool write)
 {
 	struct egs_state *st = &r->srv->st;
 	struct egs_workspace *ws = egs_state_workspace(st, g->workspace);
@@ -177,7 +177,7 @@ static bool check_request(struct egs_req *r, struct egs_gpr *g, struct egs_works
 			      g->workspace);
 		return false;
 	}
-	if (!egs_can_write_ws(r, ws))
+	if (!(write ? egs_can_write_ws(r, ws) : egs_can_read_ws(r, ws)))
 		return false;
 	if (g->cluster[0] && !egs_strlist_has(&ws->clusters, g->cluster)) {
 		egs_reply_invalid(r, "clusterName", "clusterName: cluster %s is not part of workspace %s", g->cluster,
@@ -213,7 +213,7 @@ static struct egs_gpr *find_gpr(struct egs_req *r, const char *id, bool write)
 		return NULL;
 	}
 	if (!ws) { /* workspace deleted: only admins still see its GPRs */
-		if (r->who.role == EGS_ROLE_ADMIN && (!write))
+		if (r->who.role == EGS_ROLE_ADMIN && !r->who.project[0] && !write)
 			return g;
 		egs_reply_err(r, EGS_ERR_NOT_FOUND, "GPR_NOT_FOUND", "gprId", "GPR %s not found", id);
 		return NULL;
@@ -235,7 +235,7 @@ static void gpr_create(struct egs_req *r)
 		return;
 	}
 	struct egs_gpr *g = egs_gpr_new();
-	if (!parse_request(r, g, true) || !check_request(r, g, NULL))
+	if (!parse_request(r, g, true) || !check_request(r, g, NULL, true))
 		goto fail;
 	/* Ids lead with the enqueue sequence, so that rows are appended to the store's B-tree instead of
 	 * touching a random page each (that cut the WAL written per create by ~10x), and end with 16
@@ -291,7 +291,7 @@ static void gpr_waittime(struct egs_req *r)
 	struct egs_workspace *ws;
 	struct option *opts = NULL;
 	size_t nopts = 0;
-	if (!parse_request(r, g, true) || !check_request(r, g, &ws))
+	if (!parse_request(r, g, true) || !check_request(r, g, &ws, false)) /* a question: Viewers may ask */
 		goto out;
 	int64_t now = egs_now(srv);
 	/* One option per (cluster, GPU shape, instance type) that can hold the request. */
@@ -426,7 +426,7 @@ static void gpr_update(struct egs_req *r)
 	c->nodes = (struct egs_strlist){ 0 };
 	c->failure_reason = c->pending_reason = NULL;
 	egs_strlist_copy(&c->preferred_clusters, &g->preferred_clusters);
-	if (!parse_request(r, c, false) || !check_request(r, c, NULL)) {
+	if (!parse_request(r, c, false) || !check_request(r, c, NULL, true)) {
 		egs_gpr_free(c);
 		return;
 	}

@@ -51,12 +51,9 @@ static void add_namespace(struct egs_workspace *w, const char *ns)
 
 static bool check_user(struct egs_req *r, const char *user, const char *email)
 {
-	for (const char *c = user; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == 0x7f) {
-			egs_reply_invalid(r, "username", "username must not contain control characters");
-			return false;
-		}
-	if (*email && (!strchr(email, '@') || strchr(email, ' ') || strchr(email, '\n'))) {
+	if (!egs_check_text(r, "username", user) || !egs_check_text(r, "email", email))
+		return false;
+	if (*email && (!strchr(email, '@') || strchr(email, ' '))) {
 		egs_reply_invalid(r, "email", "email must look like name@example.com");
 		return false;
 	}
@@ -89,7 +86,8 @@ static void ws_create(struct egs_req *r)
 	    !egs_get_str(r, r->body, "username", false, user, sizeof(user)) ||
 	    !egs_get_str(r, r->body, "email", false, email, sizeof(email)) ||
 	    !egs_get_str(r, r->body, "projectName", false, project, sizeof(project)) ||
-	    !egs_get_str(r, r->body, "description", false, desc, sizeof(desc)) || !check_user(r, user, email))
+	    !egs_get_str(r, r->body, "description", false, desc, sizeof(desc)) || !check_user(r, user, email) ||
+	    !egs_check_text(r, "description", desc))
 		goto out;
 	if (!project[0])
 		egs_strlcpy(project, r->who.project[0] ? r->who.project : "default", sizeof(project));
@@ -221,7 +219,7 @@ static void ws_update(struct egs_req *r)
 	    !egs_get_names(r, r->body, "removeNamespaces", MAX_LIST, &rm_ns) ||
 	    !egs_get_names(r, r->body, "addClusters", MAX_LIST, &add_cl) ||
 	    !egs_get_names(r, r->body, "removeClusters", MAX_LIST, &rm_cl) ||
-	    !egs_get_str(r, r->body, "description", false, desc, sizeof(desc)) ||
+	    !egs_get_str(r, r->body, "description", false, desc, sizeof(desc)) || !egs_check_text(r, "description", desc) ||
 	    !check_clusters(r, "addClusters", &add_cl, w->project))
 		goto out;
 	add_users = json_object_get(r->body, "addUsers");
@@ -251,9 +249,15 @@ static void ws_update(struct egs_req *r)
 			egs_reply_invalid(r, "removeUsers", "removeUsers must be a list of usernames");
 			goto out;
 		}
+		if (json_array_size(rmu) > MAX_LIST) {
+			egs_reply_invalid(r, "removeUsers", "removeUsers may list at most %d users", MAX_LIST);
+			goto out;
+		}
 		json_array_foreach(rmu, i, u) {
-			if (!json_is_string(u)) {
-				egs_reply_invalid(r, "removeUsers", "removeUsers[%zu] must be a string", i);
+			if (!json_is_string(u) || json_string_length(u) >= EGS_NAME_MAX * 2 ||
+			    strlen(json_string_value(u)) != json_string_length(u)) {
+				egs_reply_invalid(r, "removeUsers", "removeUsers[%zu] must be a user name of at most %d characters",
+						  i, EGS_NAME_MAX * 2 - 1);
 				goto out;
 			}
 			egs_strlist_add(&rm_users, json_string_value(u));

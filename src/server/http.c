@@ -147,8 +147,14 @@ void egs_reply_err(struct egs_req *r, enum egs_err err, const char *key, const c
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	egs_utf8_sanitize(msg);
 	int status = err_http[err].status;
-	json_t *edata = field ? json_pack("{s:s}", "field", field) : json_null();
+	char fieldbuf[96];
+	if (field) {
+		egs_strlcpy(fieldbuf, field, sizeof(fieldbuf));
+		egs_utf8_sanitize(fieldbuf);
+	}
+	json_t *edata = field ? json_pack("{s:s}", "field", fieldbuf) : json_null();
 	json_t *env = json_pack("{s:i, s:s, s:s, s:n, s:{s:s, s:s, s:o}}", "statusCode", status, "status", "Error",
 				"message", err_http[err].message, "data", "error", "errorKey",
 				key ? key : err_http[err].key, "message", msg, "data", edata);
@@ -303,6 +309,17 @@ bool egs_check_name(struct egs_req *r, const char *field, const char *value, boo
 	if (!ok)
 		egs_reply_invalid(r, field, "%s %s", field, why);
 	return ok;
+}
+
+bool egs_check_text(struct egs_req *r, const char *field, const char *value)
+{
+	for (const unsigned char *c = (const unsigned char *)value; *c; c++) {
+		if (*c < 0x20 || *c == 0x7f) {
+			egs_reply_invalid(r, field, "%s must not contain control characters", field);
+			return false;
+		}
+	}
+	return true;
 }
 
 bool egs_get_names(struct egs_req *r, json_t *obj, const char *field, size_t max, struct egs_strlist *out)
@@ -469,6 +486,24 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	if (q && evhttp_parse_query_str(q, &r.query) != 0) {
 		egs_reply_err(&r, EGS_ERR_BAD_REQUEST, NULL, NULL, "the query string is malformed");
 		goto out;
+	}
+	if (q && strstr(q, "%00")) { /* a NUL would silently cut the value */
+		egs_reply_err(&r, EGS_ERR_BAD_REQUEST, NULL, NULL, "the query string must not contain control characters");
+		goto out;
+	}
+	for (struct evkeyval *kv = r.query.tqh_first; kv; kv = kv->next.tqe_next) {
+		char shown[64];
+		egs_strlcpy(shown, kv->key, sizeof(shown));
+		egs_utf8_sanitize(shown);
+		if (!egs_text_clean(kv->key) || !egs_text_clean(kv->value)) {
+			egs_reply_invalid(&r, shown, "%s must be UTF-8 text without control characters", shown);
+			goto out;
+		}
+		for (struct evkeyval *o = kv->next.tqe_next; o; o = o->next.tqe_next)
+			if (strcmp(o->key, kv->key) == 0) {
+				egs_reply_invalid(&r, shown, "%s is given more than once", shown);
+				goto out;
+			}
 	}
 	bool known;
 	const struct egs_route *rt = find_route(r.method, r.path, &known);

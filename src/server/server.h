@@ -115,6 +115,8 @@ bool egs_get_bool(struct egs_req *r, json_t *obj, const char *field, bool *out, 
 bool egs_get_names(struct egs_req *r, json_t *obj, const char *field, size_t max, struct egs_strlist *out);
 /* Validates a name with the given validator; replies 422 naming the field on failure. */
 bool egs_check_name(struct egs_req *r, const char *field, const char *value, bool dns_label);
+/* Free text (descriptions, user names, emails): refuses control characters with a 422. */
+bool egs_check_text(struct egs_req *r, const char *field, const char *value);
 /* Query parameter (NULL when absent). */
 const char *egs_query(struct egs_req *r, const char *name);
 
