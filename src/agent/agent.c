@@ -1,23 +1,22 @@
 /*
- * agent.c: the protocol loop of egs-agent (see agent.h and docs/internals/agent-protocol.md).
+ * agent.c: the protocol loop of egs-agent (see agent.h and docs/internals/agent-protocol.md):
+ * registration, GPU sampling, heartbeats and the action poll.  Carrying out one action is
+ * agent_actions.c.
  *
- * Shared state (registered, its generation, the heartbeat interval, the heartbeat kick) lives under
- * one mutex with one condition variable that every change broadcasts, so any wait wakes at once on
- * stop.  The registration generation lets the action thread say "the registration I polled under
- * failed" without undoing a newer registration the heartbeat thread just made.
+ * Shared state (registered, its generation, the heartbeat interval, the heartbeat kick, the node
+ * states) lives under one mutex with one condition variable that every change broadcasts, so any
+ * wait wakes at once on stop.  The registration generation lets the action thread say "the
+ * registration I polled under failed" without undoing a newer registration the heartbeat thread just
+ * made.
  *
  * Nothing is retried inside one call: a lost result or heartbeat is harmless because actions are
  * derived again by the control plane on every poll and every backend operation is idempotent.
  */
-#include "agent/agent.h"
+#include "agent/agent_internal.h"
 
 #include "agent/log.h"
 #include "core/util.h"
 
-#include <egs/egs.h>
-
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,25 +26,8 @@
 #define CALL_TIMEOUT_S 15     /* register, heartbeat, result */
 #define POLL_SLACK_S 15       /* the long poll's timeout beyond its wait */
 #define DEFAULT_INTERVAL_S 5  /* heartbeat interval until egsd says otherwise */
-#define MSG_MAX 512
-#define RESULT_MSG_MAX 300    /* egsd takes result messages of up to 399 bytes */
-
-struct egs_agent {
-	char *url, *cluster;
-	struct egs_devices *dev;
-	struct egs_backend *be;
-	int poll_wait_s, max_backoff_s;
-	struct egs_client *hb_client, *act_client;
-	atomic_bool stop;
-	pthread_mutex_t mu;
-	pthread_cond_t cv; /* CLOCK_MONOTONIC; broadcast on every change below and on stop */
-	bool registered;   /* under mu */
-	uint64_t reg_gen;  /* under mu: bumped by each successful registration */
-	int interval_s;    /* under mu */
-	bool hb_kick;      /* under mu: send a heartbeat now (an action changed the attachments) */
-	pthread_t hb_thread, act_thread;
-	bool started;
-};
+#define WORKLOADS_MAX 64      /* processes reported per node */
+#define FEATURE_CHECKS "checks"
 
 static int64_t now_ms(void)
 {
@@ -72,15 +54,17 @@ static void changed(struct egs_agent *a)
 
 /*
  * Waits until deadline (monotonic ms), stop, or, when wake_on_kick, a heartbeat kick or the loss of
- * the registration.  Returns false on stop.
+ * the registration; *kicked (may be NULL) says whether a kick ended it.  Returns false on stop.
  */
-static bool wait_until(struct egs_agent *a, int64_t deadline, bool wake_on_kick)
+static bool wait_until(struct egs_agent *a, int64_t deadline, bool wake_on_kick, bool *kicked)
 {
 	struct timespec ts = {.tv_sec = deadline / 1000, .tv_nsec = (deadline % 1000) * 1000000L};
 
 	pthread_mutex_lock(&a->mu);
 	while (!egs_agent_stopping(a) && now_ms() < deadline && !(wake_on_kick && (a->hb_kick || !a->registered)))
 		pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+	if (kicked)
+		*kicked = wake_on_kick && a->hb_kick;
 	if (wake_on_kick)
 		a->hb_kick = false;
 	pthread_mutex_unlock(&a->mu);
@@ -89,7 +73,7 @@ static bool wait_until(struct egs_agent *a, int64_t deadline, bool wake_on_kick)
 
 static bool nap(struct egs_agent *a, int64_t ms)
 {
-	return wait_until(a, now_ms() + ms, false);
+	return wait_until(a, now_ms() + ms, false, NULL);
 }
 
 /* Waits until registered; stores the registration's generation.  Returns false on stop. */
@@ -114,12 +98,71 @@ static void lose_registration(struct egs_agent *a, uint64_t gen)
 	pthread_mutex_unlock(&a->mu);
 }
 
-static void kick_heartbeat(struct egs_agent *a)
+void egs__agent_kick(struct egs_agent *a)
 {
 	pthread_mutex_lock(&a->mu);
 	a->hb_kick = true;
 	changed(a);
 	pthread_mutex_unlock(&a->mu);
+}
+
+void egs__agent_mark(struct egs_agent *a, size_t i, const char *why)
+{
+	EGS_ASSERT(i < a->dev->n_nodes);
+	pthread_mutex_lock(&a->mu);
+	a->nodes[i].mark_until = (int64_t)time(NULL) + a->quarantine_s;
+	egs_strlcpy(a->nodes[i].mark_why, why, sizeof(a->nodes[i].mark_why));
+	a->hb_kick = true;
+	changed(a);
+	pthread_mutex_unlock(&a->mu);
+	EGS_LOG_WARN("node %s is reported Unhealthy for %d s: %s", a->dev->nodes[i].name, a->quarantine_s, why);
+}
+
+/* The health a heartbeat reports for node i: the device's, made Unhealthy by an unexpired check
+ * failure.  Stores the reason in *why (borrowed from the state).  Caller holds mu. */
+static enum egs_health effective_health(struct egs_agent *a, size_t i, int64_t now, const char **why)
+{
+	struct egs__node_state *s = &a->nodes[i];
+
+	*why = s->why;
+	if (s->health == EGS_HEALTH_HEALTHY && s->mark_until > now) {
+		*why = s->mark_why;
+		return EGS_HEALTH_UNHEALTHY;
+	}
+	return s->health;
+}
+
+/* ---- sampling ---- */
+
+/* Samples every node into the node states.  Returns true when some node's health now differs from
+ * what the last heartbeat said (a heartbeat should go out at once). */
+static bool sample_all(struct egs_agent *a)
+{
+	int64_t now = (int64_t)time(NULL);
+	bool differs = false;
+
+	for (size_t i = 0; i < a->dev->n_nodes; i++) {
+		const struct egs_dev_node *n = &a->dev->nodes[i];
+		struct egs__node_state *s = &a->nodes[i];
+		struct egs_gpu_sample tmp[64];
+		enum egs_health h = EGS_HEALTH_UNHEALTHY, eff;
+		char why[EGS_DEV_WHY_MAX];
+		const char *unused;
+
+		EGS_ASSERT(n->gpu_count <= 64);
+		egs_devices_sample(a->dev, i, now, &h, why, sizeof(why), tmp);
+		pthread_mutex_lock(&a->mu);
+		if (s->sampled && h != s->health)
+			EGS_LOG_INFO("node %s is now %s%s%s", n->name, egs_health_name(h), why[0] ? ": " : "", why);
+		s->sampled = true;
+		s->health = h;
+		egs_strlcpy(s->why, why, sizeof(s->why));
+		memcpy(s->gpus, tmp, (size_t)n->gpu_count * sizeof(*tmp));
+		eff = effective_health(a, i, now, &unused);
+		differs |= s->reported_once && eff != s->reported;
+		pthread_mutex_unlock(&a->mu);
+	}
+	return differs;
 }
 
 /* ---- register and heartbeat ---- */
@@ -130,51 +173,70 @@ static json_t *register_body(struct egs_agent *a)
 
 	for (size_t i = 0; i < a->dev->n_nodes; i++) {
 		const struct egs_dev_node *n = &a->dev->nodes[i];
-		json_t *gpus = json_array(), *o;
 		char gpr[128];
-		for (int g = 0; g < n->gpu_count; g++)
-			json_array_append_new(gpus, json_pack("{s:s, s:i}", "uuid", n->gpus[g].uuid, "index",
-							      n->gpus[g].index));
 		egs_backend_attached_gpr(a->be, n->name, gpr, sizeof(gpr));
-		o = json_pack("{s:s, s:s, s:s, s:i, s:I, s:o, s:s}", "name", n->name, "instanceType",
-			      n->instance_type, "gpuModel", n->gpu_model, "gpuCount", n->gpu_count, "memoryMiB",
-			      (json_int_t)n->memory_mib, "gpus", gpus, "attachedGpr", gpr);
-		if (n->cloud_provider[0])
-			json_object_set_new(o, "cloudProvider", json_string(n->cloud_provider));
-		if (n->region[0])
-			json_object_set_new(o, "region", json_string(n->region));
-		json_array_append_new(nodes, o);
+		json_array_append_new(nodes, egs_report_register_node(n, gpr, n->address[0] ? n->address : a->address));
 	}
 	return json_pack("{s:s, s:s, s:o}", "clusterName", a->cluster, "agentVersion", EGS_AGENT_VERSION,
 			 "nodes", nodes);
 }
 
+/* Lists the GPU processes of every node (outside the lock: it is device I/O).  procs has
+ * n_nodes * WORKLOADS_MAX entries; counts[i] gets node i's number (capped). */
+static void list_processes(struct egs_agent *a, struct egs_gpu_proc *procs, size_t *counts, int64_t now)
+{
+	for (size_t i = 0; i < a->dev->n_nodes; i++) {
+		size_t n = 0;
+		if (egs_devices_processes(a->dev, i, now, procs + i * WORKLOADS_MAX, WORKLOADS_MAX, &n) != EGS_OK)
+			n = 0;
+		counts[i] = n < WORKLOADS_MAX ? n : WORKLOADS_MAX;
+	}
+}
+
 static json_t *heartbeat_body(struct egs_agent *a)
 {
-	json_t *nodes = json_array();
 	int64_t now = (int64_t)time(NULL);
+	size_t nn = a->dev->n_nodes, *counts = egs_calloc(nn + 1, sizeof(*counts));
+	struct egs_gpu_proc *procs = egs_calloc(nn * WORKLOADS_MAX + 1, sizeof(*procs));
+	char(*gprs)[128] = egs_calloc(nn + 1, sizeof(*gprs));
+	json_t *nodes = json_array();
 
-	for (size_t i = 0; i < a->dev->n_nodes; i++) {
-		const struct egs_dev_node *n = &a->dev->nodes[i];
-		struct egs_gpu_sample *s = egs_calloc((size_t)n->gpu_count, sizeof(*s));
-		enum egs_health health = EGS_HEALTH_HEALTHY;
-		json_t *gpus = json_array();
-		bool sampled = egs_devices_sample(a->dev, i, now, &health, NULL, 0, s) == EGS_OK;
-		char gpr[128];
-
-		for (int g = 0; sampled && g < n->gpu_count; g++)
-			json_array_append_new(gpus, json_pack("{s:s, s:i, s:f, s:f, s:f, s:I}", "uuid",
-							      n->gpus[g].uuid, "index", n->gpus[g].index, "powerW",
-							      s[g].power_w, "tempC", s[g].temp_c, "utilPct",
-							      s[g].util_pct, "memUsedMiB",
-							      (json_int_t)s[g].mem_used_mib));
-		egs_backend_attached_gpr(a->be, n->name, gpr, sizeof(gpr));
-		json_array_append_new(nodes, json_pack("{s:s, s:s, s:s, s:o, s:[]}", "name", n->name, "health",
-						       egs_health_name(health), "attachedGpr", gpr, "gpus", gpus,
-						       "workloads"));
-		egs_free(s);
+	list_processes(a, procs, counts, now);
+	for (size_t i = 0; i < nn; i++)
+		egs_backend_attached_gpr(a->be, a->dev->nodes[i].name, gprs[i], sizeof(gprs[i]));
+	pthread_mutex_lock(&a->mu);
+	for (size_t i = 0; i < nn; i++) {
+		struct egs__node_state *s = &a->nodes[i];
+		const char *why;
+		enum egs_health h = effective_health(a, i, now, &why);
+		s->reported = h;
+		s->reported_once = true;
+		/* A node that does not answer is left out, as if its host were down: egsd then makes it
+		 * Unschedulable after three missed heartbeats, as it would for a dead host. */
+		if (h == EGS_HEALTH_UNSCHEDULABLE)
+			continue;
+		json_array_append_new(nodes, egs_report_heartbeat_node(&a->dev->nodes[i], h, why, gprs[i],
+								       s->sampled ? s->gpus : NULL,
+								       procs + i * WORKLOADS_MAX, counts[i]));
 	}
+	pthread_mutex_unlock(&a->mu);
+	egs_free(counts);
+	egs_free(procs);
+	egs_free(gprs);
 	return json_pack("{s:s, s:o}", "clusterName", a->cluster, "nodes", nodes);
+}
+
+/* Does the registration answer list feature in data.features? */
+static bool has_feature(json_t *data, const char *feature)
+{
+	json_t *f = json_object_get(data, "features"), *v;
+	size_t i;
+
+	json_array_foreach(f, i, v) {
+		if (json_is_string(v) && strcmp(json_string_value(v), feature) == 0)
+			return true;
+	}
+	return false;
 }
 
 /* One registration attempt.  On success marks the agent registered. */
@@ -197,6 +259,7 @@ static enum egs_err register_once(struct egs_agent *a, char *why, size_t whysz)
 	interval = json_integer_value(json_object_get(data, "heartbeatIntervalSeconds"));
 	if (interval < 1 || interval > 300)
 		interval = DEFAULT_INTERVAL_S;
+	atomic_store(&a->server_checks, has_feature(data, FEATURE_CHECKS));
 	pthread_mutex_lock(&a->mu);
 	a->registered = true;
 	a->reg_gen++;
@@ -245,18 +308,40 @@ static int64_t jittered_ms(int base_s, unsigned *seed)
 	return ms * 3 / 4 + (int64_t)((*seed >> 8) % (unsigned)(ms / 2 + 1));
 }
 
+/* Registers once; on failure logs (once per distinct reason) and sleeps the backoff.  Returns true
+ * when registered. */
+static bool try_register(struct egs_agent *a, int *backoff, unsigned *seed, char *last_why, size_t whysz)
+{
+	char why[EGS__AGENT_MSG_MAX];
+
+	if (register_once(a, why, sizeof(why)) == EGS_OK) {
+		*backoff = 1;
+		last_why[0] = '\0';
+		return true;
+	}
+	if (egs_agent_stopping(a))
+		return false;
+	/* Say it once per distinct reason; repeats while egsd is down go to debug. */
+	egs_agent_log(strcmp(why, last_why) ? EGS_ALOG_WARN : EGS_ALOG_DEBUG,
+		      "cannot register with %s: %s; retrying in about %d s", a->url, why, *backoff);
+	egs_strlcpy(last_why, why, whysz);
+	nap(a, jittered_ms(*backoff, seed));
+	*backoff = *backoff * 2 > a->max_backoff_s ? a->max_backoff_s : *backoff * 2;
+	return false;
+}
+
 static void *heartbeat_main(void *arg)
 {
 	struct egs_agent *a = arg;
 	unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
-	char why[MSG_MAX], last_why[MSG_MAX] = "";
+	char last_why[EGS__AGENT_MSG_MAX] = "";
 	int backoff = 1;
-	int64_t next = 0;
+	int64_t next_hb = 0, next_sample = 0, sample_ms = (int64_t)a->sample_interval_s * 1000;
 
 	while (!egs_agent_stopping(a)) {
 		uint64_t gen;
 		int interval;
-		bool registered;
+		bool registered, kicked = false;
 
 		pthread_mutex_lock(&a->mu);
 		registered = a->registered;
@@ -265,211 +350,28 @@ static void *heartbeat_main(void *arg)
 		pthread_mutex_unlock(&a->mu);
 
 		if (!registered) {
-			if (register_once(a, why, sizeof(why)) == EGS_OK) {
-				backoff = 1;
-				last_why[0] = '\0';
-				next = now_ms(); /* the first samples right away */
-				continue;
-			}
-			if (egs_agent_stopping(a))
-				break;
-			/* Say it once per distinct reason; repeats while egsd is down go to debug. */
-			egs_agent_log(strcmp(why, last_why) ? EGS_ALOG_WARN : EGS_ALOG_DEBUG,
-				      "cannot register with %s: %s; retrying in about %d s", a->url, why, backoff);
-			egs_strlcpy(last_why, why, sizeof(last_why));
-			nap(a, jittered_ms(backoff, &seed));
-			backoff = backoff * 2 > a->max_backoff_s ? a->max_backoff_s : backoff * 2;
+			if (try_register(a, &backoff, &seed, last_why, sizeof(last_why)))
+				next_hb = next_sample = now_ms(); /* the first samples right away */
 			continue;
 		}
-		if (!wait_until(a, next, true))
+		if (now_ms() >= next_sample) {
+			if (sample_all(a))
+				next_hb = now_ms(); /* a node's health changed: say so now */
+			next_sample = now_ms() + sample_ms;
+		}
+		if (now_ms() >= next_hb) {
+			heartbeat_once(a, gen);
+			next_hb = now_ms() + (int64_t)interval * 1000;
+		}
+		if (!wait_until(a, next_hb < next_sample ? next_hb : next_sample, true, &kicked))
 			break;
-		pthread_mutex_lock(&a->mu);
-		registered = a->registered && a->reg_gen == gen;
-		pthread_mutex_unlock(&a->mu);
-		if (!registered)
-			continue;
-		heartbeat_once(a, gen);
-		next = now_ms() + (int64_t)interval * 1000;
+		if (kicked)
+			next_hb = next_sample = now_ms(); /* an action changed something: fresh samples, now */
 	}
 	return NULL;
 }
 
-/* ---- actions ---- */
-
-static const char *str_field(json_t *o, const char *key)
-{
-	return json_string_value(json_object_get(o, key));
-}
-
-/* The pre-checks of an attach: the node is one of ours and healthy. */
-static bool precheck(struct egs_agent *a, const char *node, char *msg, size_t msgsz)
-{
-	const struct egs_dev_node *n = egs_devices_find(a->dev, node);
-	struct egs_gpu_sample *s;
-	enum egs_health health = EGS_HEALTH_UNHEALTHY;
-
-	if (!n) {
-		snprintf(msg, msgsz, "pre-check failed: node %s is not served by this agent", node);
-		return false;
-	}
-	s = egs_calloc((size_t)n->gpu_count, sizeof(*s));
-	egs_devices_sample(a->dev, (size_t)(n - a->dev->nodes), (int64_t)time(NULL), &health, NULL, 0, s);
-	egs_free(s);
-	if (health != EGS_HEALTH_HEALTHY) {
-		snprintf(msg, msgsz, "pre-check failed: node %s is %s", node, egs_health_name(health));
-		return false;
-	}
-	egs_strlcpy(msg, "pre-checks passed", msgsz);
-	return true;
-}
-
-/* Validates an optional RFC 3339 time field into *out ("" when absent). */
-static bool time_field(json_t *act, const char *key, const char **out, char *msg, size_t msgsz)
-{
-	json_t *v = json_object_get(act, key);
-	int64_t t;
-
-	*out = "";
-	if (!v || json_is_null(v))
-		return true;
-	if (!json_is_string(v) || !egs_time_parse(json_string_value(v), &t)) {
-		snprintf(msg, msgsz, "malformed action: %s is not an RFC 3339 time", key);
-		return false;
-	}
-	*out = json_string_value(v);
-	return true;
-}
-
-static bool do_attach(struct egs_agent *a, json_t *act, const char *node, const char *gpr, char *msg,
-		      size_t msgsz)
-{
-	struct egs_strlist namespaces = {0};
-	struct egs_attach_req req = {.node = node, .gpr_id = gpr, .namespaces = &namespaces};
-	json_t *ns = json_object_get(act, "namespaces"), *v;
-	bool ok = false;
-	size_t i;
-
-	req.workspace = str_field(act, "workspace");
-	if (!req.workspace || !*req.workspace) {
-		egs_strlcpy(msg, "malformed action: workspace missing", msgsz);
-		goto out;
-	}
-	if (ns && !json_is_array(ns)) {
-		egs_strlcpy(msg, "malformed action: namespaces is not a list", msgsz);
-		goto out;
-	}
-	json_array_foreach(ns, i, v) {
-		if (!json_string_length(v)) {
-			egs_strlcpy(msg, "malformed action: namespaces holds a non-string", msgsz);
-			goto out;
-		}
-		egs_strlist_add(&namespaces, json_string_value(v));
-	}
-	if (!time_field(act, "startTime", &req.start_time, msg, msgsz) ||
-	    !time_field(act, "exitTime", &req.exit_time, msg, msgsz))
-		goto out;
-	if (!precheck(a, node, msg, msgsz))
-		goto out;
-	ok = egs_backend_attach(a->be, &req, msg, msgsz) == EGS_OK;
-out:
-	egs_strlist_cleanup(&namespaces);
-	return ok;
-}
-
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when s does not start one. */
-static size_t utf8_seq(const unsigned char *s)
-{
-	size_t n = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 :
-		   s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
-
-	for (size_t i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if ((n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) ||
-	    (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))))
-		return 0; /* overlong, surrogate or beyond U+10FFFF */
-	return n;
-}
-
-/* Copies msg into out as valid UTF-8 (a hook may print anything; JSON strings must be UTF-8), cut at
- * a character boundary to fit outsz bytes; invalid bytes become '?'. */
-static void clean_message(const char *msg, char *out, size_t outsz)
-{
-	const unsigned char *s = (const unsigned char *)msg;
-	size_t k = 0;
-
-	while (*s) {
-		size_t n = utf8_seq(s);
-		if (k + (n ? n : 1) >= outsz)
-			break;
-		if (n) {
-			memcpy(out + k, s, n);
-			k += n;
-			s += n;
-		} else {
-			out[k++] = '?';
-			s++;
-		}
-	}
-	out[k] = '\0';
-}
-
-static void report(struct egs_agent *a, const char *id, const char *type, const char *gpr, const char *node,
-		   bool ok, const char *msg)
-{
-	char clean[RESULT_MSG_MAX];
-	json_t *body;
-	long status = 0;
-
-	clean_message(msg, clean, sizeof(clean));
-	body = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s}", "actionId", id, "type", type, "gprId", gpr, "node",
-			 node, "ok", ok, "message", clean);
-	if (!body) {
-		EGS_LOG_WARN("action %s: ids are not valid UTF-8; result not reported", id);
-		return;
-	}
-
-	if (egs_client_call(a->act_client, "POST", "/api/v1/agent/actions/result", body, CALL_TIMEOUT_S,
-			    &status, NULL) != EGS_OK && !egs_agent_stopping(a))
-		EGS_LOG_WARN("action %s: cannot report the result (%s%s%s); egsd will ask again", id,
-			     status ? "HTTP " : "", status ? "error: " : "", egs_client_errmsg(a->act_client));
-	json_decref(body);
-}
-
-static void run_action(struct egs_agent *a, json_t *act)
-{
-	const char *id = str_field(act, "actionId"), *type = str_field(act, "type");
-	const char *gpr = str_field(act, "gprId"), *node = str_field(act, "node");
-	char msg[MSG_MAX] = "";
-	bool ok;
-
-	if (!id || !type || !gpr || !node) {
-		EGS_LOG_WARN("ignoring an action without actionId, type, gprId or node");
-		return;
-	}
-	EGS_LOG_INFO("action %s: starting", id);
-	if (!egs_devices_find(a->dev, node)) {
-		snprintf(msg, sizeof(msg), "node %s is not served by this agent", node);
-		ok = false;
-	} else if (strcmp(type, "attach") == 0) {
-		ok = do_attach(a, act, node, gpr, msg, sizeof(msg));
-	} else if (strcmp(type, "detach") == 0) {
-		ok = egs_backend_detach(a->be, node, gpr, msg, sizeof(msg)) == EGS_OK;
-	} else if (strcmp(type, "precheck") == 0) {
-		ok = precheck(a, node, msg, sizeof(msg));
-	} else {
-		snprintf(msg, sizeof(msg), "unknown action type '%s'", type);
-		ok = false;
-	}
-	if (egs_agent_stopping(a) && !ok) {
-		/* Cut short by the shutdown, not failed: reporting it would mark a good node unhealthy. */
-		EGS_LOG_INFO("action %s: interrupted by shutdown (%s); not reported", id, msg);
-		return;
-	}
-	egs_agent_log(ok ? EGS_ALOG_INFO : EGS_ALOG_WARN, "action %s: %s: %s", id, ok ? "ok" : "failed", msg);
-	report(a, id, type, gpr, node, ok, msg);
-	kick_heartbeat(a);
-}
+/* ---- the action poll ---- */
 
 static void *action_main(void *arg)
 {
@@ -503,7 +405,7 @@ static void *action_main(void *arg)
 			json_array_foreach(actions, i, act) {
 				if (egs_agent_stopping(a))
 					break;
-				run_action(a, act);
+				egs__agent_run_action(a, act, actions);
 			}
 			/* A server that does not hold the poll must not turn it into a busy loop. */
 			if (json_array_size(actions) == 0 && now_ms() - t0 < 1000)
@@ -533,12 +435,21 @@ struct egs_agent *egs_agent_new(const struct egs_agent_config *cfg)
 	}
 	a->url = egs_strdup(cfg->server_url);
 	a->cluster = egs_strdup(cfg->cluster);
+	a->checks_dir = egs_strdup(cfg->checks_dir);
+	a->address = egs_strdup(cfg->address ? cfg->address : "");
 	a->dev = cfg->devices;
 	a->be = cfg->backend;
+	a->checks = cfg->checks;
 	a->poll_wait_s = cfg->poll_wait_s > 0 && cfg->poll_wait_s <= 60 ? cfg->poll_wait_s : 25;
 	a->max_backoff_s = cfg->max_backoff_s > 0 ? cfg->max_backoff_s : 10;
+	a->quarantine_s = cfg->quarantine_s > 0 ? cfg->quarantine_s : 300;
+	a->sample_interval_s = cfg->sample_interval_s > 0 ? cfg->sample_interval_s : 1;
 	a->interval_s = DEFAULT_INTERVAL_S;
+	a->nodes = egs_calloc(a->dev->n_nodes + 1, sizeof(*a->nodes));
+	for (size_t i = 0; i < a->dev->n_nodes; i++)
+		a->nodes[i].gpus = egs_calloc((size_t)a->dev->nodes[i].gpu_count, sizeof(*a->nodes[i].gpus));
 	atomic_init(&a->stop, false);
+	atomic_init(&a->server_checks, false);
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -586,7 +497,12 @@ void egs_agent_free(struct egs_agent *a)
 	egs_client_free(a->act_client);
 	pthread_cond_destroy(&a->cv);
 	pthread_mutex_destroy(&a->mu);
+	for (size_t i = 0; i < a->dev->n_nodes; i++)
+		egs_free(a->nodes[i].gpus);
+	egs_free(a->nodes);
 	egs_free(a->url);
 	egs_free(a->cluster);
+	egs_free(a->checks_dir);
+	egs_free(a->address);
 	egs_free(a);
 }

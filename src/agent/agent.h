@@ -3,21 +3,25 @@
  * long-poll actions, carry them out through the cluster backend, report each result.
  *
  * Two threads, each with its own libegs client:
- *   - the heartbeat thread registers (retrying with backoff until egsd answers) and then sends a
- *     heartbeat every heartbeatIntervalSeconds; it registers again when a heartbeat is answered 401 or
- *     404, or after egsd could not be reached (egsd may have restarted and forgotten the agent);
+ *   - the heartbeat thread registers (retrying with backoff until egsd answers), samples the GPUs every
+ *     sample interval and sends a heartbeat every heartbeatIntervalSeconds, at once when a node's health
+ *     changed or an action changed the attachments; it registers again when a heartbeat is answered
+ *     401 or 404, or after egsd could not be reached (egsd may have restarted and forgotten the agent);
  *   - the action thread long-polls GET /api/v1/agent/actions?wait=25 while registered and runs each
- *     action; a failed poll sends the agent back to registering.
+ *     action, with the pre-checks before an attach and the post-exit checks after a detach; a node
+ *     that fails a check is reported Unhealthy for the quarantine time.  A failed poll sends the agent
+ *     back to registering.
  * egs_agent_stop() interrupts both within about a second, in-flight HTTP calls and hooks included.
  */
 #ifndef EGS_AGENT_AGENT_H
 #define EGS_AGENT_AGENT_H
 
 #include "agent/backend.h"
+#include "agent/checks.h"
 #include "agent/devices.h"
 #include "core/common.h"
 
-#define EGS_AGENT_VERSION "0.1.0"
+#define EGS_AGENT_VERSION "0.2.0"
 
 struct egs_agent_config {
 	const char *server_url; /* e.g. "http://127.0.0.1:8080" */
@@ -27,6 +31,13 @@ struct egs_agent_config {
 	struct egs_backend *backend; /* borrowed; must outlive the agent */
 	int poll_wait_s;             /* the long poll's wait (0..60); 0 picks 25 */
 	int max_backoff_s;           /* longest pause between registration attempts; 0 picks 10 */
+	/* Checks before an attach and after a detach (borrowed; NULL: node-health before attach only). */
+	const struct egs_checks_config *checks;
+	const char *checks_dir; /* where each GPR's check log is appended (copied; NULL: not kept) */
+	int quarantine_s;       /* a node that failed a check is reported Unhealthy this long; 0 picks 300 */
+	int sample_interval_s;  /* how often GPUs are sampled between heartbeats; 0 picks 1 */
+	const char *address;    /* "host:port" of this agent's check port, registered with nodes without
+				 * an address of their own (copied; NULL: none) */
 };
 
 struct egs_agent;

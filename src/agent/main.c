@@ -1,6 +1,7 @@
 /*
- * main.c: the egs-agent program: options, the token file, the device and cluster backends, then the
- * protocol loop until SIGTERM or SIGINT.
+ * main.c: the egs-agent program: options, the token file, the device and cluster backends, the
+ * connectivity listener, then the protocol loop until SIGTERM or SIGINT.  `--probe` instead prints
+ * what the device backend reads, one JSON line per GPU, and exits (tests/nvml-real.sh uses it).
  *
  * Signals are blocked in every thread and taken synchronously with sigwait() here, so the shutdown
  * path is ordinary code (no async-signal-safety puzzles).  Exit status: 0 after a clean shutdown,
@@ -8,8 +9,11 @@
  */
 #include "agent/agent.h"
 #include "agent/backend.h"
+#include "agent/checks.h"
 #include "agent/devices.h"
 #include "agent/log.h"
+#include "agent/peer.h"
+#include "agent/report.h"
 #include "core/util.h"
 
 #include <errno.h>
@@ -20,36 +24,58 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TOKEN_MAX 4096
 #define HOOK_TIMEOUT_S 300
+#define CHECK_LOG_MAX_AGE_S (30 * 86400)
 
 struct options {
 	const char *server, *cluster, *token_file, *devices, *backend, *state_dir;
 	const char *on_attach, *on_detach;
+	const char *node_name, *instance_type, *cloud_provider, *region; /* --devices nvml */
+	const char *storage, *nccl, *advertise;
+	int check_port, nccl_timeout_s, quarantine_s, sample_interval_s;
+	struct egs_checks_config checks;
+	bool probe;
 	enum egs_agent_log_level level;
 };
 
 static void usage(FILE *f)
 {
-	fputs("usage: egs-agent --server URL --cluster NAME --token-file FILE --devices FILE.yaml|nvml\n"
-	      "                 [--backend local] [--state-dir DIR] [--on-attach CMD] [--on-detach CMD]\n"
-	      "                 [--log-level error|warn|info|debug]\n"
+	fputs("usage: egs-agent --server URL --cluster NAME --token-file FILE --devices FILE.yaml|nvml [options]\n"
+	      "       egs-agent --devices FILE.yaml|nvml --probe [--cluster NAME]\n"
 	      "\n"
 	      "The worker-side agent of the Elastic GPU Service: registers this cluster's nodes and GPUs\n"
-	      "with egsd, sends heartbeats with GPU samples, and attaches and detaches nodes as egsd asks.\n"
+	      "with egsd, sends heartbeats with GPU samples, runs pre-provisioning and post-exit checks, and\n"
+	      "attaches and detaches nodes as egsd asks.\n"
 	      "\n"
-	      "  --server URL        egsd's base URL, e.g. http://127.0.0.1:8080\n"
-	      "  --cluster NAME      the cluster this agent serves (as registered by an admin)\n"
-	      "  --token-file FILE   file holding the cluster's agent token (data.agentToken)\n"
-	      "  --devices SRC       a mock devices YAML file, or 'nvml' for the local GPUs\n"
-	      "  --backend NAME      cluster backend; 'local' (the default) is the only one built\n"
-	      "  --state-dir DIR     where the local backend keeps its state (default ./egs-agent-state)\n"
-	      "  --on-attach CMD     shell command run when a node is attached (EGS_* variables set)\n"
-	      "  --on-detach CMD     shell command run when a node is detached\n"
-	      "  --log-level LEVEL   default info\n"
-	      "  --help              this text\n",
+	      "  --server URL            egsd's base URL, e.g. http://127.0.0.1:8080\n"
+	      "  --cluster NAME          the cluster this agent serves (as registered by an admin)\n"
+	      "  --token-file FILE       file holding the cluster's agent token (data.agentToken)\n"
+	      "  --devices SRC           a mock devices YAML file, or 'nvml' for this host's NVIDIA GPUs\n"
+	      "                          (libnvidia-ml.so.1, or $EGS_NVML_LIBRARY)\n"
+	      "  --node-name NAME        nvml: the node's name (default: the host name)\n"
+	      "  --instance-type TYPE    nvml: default the DMI product name, else 'unknown'\n"
+	      "  --cloud-provider NAME, --region NAME   nvml: optional node labels\n"
+	      "  --backend NAME          cluster backend; 'local' (the default) is the only one built\n"
+	      "  --state-dir DIR         the local backend's state and the check logs (default ./egs-agent-state)\n"
+	      "  --on-attach CMD         shell command run when a node is attached (EGS_* variables set)\n"
+	      "  --on-detach CMD         shell command run when a node is detached (drain it here)\n"
+	      "  --pre-checks LIST       checks before an attach (default all: node-health,gpu-inventory,\n"
+	      "                          gpu-processes,storage,connectivity,nccl; 'none' for none)\n"
+	      "  --post-checks LIST      checks after a detach (default node-health,gpu-processes,storage)\n"
+	      "  --check-storage PATH    directory that must be present ({node} is the node's name)\n"
+	      "  --check-nccl CMD        NCCL test command for multi-node GPRs (EGS_NODES etc. set)\n"
+	      "  --check-nccl-timeout S  default 600\n"
+	      "  --check-port PORT       listen here for peer agents' connectivity checks (default 0: off)\n"
+	      "  --advertise-host HOST   the host peers reach this agent at (default: the host name)\n"
+	      "  --check-quarantine S    a node that failed a check is reported Unhealthy this long (300)\n"
+	      "  --sample-interval S     seconds between GPU samples (default 1)\n"
+	      "  --probe                 print one JSON line per GPU with what the devices read, and exit\n"
+	      "  --log-level LEVEL       error, warn, info (default) or debug\n"
+	      "  --help                  this text\n",
 	      f);
 }
 
@@ -59,43 +85,86 @@ static int usage_error(const char *what, const char *arg)
 	return 2;
 }
 
-/* Parses argv into o.  Returns -1 to go on, else the exit status. */
-static int parse_options(int argc, char **argv, struct options *o)
+/* Parses a decimal integer within [min, max]. */
+static bool int_arg(const char *s, int min, int max, int *out)
 {
-	static const struct option longopts[] = {
-		{"server", required_argument, NULL, 's'},     {"cluster", required_argument, NULL, 'c'},
-		{"token-file", required_argument, NULL, 't'}, {"devices", required_argument, NULL, 'd'},
-		{"backend", required_argument, NULL, 'b'},    {"state-dir", required_argument, NULL, 'S'},
-		{"on-attach", required_argument, NULL, 'A'},  {"on-detach", required_argument, NULL, 'D'},
-		{"log-level", required_argument, NULL, 'l'},  {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	const char *why = NULL;
-	int c;
+	char *end = NULL;
+	long v;
 
-	*o = (struct options){.backend = "local", .state_dir = "./egs-agent-state", .level = EGS_ALOG_INFO};
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 's': o->server = optarg; break;
-		case 'c': o->cluster = optarg; break;
-		case 't': o->token_file = optarg; break;
-		case 'd': o->devices = optarg; break;
-		case 'b': o->backend = optarg; break;
-		case 'S': o->state_dir = optarg; break;
-		case 'A': o->on_attach = optarg; break;
-		case 'D': o->on_detach = optarg; break;
-		case 'l':
-			if (!egs_agent_log_parse_level(optarg, &o->level))
-				return usage_error("--log-level must be error, warn, info or debug", optarg);
-			break;
-		case 'h': usage(stdout); return 0;
-		default: return usage_error("unknown option or missing argument", argv[optind - 1]);
-		}
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end || errno == ERANGE || v < min || v > max)
+		return false;
+	*out = (int)v;
+	return true;
+}
+
+enum {
+	O_NODE_NAME = 256, O_INSTANCE_TYPE, O_CLOUD, O_REGION, O_PRE, O_POST, O_STORAGE, O_NCCL, O_NCCL_TIMEOUT,
+	O_CHECK_PORT, O_ADVERTISE, O_QUARANTINE, O_SAMPLE, O_PROBE,
+};
+
+/* Takes one option c (with optarg) into o.  Returns -1 to go on, else the exit status. */
+static int take_option(int c, struct options *o, const char *opt)
+{
+	char err[128];
+
+	switch (c) {
+	case 's': o->server = optarg; break;
+	case 'c': o->cluster = optarg; break;
+	case 't': o->token_file = optarg; break;
+	case 'd': o->devices = optarg; break;
+	case 'b': o->backend = optarg; break;
+	case 'S': o->state_dir = optarg; break;
+	case 'A': o->on_attach = optarg; break;
+	case 'D': o->on_detach = optarg; break;
+	case O_NODE_NAME: o->node_name = optarg; break;
+	case O_INSTANCE_TYPE: o->instance_type = optarg; break;
+	case O_CLOUD: o->cloud_provider = optarg; break;
+	case O_REGION: o->region = optarg; break;
+	case O_STORAGE: o->checks.storage_path = optarg; break;
+	case O_NCCL: o->checks.nccl_command = optarg; break;
+	case O_ADVERTISE: o->advertise = optarg; break;
+	case O_PROBE: o->probe = true; break;
+	case O_PRE:
+	case O_POST:
+		if (egs_checks_parse_list(optarg, c == O_PRE ? EGS_CHECK_PRE : EGS_CHECK_POST,
+					  c == O_PRE ? &o->checks.pre : &o->checks.post, err, sizeof(err)) != EGS_OK)
+			return usage_error(c == O_PRE ? "--pre-checks" : "--post-checks", err);
+		break;
+	case O_NCCL_TIMEOUT:
+	case O_CHECK_PORT:
+	case O_QUARANTINE:
+	case O_SAMPLE: {
+		int *dst = c == O_NCCL_TIMEOUT ? &o->checks.nccl_timeout_s : c == O_CHECK_PORT ? &o->check_port :
+			   c == O_QUARANTINE ? &o->quarantine_s : &o->sample_interval_s;
+		if (!int_arg(optarg, c == O_CHECK_PORT ? 0 : 1, c == O_CHECK_PORT ? 65535 : 86400, dst))
+			return usage_error("expected a number in range for", opt);
+		break;
 	}
-	if (optind < argc)
-		return usage_error("unexpected argument", argv[optind]);
-	if (!o->server || !o->cluster || !o->token_file || !o->devices)
+	case 'l':
+		if (!egs_agent_log_parse_level(optarg, &o->level))
+			return usage_error("--log-level must be error, warn, info or debug", optarg);
+		break;
+	case 'h': usage(stdout); return 0;
+	default: return usage_error("unknown option or missing argument", opt);
+	}
+	return -1;
+}
+
+/* Checks what the options say together.  Returns -1 to go on, else the exit status. */
+static int check_options(struct options *o)
+{
+	const char *why = NULL;
+
+	if (!o->devices)
+		return usage_error("--devices is required", NULL);
+	if (o->probe) {
+		if (!o->cluster)
+			o->cluster = "probe";
+		return -1;
+	}
+	if (!o->server || !o->cluster || !o->token_file)
 		return usage_error("--server, --cluster, --token-file and --devices are required", NULL);
 	if (strncmp(o->server, "http://", 7) != 0 && strncmp(o->server, "https://", 8) != 0)
 		return usage_error("--server must be an http:// or https:// URL", o->server);
@@ -103,7 +172,53 @@ static int parse_options(int argc, char **argv, struct options *o)
 		return usage_error("--cluster", why);
 	if (strcmp(o->backend, "local") != 0)
 		return usage_error("only the 'local' backend is built; not", o->backend);
+	if (o->advertise && (!*o->advertise || strchr(o->advertise, ' ') || strlen(o->advertise) > 100))
+		return usage_error("--advertise-host must be a host name or address", o->advertise);
 	return -1;
+}
+
+/* Parses argv into o.  Returns -1 to go on, else the exit status. */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{"server", required_argument, NULL, 's'},
+		{"cluster", required_argument, NULL, 'c'},
+		{"token-file", required_argument, NULL, 't'},
+		{"devices", required_argument, NULL, 'd'},
+		{"backend", required_argument, NULL, 'b'},
+		{"state-dir", required_argument, NULL, 'S'},
+		{"on-attach", required_argument, NULL, 'A'},
+		{"on-detach", required_argument, NULL, 'D'},
+		{"log-level", required_argument, NULL, 'l'},
+		{"node-name", required_argument, NULL, O_NODE_NAME},
+		{"instance-type", required_argument, NULL, O_INSTANCE_TYPE},
+		{"cloud-provider", required_argument, NULL, O_CLOUD},
+		{"region", required_argument, NULL, O_REGION},
+		{"pre-checks", required_argument, NULL, O_PRE},
+		{"post-checks", required_argument, NULL, O_POST},
+		{"check-storage", required_argument, NULL, O_STORAGE},
+		{"check-nccl", required_argument, NULL, O_NCCL},
+		{"check-nccl-timeout", required_argument, NULL, O_NCCL_TIMEOUT},
+		{"check-port", required_argument, NULL, O_CHECK_PORT},
+		{"advertise-host", required_argument, NULL, O_ADVERTISE},
+		{"check-quarantine", required_argument, NULL, O_QUARANTINE},
+		{"sample-interval", required_argument, NULL, O_SAMPLE},
+		{"probe", no_argument, NULL, O_PROBE},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c, rc;
+
+	*o = (struct options){.backend = "local", .state_dir = "./egs-agent-state", .level = EGS_ALOG_INFO};
+	o->checks.pre = egs_checks_all(EGS_CHECK_PRE);
+	o->checks.post = egs_checks_all(EGS_CHECK_POST);
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+		if ((rc = take_option(c, o, argv[optind - 1])) >= 0)
+			return rc;
+	if (optind < argc)
+		return usage_error("unexpected argument", argv[optind]);
+	return check_options(o);
 }
 
 /* Reads the token (surrounding whitespace dropped) into buf.  Never prints the token itself. */
@@ -158,10 +273,10 @@ static void log_start(const struct options *o, const struct egs_devices *dev, st
 
 	for (size_t i = 0; i < dev->n_nodes; i++)
 		gpus += (size_t)dev->nodes[i].gpu_count;
-	EGS_LOG_INFO("egs-agent %s: cluster %s, server %s, devices %s (%zu nodes, %zu GPUs), backend %s "
+	EGS_LOG_INFO("egs-agent %s: cluster %s, server %s, devices %s (%s, %zu nodes, %zu GPUs), backend %s "
 		     "(state %s)",
-		     EGS_AGENT_VERSION, o->cluster, o->server, o->devices, dev->n_nodes, gpus, o->backend,
-		     o->state_dir);
+		     EGS_AGENT_VERSION, o->cluster, o->server, o->devices, dev->ops->name, dev->n_nodes, gpus,
+		     o->backend, o->state_dir);
 	egs_backend_list(be, &atts, &n_atts);
 	for (size_t i = 0; i < n_atts; i++)
 		EGS_LOG_INFO("node %s is attached to %s (workspace %s, exit %s)", atts[i].node, atts[i].gpr_id,
@@ -178,8 +293,29 @@ static int wait_for_signal(const sigset_t *set)
 	return sig;
 }
 
-/* Opens the device and cluster backends; logs why and returns false when one cannot start. */
-static bool open_backends(const struct options *o, struct egs_devices **dev, struct egs_backend **be)
+/* Opens the device backend named by --devices; logs why and returns false when it cannot start. */
+static bool open_devices(const struct options *o, const char *address, struct egs_devices **dev)
+{
+	struct egs_devices_nvml_config nc = {
+		.node_name = o->node_name,
+		.instance_type = o->instance_type,
+		.cloud_provider = o->cloud_provider,
+		.region = o->region,
+		.address = address,
+	};
+	char err[1024];
+	enum egs_err rc;
+
+	if (strcmp(o->devices, "nvml") == 0)
+		rc = egs_devices_nvml_open(&nc, dev, err, sizeof(err));
+	else
+		rc = egs_devices_mock_load(o->devices, o->cluster, dev, err, sizeof(err));
+	if (rc != EGS_OK)
+		EGS_LOG_ERROR("devices: %s", err);
+	return rc == EGS_OK;
+}
+
+static bool open_backend(const struct options *o, struct egs_backend **be)
 {
 	struct egs_backend_local_config lc = {
 		.state_dir = o->state_dir,
@@ -190,15 +326,67 @@ static bool open_backends(const struct options *o, struct egs_devices **dev, str
 	};
 	char err[1024];
 
-	if (egs_devices_mock_load(o->devices, o->cluster, dev, err, sizeof(err)) != EGS_OK) {
-		EGS_LOG_ERROR("devices: %s", err);
-		return false;
-	}
 	if (egs_backend_local_new(&lc, be, err, sizeof(err)) != EGS_OK) {
 		EGS_LOG_ERROR("backend local: %s", err);
 		return false;
 	}
 	return true;
+}
+
+/* Starts the connectivity listener when --check-port is set, and writes the address peers should use
+ * ("host:port") into address. */
+static bool start_listener(const struct options *o, struct egs_peer_listener **l, char *address, size_t n)
+{
+	char err[256], host[256] = "";
+
+	address[0] = '\0';
+	if (o->check_port == 0)
+		return true;
+	if (egs_peer_listener_start(NULL, o->check_port, o->cluster, l, err, sizeof(err)) != EGS_OK) {
+		EGS_LOG_ERROR("--check-port: %s", err);
+		return false;
+	}
+	if (o->advertise)
+		egs_strlcpy(host, o->advertise, sizeof(host));
+	else if (gethostname(host, sizeof(host) - 1) != 0)
+		egs_strlcpy(host, "localhost", sizeof(host));
+	snprintf(address, n, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, o->check_port);
+	EGS_LOG_INFO("answering peer agents' connectivity checks on port %d (as %s)", o->check_port, address);
+	return true;
+}
+
+/* --probe: one JSON line per GPU of every node, then exit status 0 (1 when the devices fail). */
+static int probe(const struct options *o)
+{
+	struct egs_devices *dev = NULL;
+	int rc = 1;
+
+	if (!open_devices(o, NULL, &dev))
+		return 1;
+	for (size_t i = 0; i < dev->n_nodes; i++) {
+		const struct egs_dev_node *n = &dev->nodes[i];
+		struct egs_gpu_sample s[64];
+		struct egs_gpu_proc procs[256];
+		enum egs_health h = EGS_HEALTH_UNHEALTHY;
+		char why[EGS_DEV_WHY_MAX];
+		size_t np = 0;
+		int64_t now = (int64_t)time(NULL);
+
+		egs_devices_sample(dev, i, now, &h, why, sizeof(why), s);
+		if (egs_devices_processes(dev, i, now, procs, EGS_ARRAY_LEN(procs), &np) != EGS_OK)
+			np = 0;
+		np = np < EGS_ARRAY_LEN(procs) ? np : EGS_ARRAY_LEN(procs);
+		for (int g = 0; g < n->gpu_count; g++) {
+			json_t *line = egs_report_probe_gpu(n, g, h, why, &s[g], procs, np);
+			char *text = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(6));
+			puts(text);
+			free(text);
+			json_decref(line);
+		}
+	}
+	rc = fflush(stdout) == 0 ? 0 : 1;
+	egs_devices_free(dev);
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -207,7 +395,8 @@ int main(int argc, char **argv)
 	struct egs_devices *dev = NULL;
 	struct egs_backend *be = NULL;
 	struct egs_agent *agent = NULL;
-	char token[TOKEN_MAX + 2];
+	struct egs_peer_listener *listener = NULL;
+	char token[TOKEN_MAX + 2], address[300], checks_dir[4096];
 	sigset_t sigs;
 	int rc, sig;
 
@@ -215,23 +404,33 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	egs_agent_log_set_level(o.level);
-	if (strcmp(o.devices, "nvml") == 0) {
-		fprintf(stderr, "egs-agent: nvml backend not built yet; use a mock devices YAML file\n");
-		return 2;
-	}
+	if (o.probe)
+		return probe(&o);
 	rc = 1;
-	if (!read_token(o.token_file, token, sizeof(token)) || !open_backends(&o, &dev, &be))
-		goto out;
-
 	/* Before any thread exists, so that every thread inherits the mask. */
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	if (!read_token(o.token_file, token, sizeof(token)) || !start_listener(&o, &listener, address, sizeof(address)) ||
+	    !open_devices(&o, address, &dev) || !open_backend(&o, &be))
+		goto out;
+	snprintf(checks_dir, sizeof(checks_dir), "%s/checks", o.state_dir);
+	egs_checks_log_prune(checks_dir, (int64_t)time(NULL), CHECK_LOG_MAX_AGE_S);
 
 	agent = egs_agent_new(&(struct egs_agent_config){
-		.server_url = o.server, .cluster = o.cluster, .token = token, .devices = dev, .backend = be});
+		.server_url = o.server,
+		.cluster = o.cluster,
+		.token = token,
+		.devices = dev,
+		.backend = be,
+		.checks = &o.checks,
+		.checks_dir = checks_dir,
+		.quarantine_s = o.quarantine_s,
+		.sample_interval_s = o.sample_interval_s,
+		.address = address,
+	});
 	memset(token, 0, sizeof(token)); /* the clients hold their own copies */
 	if (!agent) {
 		EGS_LOG_ERROR("--server %s is not a usable URL", o.server);
@@ -247,6 +446,7 @@ int main(int argc, char **argv)
 	rc = 0;
 out:
 	egs_agent_free(agent); /* stops and joins the threads */
+	egs_peer_listener_free(listener);
 	egs_backend_free(be);
 	egs_devices_free(dev);
 	if (rc == 0)
