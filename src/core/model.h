@@ -124,6 +124,7 @@ struct egs_workspace {
 	struct egs_ws_user *users; /* owned array */
 	size_t n_users;
 	int64_t created_at;
+	char *webhook_url; /* Slack-compatible incoming webhook for its events, owned, NULL = none */
 	bool dirty;
 };
 
@@ -208,6 +209,7 @@ struct egs_event {
 	char object_name[EGS_KEY_MAX];
 	char workspace[EGS_NAME_MAX]; /* "" when not workspace-scoped */
 	char *message; /* owned */
+	bool listed;   /* runtime: already in the state's listing ring (a repeat is written again) */
 };
 
 #endif

@@ -151,6 +151,7 @@ void egs_workspace_free(struct egs_workspace *w)
 		egs_strlist_cleanup(&w->namespaces[i].clusters);
 	free(w->namespaces);
 	free(w->users);
+	free(w->webhook_url);
 	free(w);
 }
 
@@ -340,6 +341,7 @@ enum egs_err egs_state_add_apikey(struct egs_state *st, struct egs_apikey *k)
 static void ring_push(struct egs_state *st, struct egs_event *ev)
 {
 	size_t cap = st->cfg.event_retention;
+	ev->listed = true;
 	if (st->events_len == cap) {
 		egs_event_free(st->events[st->events_head]);
 		st->events[st->events_head] = ev;
@@ -501,7 +503,84 @@ void egs_state_clear_changes(struct egs_state *st)
 		free(c);
 	}
 	st->changes.len = 0;
-	for (size_t i = 0; i < st->new_events.len; i++)
+	/* Repeats (egs_state_event_repeat) are in the ring already.  Their flags are read before any
+	 * push, because a push may free the oldest ring entry. */
+	size_t fresh = 0;
+	for (size_t i = 0; i < st->new_events.len; i++) {
+		struct egs_event *ev = st->new_events.items[i];
+		if (!ev->listed)
+			st->new_events.items[fresh++] = ev;
+	}
+	for (size_t i = 0; i < fresh; i++)
 		ring_push(st, st->new_events.items[i]);
 	st->new_events.len = 0;
+}
+
+/* The newest committed or uncommitted event like the one described, or NULL. */
+static struct egs_event *find_repeat(struct egs_state *st, int64_t now, int64_t window, const char *type,
+				     const char *reason, const char *object_kind, const char *object_name,
+				     const char *workspace)
+{
+	size_t ring_back = st->events_len < 64 ? st->events_len : 64;
+	for (size_t i = st->new_events.len + ring_back; i-- > 0;) {
+		struct egs_event *e = i < ring_back ? st->events[(st->events_head + st->events_len - ring_back + i) %
+								 st->cfg.event_retention]
+						    : st->new_events.items[i - ring_back];
+		if (now - e->time <= window && now >= e->time && strcmp(e->reason, reason) == 0 &&
+		    strcmp(e->object_name, object_name) == 0 && strcmp(e->type, type) == 0 &&
+		    strcmp(e->object_kind, object_kind) == 0 && strcmp(e->workspace, workspace) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+void egs_state_event_repeat(struct egs_state *st, int64_t now, int64_t window, const char *type,
+			    const char *reason, const char *object_kind, const char *object_name,
+			    const char *workspace, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	egs_utf8_sanitize(buf);
+	workspace = workspace ? workspace : "";
+	struct egs_event *e = find_repeat(st, now, window, type, reason, object_kind, object_name, workspace);
+	if (!e) {
+		egs_state_event(st, now, type, reason, object_kind, object_name, workspace, "%s", buf);
+		return;
+	}
+	e->count++;
+	e->time = now;
+	free(e->message);
+	e->message = egs_strdup(buf);
+	if (!e->listed)
+		return; /* this turn's own event: the commit writes it anyway */
+	for (size_t i = 0; i < st->new_events.len; i++)
+		if (st->new_events.items[i] == e)
+			return;
+	egs_vec_push(&st->new_events, e); /* written again by the commit, not pushed twice */
+}
+
+void egs_state_set_event_retention(struct egs_state *st, size_t retention)
+{
+	EGS_ASSERT(retention >= 128);
+	size_t old_cap = st->cfg.event_retention;
+	if (retention == old_cap)
+		return;
+	struct egs_event **ring = egs_calloc(retention, sizeof(*ring));
+	size_t keep = st->events_len < retention ? st->events_len : retention;
+	size_t drop = st->events_len - keep;
+	for (size_t i = 0; i < st->events_len; i++) {
+		struct egs_event *e = st->events[(st->events_head + i) % old_cap];
+		if (i < drop)
+			egs_event_free(e);
+		else
+			ring[i - drop] = e;
+	}
+	free(st->events);
+	st->events = ring;
+	st->events_head = 0;
+	st->events_len = keep;
+	st->cfg.event_retention = retention;
 }

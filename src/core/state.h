@@ -83,6 +83,18 @@ void egs_state_event(struct egs_state *st, int64_t now, const char *type, const 
 		     const char *object_kind, const char *object_name, const char *workspace,
 		     const char *fmt, ...) __attribute__((format(printf, 8, 9)));
 
+/* Like egs_state_event, but aggregated as Kubernetes does: when one of the most recent events (this
+ * turn's, or the last 64 committed) has the same type, reason, object and workspace and was last
+ * seen at most window seconds ago, that event's count goes up, its last time becomes now and its
+ * message the new one, and the commit writes it again under its id; otherwise a new event is
+ * recorded. */
+void egs_state_event_repeat(struct egs_state *st, int64_t now, int64_t window, const char *type,
+			    const char *reason, const char *object_kind, const char *object_name,
+			    const char *workspace, const char *fmt, ...) __attribute__((format(printf, 9, 10)));
+/* Resizes the listing ring to keep the newest `retention` (>= 128) committed events, freeing older
+ * ones.  Call it between turns or from a handler; never from inside a commit. */
+void egs_state_set_event_retention(struct egs_state *st, size_t retention);
+
 /* True when this turn has changes or events waiting for a commit. */
 bool egs_state_has_changes(const struct egs_state *st);
 /* After a successful commit: clears dirty flags, frees deleted objects, moves new events into the

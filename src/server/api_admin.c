@@ -1,5 +1,5 @@
 /*
- * api_admin.c: admin operations on GPRs (approve, reject), the event listing, and the dev clock
+ * api_admin.c: admin operations on GPRs (approve, reject), and the dev clock
  * (`egsd --dev-clock` only) that lets tests drive hours of schedule in milliseconds.
  */
 #include "server/server.h"
@@ -98,44 +98,6 @@ static void gpr_reject(struct egs_req *r)
 		egs_reply_ok(r, json_pack("{s:s}", "gprId", id));
 }
 
-/* GET /api/v1/events?workspace=&gprId=&type=&limit=: newest first, within the caller's scope. */
-static void events_list(struct egs_req *r)
-{
-	struct egs_state *st = &r->srv->st;
-	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)))
-		return;
-	const char *ws = egs_query(r, "workspace"), *gid = egs_query(r, "gprId"), *type = egs_query(r, "type");
-	const char *lim = egs_query(r, "limit");
-	long limit = 100;
-	if (lim) {
-		char *end;
-		limit = strtol(lim, &end, 10);
-		if (!*lim || *end || limit < 1 || limit > 1000) {
-			egs_reply_invalid(r, "limit", "limit must be 1 to 1000");
-			return;
-		}
-	}
-	json_t *items = json_array();
-	for (size_t i = st->events_len; i-- > 0 && (long)json_array_size(items) < limit;) {
-		const struct egs_event *e = st->events[(st->events_head + i) % st->cfg.event_retention];
-		if (ws && strcmp(e->workspace, ws) != 0)
-			continue;
-		if (gid && strcmp(e->object_name, gid) != 0)
-			continue;
-		if (type && strcmp(e->type, type) != 0)
-			continue;
-		if (r->who.role != EGS_ROLE_ADMIN || r->who.project[0]) {
-			const struct egs_workspace *w = e->workspace[0] ? egs_state_workspace(st, e->workspace) : NULL;
-			if (!w || !egs_in_project(r, w->project))
-				continue;
-			if (r->who.role != EGS_ROLE_ADMIN && r->who.workspace[0] && strcmp(r->who.workspace, w->name))
-				continue;
-		}
-		json_array_append_new(items, egs_json_event(e));
-	}
-	egs_reply_ok(r, json_pack("{s:o}", "items", items));
-}
-
 static void healthz(struct egs_req *r)
 {
 	egs_reply_ok(r, json_pack("{s:s}", "status", "ok"));
@@ -145,7 +107,6 @@ const struct egs_route egs_routes_admin[] = {
 	{ EVHTTP_REQ_POST, "/api/v1/debug/clock", debug_clock, true }, /* authenticates itself */
 	{ EVHTTP_REQ_POST, "/api/v1/gpr/approve", gpr_approve, false },
 	{ EVHTTP_REQ_POST, "/api/v1/gpr/reject", gpr_reject, false },
-	{ EVHTTP_REQ_GET, "/api/v1/events", events_list, false },
 	{ EVHTTP_REQ_GET, "/healthz", healthz, true },
 	{ 0, NULL, NULL, false },
 };

@@ -366,6 +366,7 @@ static void agent_heartbeat(struct egs_req *r)
 			}
 		}
 		egs_node_observed(st, n, now);
+		egs_observe_node(srv, n, o, now); /* observability: series, workloads, alerts */
 		if (was != egs_node_schedulable(st, n, now)) {
 			st->generation++;
 			egs_server_changed(srv);

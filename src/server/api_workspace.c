@@ -206,13 +206,14 @@ static void ws_get(struct egs_req *r)
 static void ws_update(struct egs_req *r)
 {
 	static const char *const allowed[] = { "workspaceName", "addNamespaces", "removeNamespaces", "addClusters",
-					       "removeClusters", "addUsers", "removeUsers", "description", NULL };
+					       "removeClusters", "addUsers", "removeUsers", "description", "webhookUrl", NULL };
 	struct egs_server *srv = r->srv;
-	char name[EGS_NAME_MAX], desc[256];
+	char name[EGS_NAME_MAX], desc[256], hook[EGS_WEBHOOK_URL_MAX];
 	struct egs_workspace *w;
 	struct egs_strlist add_ns = { 0 }, rm_ns = { 0 }, add_cl = { 0 }, rm_cl = { 0 }, rm_users = { 0 };
 	json_t *add_users = NULL;
 	bool desc_given = json_object_get(r->body ? r->body : json_null(), "description") != NULL;
+	bool hook_given = json_object_get(r->body ? r->body : json_null(), "webhookUrl") != NULL;
 	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
 	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !find_ws(r, name, &w) ||
 	    !egs_get_names(r, r->body, "addNamespaces", MAX_LIST, &add_ns) ||
@@ -220,6 +221,7 @@ static void ws_update(struct egs_req *r)
 	    !egs_get_names(r, r->body, "addClusters", MAX_LIST, &add_cl) ||
 	    !egs_get_names(r, r->body, "removeClusters", MAX_LIST, &rm_cl) ||
 	    !egs_get_str(r, r->body, "description", false, desc, sizeof(desc)) || !egs_check_text(r, "description", desc) ||
+	    !egs_get_webhook_url(r, "webhookUrl", hook, sizeof(hook)) ||
 	    !check_clusters(r, "addClusters", &add_cl, w->project))
 		goto out;
 	add_users = json_object_get(r->body, "addUsers");
@@ -324,6 +326,10 @@ static void ws_update(struct egs_req *r)
 	if (desc_given) {
 		free(w->description);
 		w->description = desc[0] ? egs_strdup(desc) : NULL;
+	}
+	if (hook_given) {
+		free(w->webhook_url);
+		w->webhook_url = hook[0] ? egs_strdup(hook) : NULL;
 	}
 	egs_state_touch(&srv->st, EGS_KIND_WORKSPACE, w);
 	egs_state_event(&srv->st, egs_now(srv), "Normal", "WorkspaceUpdated", "Workspace", name, name,

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void egs__http_set_callbacks(struct egs_server *srv);
@@ -60,10 +61,12 @@ static void maybe_plan(struct egs_server *srv, bool force)
 static void commit_turn(struct egs_server *srv)
 {
 	maybe_plan(srv, false);
+	egs_obs_before_commit(srv, egs_now(srv)); /* observability: exit warnings join this commit */
 	if (egs_state_has_changes(&srv->st)) {
 		enum egs_err err = egs_store_commit_changes(srv->store, &srv->st);
 		if (err)
 			fatal_store(srv, err);
+		egs_obs_committed(srv); /* observability: stream and notify the committed events */
 		egs_state_clear_changes(&srv->st);
 	}
 	egs_server_flush(srv);
@@ -109,6 +112,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	struct egs_server *srv = arg;
 	if (egs_now(srv) >= srv->next_wake)
 		egs_server_changed(srv);
+	egs_obs_tick(srv, egs_now(srv)); /* observability: silent nodes, exit warnings, retention */
 	fflush(srv->log);
 }
 
@@ -120,6 +124,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	srv->stopping = true;
 	commit_turn(srv);
 	egs_agent_drop_polls(srv);
+	egs_obs_stop(srv); /* observability: end event streams, stop the webhook worker */
 	struct timeval tv = { 0, 200000 }; /* let replies already written reach their clients */
 	event_base_loopexit(srv->base, &tv);
 }
@@ -224,6 +229,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	}
 	srv->data_dir = egs_strdup(data_dir);
 	srv->dev_clock = dev_clock;
+	srv->dev_clock_base = (int64_t)time(NULL);
 	if (!srv->token_ttl_s)
 		srv->token_ttl_s = 3600;
 	if (!srv->log)
@@ -263,6 +269,8 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	evhttp_set_max_headers_size(srv->http, EGS_MAX_HEADERS);
 	evhttp_set_timeout(srv->http, 90);
 	egs__http_set_callbacks(srv);
+	if ((err = egs_obs_start(srv))) /* observability: settings, prices, webhook worker */
+		return err;
 	if (!evhttp_bind_socket_with_handle(srv->http, host, (uint16_t)port)) {
 		fprintf(stderr, "egsd: cannot listen on %s\n", listen);
 		return EGS_ERR_IO;
@@ -277,6 +285,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 
 void egs_server_stop(struct egs_server *srv)
 {
+	egs_obs_stop(srv); /* observability: before evhttp_free, which would close the streams under us */
 	if (srv->http)
 		evhttp_free(srv->http);
 	egs_agent_drop_polls(srv);
@@ -296,6 +305,7 @@ void egs_server_stop(struct egs_server *srv)
 		event_base_free(srv->base);
 	egs_store_free(srv->store);
 	egs_plan_free(srv->plan);
+	egs_obs_free(srv);
 	egs_state_cleanup(&srv->st);
 	free(srv->data_dir);
 	fflush(srv->log);

@@ -53,7 +53,8 @@ struct egs_server {
 	struct egs_state st;
 	char *data_dir;
 	bool dev_clock;
-	int64_t clock_offset; /* seconds added to the real clock (dev clock) */
+	int64_t dev_clock_base; /* the dev clock's time at start (it stands still) */
+	int64_t clock_offset;   /* seconds the dev clock was advanced */
 	int64_t token_ttl_s;
 	unsigned char token_secret[crypto_auth_KEYBYTES];
 	struct event *commit_ev; /* lowest priority: commit then flush */
@@ -70,6 +71,7 @@ struct egs_server {
 	bool log_requests;
 	bool stopping;
 	uint64_t requests;
+	struct egs_obs *obs; /* observability runtime (observe.h), owned */
 };
 
 /* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */
@@ -167,10 +169,37 @@ extern const struct egs_route egs_routes_inventory[];
 extern const struct egs_route egs_routes_gpr[];
 extern const struct egs_route egs_routes_agent[];
 extern const struct egs_route egs_routes_admin[];
+extern const struct egs_route egs_routes_events[];  /* api_events.c */
+extern const struct egs_route egs_routes_observe[]; /* api_observe.c */
+extern const struct egs_route egs_routes_usage[];   /* api_usage.c */
+extern const struct egs_route egs_routes_metrics[]; /* metrics.c */
 
 /* Agent long polls: wakes the polls of clusters that now have actions (after a commit). */
 void egs_agent_wake_polls(struct egs_server *srv, bool timeouts_only);
 void egs_agent_drop_polls(struct egs_server *srv);
+
+/* ---- observability hooks (observe.c; docs/observability.md) ---- */
+#define EGS_WEBHOOK_URL_MAX 513
+/* Creates srv->obs after the store is loaded: settings and prices from meta, the notify worker. */
+enum egs_err egs_obs_start(struct egs_server *srv);
+/* Ends event streams and stops the notify worker (idempotent); egs_obs_free then frees srv->obs. */
+void egs_obs_stop(struct egs_server *srv);
+void egs_obs_free(struct egs_server *srv);
+/* Heartbeat: node n's fresh GPU samples and its heartbeat object o (borrowed; its `workloads`). */
+void egs_observe_node(struct egs_server *srv, struct egs_node *n, json_t *o, int64_t now);
+/* Commit turn, before the commit: exit warnings and settings of newly registered nodes. */
+void egs_obs_before_commit(struct egs_server *srv, int64_t now);
+/* Commit turn, after a successful commit and before the changes are cleared: streams and
+ * notifies the turn's committed events. */
+void egs_obs_committed(struct egs_server *srv);
+/* Once a second: silent-node alerts, due exit warnings, event retention. */
+void egs_obs_tick(struct egs_server *srv, int64_t now);
+/* Every answered request, for the latency histograms of /metrics. */
+void egs_obs_request(struct egs_server *srv, const char *method, const char *path, int status, int64_t t0_us);
+/* The cost of g so far (status.cost): GPU-hours held times the admin's price for its shape. */
+double egs_gpr_cost(const struct egs_server *srv, const struct egs_gpr *g, int64_t now);
+/* Reads an optional webhook URL field ("" or null clears); replies 422 naming field when bad. */
+bool egs_get_webhook_url(struct egs_req *r, const char *field, char *out, size_t outsz);
 
 /* Starts/stops the server: see main.c. */
 enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const char *data_dir, bool dev_clock);

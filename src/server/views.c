@@ -70,6 +70,8 @@ json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 	int allocated = egs_gpr_is_active(g) && g->state != EGS_GPR_RELEASING ? g->gpus_per_node * (int)g->nodes.n : 0;
 	int64_t remaining = g->state == EGS_GPR_PROVISIONED && g->exit_at > now ? g->exit_at - now : 0;
 
+	char cost[32];
+	snprintf(cost, sizeof(cost), "%.2f", egs_gpr_cost(srv, g, now));
 	json_t *status = json_pack(
 		"{s:s, s:o, s:i, s:o, s:o, s:s, s:o, s:s, s:i, s:i, s:o, s:o, s:o, s:o}",
 		"provisioningStatus", egs_gpr_state_name(g->state),
@@ -77,7 +79,7 @@ json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 		"numGpusAllocated", allocated,
 		"startTimestamp", time_or_null(g->start_ts),
 		"completionTimestamp", time_or_null(g->completion_ts),
-		"cost", "0.00",
+		"cost", cost,
 		"nodes", nodes,
 		"internalState", internal_state(g->state),
 		"retryCount", g->retry_count,

@@ -117,6 +117,8 @@ static const char *const migrations[] = {
 	"  workspace TEXT NOT NULL,"
 	"  message TEXT NOT NULL);"
 	"CREATE INDEX events_time ON events(time);",
+	/* 2: a Slack-compatible webhook per workspace (observability) */
+	"ALTER TABLE workspaces ADD COLUMN webhook_url TEXT;",
 };
 
 int egs_store_schema_version(void)
@@ -437,6 +439,7 @@ static void bind_workspace(struct binder *b, const void *obj)
 	b_json(b, namespaces_json(w));
 	b_json(b, users_json(w));
 	b_int(b, w->created_at);
+	b_text(b, w->webhook_url);
 }
 
 static void r_namespaces(struct reader *r, struct egs_workspace *w)
@@ -498,6 +501,7 @@ static void read_workspace(struct reader *r, void *obj)
 	r_namespaces(r, w);
 	r_users(r, w);
 	w->created_at = r_int(r);
+	w->webhook_url = r_dup(r);
 }
 
 static void bind_gpr(struct binder *b, const void *obj)
@@ -689,8 +693,8 @@ static const struct kind_ops kinds[] = {
 	     "key,cluster,name,instance_type,gpu_shape,cloud_provider,region,gpu_count,memory_mib,"
 	     "temp_threshold,power_threshold,health,gpr_id,attached_gpr,allocated_at,gpus",
 	     "key", node),
-	KIND(EGS_KIND_WORKSPACE, "workspaces", "name,project,description,clusters,namespaces,users,created_at",
-	     "name", workspace),
+	KIND(EGS_KIND_WORKSPACE, "workspaces",
+	     "name,project,description,clusters,namespaces,users,created_at,webhook_url", "name", workspace),
 	KIND(EGS_KIND_GPR, "gprs",
 	     "id,name,workspace,cluster,instance_type,gpu_shape,created_by,gpus_per_node,node_count,"
 	     "memory_mib,exit_duration_s,idle_timeout_s,priority,flags,preferred_clusters,state,"

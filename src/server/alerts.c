@@ -1,0 +1,234 @@
+/*
+ * alerts.c: threshold alerts with hysteresis; see alerts.h.
+ * Invariant: an alert is in `active` from its raise event to its resolve event, so each crossing
+ * writes exactly one event each way however many samples stay above or below the threshold.
+ */
+#include "server/alerts.h"
+
+#include "core/util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define REPEAT_WINDOW_S 600 /* Kubernetes' aggregation window */
+
+static const struct {
+	const char *raise, *resolve, *unit;
+} kinds[EGS_ALERT_NKINDS] = {
+	[EGS_ALERT_GPU_TEMP] = { "GPUTemperatureHigh", "GPUTemperatureNormal", "C" },
+	[EGS_ALERT_GPU_POWER] = { "GPUPowerHigh", "GPUPowerNormal", "W" },
+	[EGS_ALERT_GPU_UTIL] = { "GPUUtilizationHigh", "GPUUtilizationNormal", "%" },
+	[EGS_ALERT_NODE_UNHEALTHY] = { "NodeUnhealthy", "NodeHealthy", "" },
+	[EGS_ALERT_NODE_SILENT] = { "NodeNotReporting", "NodeReporting", "s" },
+};
+
+void egs_alerts_init(struct egs_alerts *a)
+{
+	memset(a, 0, sizeof(*a));
+	egs_map_init(&a->active);
+}
+
+void egs_alerts_cleanup(struct egs_alerts *a)
+{
+	void *v;
+	for (size_t i = 0; egs_map_next(&a->active, &i, NULL, &v);)
+		free(v);
+	egs_map_cleanup(&a->active);
+}
+
+const char *egs_alert_reason(enum egs_alert_kind k)
+{
+	return (size_t)k < EGS_ALERT_NKINDS ? kinds[k].raise : "Unknown";
+}
+
+const char *egs_alert_resolved_reason(enum egs_alert_kind k)
+{
+	return (size_t)k < EGS_ALERT_NKINDS ? kinds[k].resolve : "Unknown";
+}
+
+bool egs_alert_is_alert_reason(const char *reason)
+{
+	for (size_t k = 0; k < EGS_ALERT_NKINDS; k++)
+		if (!strcmp(reason, kinds[k].raise) || !strcmp(reason, kinds[k].resolve))
+			return true;
+	return false;
+}
+
+bool egs_alert_kind_parse(const char *s, enum egs_alert_kind *out)
+{
+	for (size_t k = 0; k < EGS_ALERT_NKINDS; k++) {
+		if (!strcmp(s, kinds[k].raise)) {
+			*out = (enum egs_alert_kind)k;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Describes the alert's subject: "GPU 3 (GPU-..) of node n1 in cluster c1" or "node n1 ...". */
+static void subject(const struct egs_alert *al, const struct egs_node *n, char *out, size_t len)
+{
+	if (al->gpu[0])
+		snprintf(out, len, "GPU %d (%s) of node %s in cluster %s", al->gpu_index, al->gpu, n->name, n->cluster);
+	else
+		snprintf(out, len, "node %s in cluster %s", n->name, n->cluster);
+}
+
+static void holder(const struct egs_alert *al, char *out, size_t len)
+{
+	if (al->gpr[0])
+		snprintf(out, len, " (GPR %s of workspace %s)", al->gpr, al->workspace);
+	else
+		out[0] = '\0';
+}
+
+static void raise_alert(struct egs_alerts *a, struct egs_state *st, struct egs_alert *al, const struct egs_node *n,
+			const char *detail)
+{
+	char subj[240], hold[120];
+	subject(al, n, subj, sizeof(subj));
+	holder(al, hold, sizeof(hold));
+	egs_map_put(&a->active, al->key, al);
+	a->raised[al->kind]++;
+	if (al->kind == EGS_ALERT_NODE_UNHEALTHY || al->kind == EGS_ALERT_NODE_SILENT)
+		egs_state_event_repeat(st, al->since, REPEAT_WINDOW_S, "Warning", kinds[al->kind].raise, "Node", n->key,
+				       al->workspace, "%s %s%s", subj, detail, hold);
+	else
+		egs_state_event_repeat(st, al->since, REPEAT_WINDOW_S, "Warning", kinds[al->kind].raise, "Node", n->key,
+				       al->workspace, "%s is at %.0f %s, above its %.0f %s threshold%s", subj, al->value,
+				       kinds[al->kind].unit, al->threshold, kinds[al->kind].unit, hold);
+}
+
+static void resolve_alert(struct egs_alerts *a, struct egs_state *st, struct egs_alert *al, const struct egs_node *n,
+			  int64_t now)
+{
+	char subj[240], hold[120];
+	subject(al, n, subj, sizeof(subj));
+	holder(al, hold, sizeof(hold));
+	EGS_ASSERT(egs_map_del(&a->active, al->key) == al);
+	if (al->kind == EGS_ALERT_NODE_UNHEALTHY)
+		egs_state_event_repeat(st, now, REPEAT_WINDOW_S, "Normal", kinds[al->kind].resolve, "Node", n->key,
+				       al->workspace, "%s is Healthy again after %llds%s", subj,
+				       (long long)(now - al->since), hold);
+	else if (al->kind == EGS_ALERT_NODE_SILENT)
+		egs_state_event_repeat(st, now, REPEAT_WINDOW_S, "Normal", kinds[al->kind].resolve, "Node", n->key,
+				       al->workspace, "%s is reporting again after %llds of silence%s", subj,
+				       (long long)(now - al->since), hold);
+	else
+		egs_state_event_repeat(st, now, REPEAT_WINDOW_S, "Normal", kinds[al->kind].resolve, "Node", n->key,
+				       al->workspace, "%s is back to %.0f %s (threshold %.0f %s, peak %.0f %s)%s", subj,
+				       al->value, kinds[al->kind].unit, al->threshold, kinds[al->kind].unit, al->peak,
+				       kinds[al->kind].unit, hold);
+	free(al);
+}
+
+/* One rule for one subject: raise when over, resolve when back (hysteresis lies between). */
+static void check(struct egs_alerts *a, struct egs_state *st, enum egs_alert_kind kind, const struct egs_node *n,
+		  const struct egs_gpu *g, double value, double threshold, bool over, bool back, const char *ws,
+		  const char *gpr, const char *detail, int64_t now)
+{
+	char key[sizeof(((struct egs_alert *)0)->key)];
+	snprintf(key, sizeof(key), "%d|%s|%s", (int)kind, n->key, g ? g->uuid : "");
+	struct egs_alert *al = egs_map_get(&a->active, key);
+	if (al) {
+		al->value = value;
+		if (value > al->peak)
+			al->peak = value;
+		al->updated = now;
+		if (back)
+			resolve_alert(a, st, al, n, now);
+		return;
+	}
+	if (!over)
+		return;
+	al = egs_calloc(1, sizeof(*al));
+	egs_strlcpy(al->key, key, sizeof(al->key));
+	al->kind = kind;
+	egs_strlcpy(al->node, n->key, sizeof(al->node));
+	if (g) {
+		egs_strlcpy(al->gpu, g->uuid, sizeof(al->gpu));
+		al->gpu_index = g->index;
+	}
+	egs_strlcpy(al->workspace, ws ? ws : "", sizeof(al->workspace));
+	egs_strlcpy(al->gpr, gpr ? gpr : "", sizeof(al->gpr));
+	al->value = al->peak = value;
+	al->threshold = threshold;
+	al->since = al->updated = now;
+	raise_alert(a, st, al, n, detail);
+}
+
+void egs_alerts_check_gpu(struct egs_alerts *a, struct egs_state *st, const struct egs_alert_rules *rules,
+			  const struct egs_node *n, const struct egs_gpu *g, const char *ws, const char *gpr,
+			  int64_t now)
+{
+	double t = n->temp_threshold, p = n->power_threshold, u = rules->util_threshold;
+	check(a, st, EGS_ALERT_GPU_TEMP, n, g, g->temp_c, t, t > 0 && g->temp_c > t,
+	      t <= 0 || g->temp_c <= t - rules->temp_hysteresis, ws, gpr, NULL, now);
+	check(a, st, EGS_ALERT_GPU_POWER, n, g, g->power_w, p, p > 0 && g->power_w > p,
+	      p <= 0 || g->power_w <= p - rules->power_hysteresis, ws, gpr, NULL, now);
+	check(a, st, EGS_ALERT_GPU_UTIL, n, g, g->util_pct, u, u > 0 && g->util_pct >= u,
+	      u <= 0 || g->util_pct < u - rules->util_hysteresis, ws, gpr, NULL, now);
+}
+
+void egs_alerts_check_node(struct egs_alerts *a, struct egs_state *st, const struct egs_node *n, bool silent,
+			   const char *ws, const char *gpr, int64_t now)
+{
+	char detail[96];
+	bool unhealthy = n->health == EGS_HEALTH_UNHEALTHY;
+	snprintf(detail, sizeof(detail), "is reported %s by its agent", egs_health_name(n->health));
+	check(a, st, EGS_ALERT_NODE_UNHEALTHY, n, NULL, unhealthy, 0, unhealthy, !unhealthy, ws, gpr, detail, now);
+	int64_t quiet = n->last_heartbeat ? now - n->last_heartbeat : 0;
+	snprintf(detail, sizeof(detail), "has sent no heartbeat for %llds", (long long)quiet);
+	check(a, st, EGS_ALERT_NODE_SILENT, n, NULL, (double)quiet, (double)st->cfg.heartbeat_timeout_s, silent,
+	      !silent, ws, gpr, detail, now);
+}
+
+size_t egs_alerts_count(const struct egs_alerts *a, enum egs_alert_kind k)
+{
+	if (k == EGS_ALERT_NKINDS)
+		return a->active.len;
+	size_t n = 0;
+	void *v;
+	for (size_t i = 0; egs_map_next(&a->active, &i, NULL, &v);)
+		n += ((const struct egs_alert *)v)->kind == k;
+	return n;
+}
+
+static int newest_first(const void *x, const void *y)
+{
+	const struct egs_alert *a = *(const struct egs_alert *const *)x, *b = *(const struct egs_alert *const *)y;
+	if (a->since != b->since)
+		return a->since > b->since ? -1 : 1;
+	return strcmp(a->key, b->key);
+}
+
+void egs_alerts_list(const struct egs_alerts *a, struct egs_vec *out)
+{
+	out->len = 0;
+	void *v;
+	for (size_t i = 0; egs_map_next(&a->active, &i, NULL, &v);)
+		egs_vec_push(out, v);
+	if (out->len)
+		qsort(out->items, out->len, sizeof(void *), newest_first);
+}
+
+json_t *egs_json_alert(const struct egs_alert *al)
+{
+	char since[32], updated[32];
+	egs_time_format(al->since, since, sizeof(since));
+	egs_time_format(al->updated, updated, sizeof(updated));
+	const char *slash = strchr(al->node, '/');
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:f, s:f, s:f, s:s, s:s, s:s, s:s, s:o, s:o}", "id", al->key,
+			      "reason", kinds[al->kind].raise, "severity", "Warning", "clusterName", al->node,
+			      "value", al->value, "peak", al->peak, "threshold", al->threshold, "unit", kinds[al->kind].unit,
+			      "since", since, "lastUpdated", updated, "gpuNodeName", slash ? slash + 1 : al->node,
+			      "sliceName", al->workspace[0] ? json_string(al->workspace) : json_null(), "gprId",
+			      al->gpr[0] ? json_string(al->gpr) : json_null());
+	EGS_ASSERT(o);
+	json_object_set_new(o, "clusterName", json_stringn(al->node, slash ? (size_t)(slash - al->node) : 0));
+	if (al->gpu[0]) {
+		json_object_set_new(o, "gpuUuid", json_string(al->gpu));
+		json_object_set_new(o, "gpuIndex", json_integer(al->gpu_index));
+	}
+	return o;
+}

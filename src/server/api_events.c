@@ -1,0 +1,337 @@
+/*
+ * api_events.c: Kubernetes-style events: the filtered, paged listing and the server-sent event
+ * stream.
+ *
+ *   GET /api/v1/events        ?workspace|sliceName= &gprId= &node= [&clusterName=] &type= &reason= &kind=
+ *                             &since= &until= (RFC 3339, or a duration meaning "that long ago")
+ *                             &limit= (1..1000, default 100) &continue= (the previous page's token)
+ *   GET /api/v1/events/watch  the same filters, as text/event-stream; `Last-Event-ID` or
+ *                             ?resourceVersion= replays the retained events after that id first.
+ *
+ * Newest first; events older than the retention TTL are not listed.  A caller sees the events of
+ * the workspaces in its scope, and global admins also those tied to no workspace.  A stream is a
+ * request held open (like an agent's long poll): committed events are written to it after each
+ * commit; a comment every 15 s keeps proxies from closing it; a client that stops reading (4 MiB
+ * behind) or goes away is dropped, its close callback removing it.
+ */
+#include "server/observe.h"
+
+#include "core/util.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_WATCHERS 256
+#define MAX_BEHIND (4 * 1024 * 1024)
+
+struct ev_filter {
+	char workspace[EGS_NAME_MAX];
+	char gpr[EGS_ID_MAX];
+	char node[EGS_NAME_MAX];
+	char cluster[EGS_NAME_MAX];
+	char type[8];
+	char reason[EGS_NAME_MAX];
+	char kind[16];
+	int64_t since, until; /* 0 = unbounded */
+};
+
+struct egs_watcher {
+	struct egs_server *srv;
+	struct evhttp_request *req;
+	struct evhttp_connection *conn;
+	struct ev_filter f;
+	struct egs_principal who;
+	uint64_t sent;
+};
+
+/* One optional query string field copied into out; 422 naming it when too long. */
+static bool q_str(struct egs_req *r, const char *name, const char *alias, char *out, size_t outsz)
+{
+	const char *v = egs_query(r, name);
+	if (!v && alias)
+		v = egs_query(r, alias);
+	out[0] = '\0';
+	if (!v)
+		return true;
+	if (!*v || strlen(v) >= outsz) {
+		egs_reply_invalid(r, name, "%s must be 1 to %zu characters", name, outsz - 1);
+		return false;
+	}
+	egs_strlcpy(out, v, outsz);
+	return true;
+}
+
+/* A time bound: RFC 3339, or a duration back from now ("1h" = an hour ago). */
+static bool q_time(struct egs_req *r, const char *name, int64_t now, int64_t *out)
+{
+	const char *v = egs_query(r, name), *why;
+	int64_t secs;
+	*out = 0;
+	if (!v)
+		return true;
+	if (egs_time_parse(v, out))
+		return true;
+	if (egs_duration_parse(v, &secs, &why)) {
+		*out = now - secs;
+		return true;
+	}
+	egs_reply_invalid(r, name, "%s must be an RFC 3339 time (2026-11-23T10:00:00Z) or a duration such as 1h", name);
+	return false;
+}
+
+static bool parse_filter(struct egs_req *r, struct ev_filter *f, int64_t now)
+{
+	memset(f, 0, sizeof(*f));
+	if (!q_str(r, "workspace", "sliceName", f->workspace, sizeof(f->workspace)) ||
+	    !q_str(r, "gprId", NULL, f->gpr, sizeof(f->gpr)) || !q_str(r, "node", "gpuNodeName", f->node, sizeof(f->node)) ||
+	    !q_str(r, "clusterName", NULL, f->cluster, sizeof(f->cluster)) ||
+	    !q_str(r, "type", NULL, f->type, sizeof(f->type)) || !q_str(r, "reason", NULL, f->reason, sizeof(f->reason)) ||
+	    !q_str(r, "kind", NULL, f->kind, sizeof(f->kind)) || !q_time(r, "since", now, &f->since) ||
+	    !q_time(r, "until", now, &f->until))
+		return false;
+	if (f->type[0] && strcmp(f->type, "Normal") != 0 && strcmp(f->type, "Warning") != 0) {
+		egs_reply_invalid(r, "type", "type must be Normal or Warning");
+		return false;
+	}
+	return true;
+}
+
+/* Does e concern node (name, optionally of cluster)?  Node events name "cluster/name". */
+static bool about_node(const struct egs_event *e, const char *cluster, const char *node)
+{
+	if (strcmp(e->object_kind, "Node") != 0)
+		return false;
+	const char *slash = strchr(e->object_name, '/');
+	if (!slash)
+		return false;
+	if (cluster[0] && (strlen(cluster) != (size_t)(slash - e->object_name) ||
+			   strncmp(e->object_name, cluster, (size_t)(slash - e->object_name)) != 0))
+		return false;
+	return !node[0] || !strcmp(slash + 1, node);
+}
+
+static bool matches(const struct ev_filter *f, const struct egs_event *e)
+{
+	if (f->workspace[0] && strcmp(e->workspace, f->workspace) != 0)
+		return false;
+	/* A GPR's events, and alerts on the nodes it holds (their message names it). */
+	if (f->gpr[0] && strcmp(e->object_name, f->gpr) != 0 &&
+	    !(!strcmp(e->object_kind, "Node") && e->message && strstr(e->message, f->gpr)))
+		return false;
+	if ((f->node[0] || f->cluster[0]) && !about_node(e, f->cluster, f->node) &&
+	    !(f->cluster[0] && !f->node[0] && !strcmp(e->object_kind, "Cluster") && !strcmp(e->object_name, f->cluster)))
+		return false;
+	if (f->type[0] && strcmp(e->type, f->type) != 0)
+		return false;
+	if (f->reason[0] && strcmp(e->reason, f->reason) != 0)
+		return false;
+	if (f->kind[0] && strcmp(e->object_kind, f->kind) != 0)
+		return false;
+	if (f->since && e->time < f->since)
+		return false;
+	return !f->until || e->time < f->until;
+}
+
+static bool visible(struct egs_server *srv, const struct egs_principal *who, const struct egs_event *e)
+{
+	struct egs_req scope = { .srv = srv, .who = *who };
+	return egs_obs_ws_visible(&scope, e->workspace);
+}
+
+static const struct egs_event *ring_at(const struct egs_state *st, size_t i)
+{
+	return st->events[(st->events_head + i) % st->cfg.event_retention];
+}
+
+static void events_list(struct egs_req *r)
+{
+	struct egs_server *srv = r->srv;
+	struct egs_state *st = &srv->st;
+	int64_t now = egs_now(srv);
+	struct ev_filter f;
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)) || !parse_filter(r, &f, now))
+		return;
+	const char *lim = egs_query(r, "limit"), *cont = egs_query(r, "continue");
+	long limit = 100;
+	long long before = INT64_MAX;
+	char *end;
+	if (lim) {
+		limit = strtol(lim, &end, 10);
+		if (!*lim || *end || limit < 1 || limit > 1000) {
+			egs_reply_invalid(r, "limit", "limit must be 1 to 1000");
+			return;
+		}
+	}
+	if (cont) {
+		before = strtoll(cont, &end, 10);
+		if (!*cont || *end || before < 1) {
+			egs_reply_invalid(r, "continue", "continue must be the token of a previous page");
+			return;
+		}
+	}
+	int64_t oldest = now - srv->obs->cfg.event_ttl_s;
+	json_t *items = json_array();
+	json_t *next = json_null();
+	for (size_t i = st->events_len; i-- > 0;) {
+		const struct egs_event *e = ring_at(st, i);
+		if (e->id >= before || e->time < oldest || !matches(&f, e) || !visible(srv, &r->who, e))
+			continue;
+		if ((long)json_array_size(items) == limit) {
+			char tok[24];
+			snprintf(tok, sizeof(tok), "%lld", (long long)json_integer_value(
+								json_object_get(json_array_get(items, (size_t)limit - 1), "id")));
+			json_decref(next);
+			next = json_string(tok);
+			break;
+		}
+		json_array_append_new(items, egs_json_event(e));
+	}
+	egs_reply_ok(r, json_pack("{s:o, s:o}", "items", items, "continue", next));
+}
+
+/* ---- streams ---- */
+
+static void watcher_free(struct egs_watcher *w)
+{
+	egs_vec_remove(&w->srv->obs->watchers, w);
+	free(w);
+}
+
+static void on_close(struct evhttp_connection *conn, void *arg)
+{
+	(void)conn;
+	watcher_free(arg); /* libevent frees the request itself */
+}
+
+/* Ends a stream from our side (shutdown or a client too far behind). */
+static void watcher_end(struct egs_watcher *w)
+{
+	evhttp_connection_set_closecb(w->conn, NULL, NULL);
+	evhttp_send_reply_end(w->req);
+	watcher_free(w);
+}
+
+static bool behind(const struct egs_watcher *w)
+{
+	struct bufferevent *bev = evhttp_connection_get_bufferevent(w->conn);
+	return bev && evbuffer_get_length(bufferevent_get_output(bev)) > MAX_BEHIND;
+}
+
+static void send_text(struct egs_watcher *w, const char *text)
+{
+	struct evbuffer *b = evbuffer_new();
+	EGS_ASSERT(b);
+	evbuffer_add(b, text, strlen(text));
+	evhttp_send_reply_chunk(w->req, b);
+	evbuffer_free(b);
+}
+
+/* Writes e as one server-sent event; false when the client is too far behind (then dropped). */
+static bool send_event(struct egs_watcher *w, const struct egs_event *e)
+{
+	if (behind(w)) {
+		watcher_end(w);
+		return false;
+	}
+	json_t *o = egs_json_event(e);
+	char *data = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	struct evbuffer *b = evbuffer_new();
+	EGS_ASSERT(b && data);
+	evbuffer_add_printf(b, "id: %lld\ndata: %s\n\n", (long long)e->id, data);
+	evhttp_send_reply_chunk(w->req, b);
+	evbuffer_free(b);
+	free(data);
+	w->sent++;
+	return true;
+}
+
+static void events_watch(struct egs_req *r)
+{
+	struct egs_server *srv = r->srv;
+	struct egs_state *st = &srv->st;
+	struct egs_obs *ob = srv->obs;
+	struct ev_filter f;
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)) || !parse_filter(r, &f, egs_now(srv)))
+		return;
+	const char *rv = egs_query(r, "resourceVersion");
+	if (!rv)
+		rv = evhttp_find_header(evhttp_request_get_input_headers(r->ev), "Last-Event-ID");
+	long long after = -1;
+	if (rv) {
+		char *end;
+		after = strtoll(rv, &end, 10);
+		if (!*rv || *end || after < 0) {
+			egs_reply_invalid(r, "resourceVersion", "resourceVersion (Last-Event-ID) must be an event id");
+			return;
+		}
+	}
+	if (ob->watchers.len >= MAX_WATCHERS || srv->stopping) {
+		egs_reply_err(r, EGS_ERR_BUSY, "TOO_MANY_WATCHERS", NULL, "egsd serves at most %d event streams at once",
+			      MAX_WATCHERS);
+		return;
+	}
+	struct egs_watcher *w = egs_calloc(1, sizeof(*w));
+	w->srv = srv;
+	w->req = r->ev;
+	w->conn = evhttp_request_get_connection(r->ev);
+	w->f = f;
+	w->who = r->who;
+	w->who.key = NULL; /* the key may be deleted while the stream lives */
+	egs_vec_push(&ob->watchers, w);
+	struct evkeyvalq *h = evhttp_request_get_output_headers(r->ev);
+	evhttp_add_header(h, "Content-Type", "text/event-stream");
+	evhttp_add_header(h, "Cache-Control", "no-cache");
+	evhttp_add_header(h, "X-Accel-Buffering", "no");
+	evhttp_send_reply_start(r->ev, 200, "OK");
+	evhttp_connection_set_closecb(w->conn, on_close, w);
+	egs_obs_request(srv, "GET", r->path, 200, r->t0_us);
+	r->ev = NULL; /* held: the stream is ours now */
+	send_text(w, "retry: 3000\n: egs event stream\n\n");
+	if (after < 0)
+		return;
+	for (size_t i = 0; i < st->events_len; i++) {
+		const struct egs_event *e = ring_at(st, i);
+		if (e->id > after && matches(&w->f, e) && visible(srv, &w->who, e) && !send_event(w, e))
+			return;
+	}
+}
+
+void egs_events_broadcast(struct egs_server *srv, const struct egs_event *e)
+{
+	struct egs_vec *ws = &srv->obs->watchers;
+	for (size_t i = ws->len; i-- > 0;) {
+		struct egs_watcher *w = ws->items[i];
+		if (matches(&w->f, e) && visible(srv, &w->who, e))
+			send_event(w, e); /* may drop w: the walk goes backwards over a swap-remove vector */
+	}
+}
+
+void egs_events_ping(struct egs_server *srv)
+{
+	struct egs_vec *ws = &srv->obs->watchers;
+	for (size_t i = ws->len; i-- > 0;) {
+		struct egs_watcher *w = ws->items[i];
+		if (behind(w))
+			watcher_end(w);
+		else
+			send_text(w, ": keep-alive\n\n");
+	}
+}
+
+void egs_events_close_all(struct egs_server *srv)
+{
+	struct egs_vec *ws = &srv->obs->watchers;
+	while (ws->len)
+		watcher_end(ws->items[ws->len - 1]);
+}
+
+const struct egs_route egs_routes_events[] = {
+	{ EVHTTP_REQ_GET, "/api/v1/events", events_list, false },
+	{ EVHTTP_REQ_GET, "/api/v1/events/watch", events_watch, false },
+	{ 0, NULL, NULL, false },
+};
