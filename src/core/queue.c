@@ -126,10 +126,41 @@ static int cmp_order(const void *a, const void *b)
 	return egs_queue_before(x, y) ? -1 : 1;
 }
 
+static int cmp_seq(const void *a, const void *b)
+{
+	const struct egs_gpr *x = *(struct egs_gpr *const *)a, *y = *(struct egs_gpr *const *)b;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+#define SORT_MAX_PRIORITY 1000
+
 void egs_queue_sorted(const struct egs_queue *q, struct egs_gpr **out)
 {
 	if (!q->len)
 		return;
-	memcpy(out, q->heap, q->len * sizeof(*out));
-	qsort(out, q->len, sizeof(*out), cmp_order);
+	/* Priorities are small integers: bucket by priority (counting sort), then order each bucket by
+	 * seq, which is cheaper than a comparison sort of the whole queue. */
+	size_t *count = egs_calloc(SORT_MAX_PRIORITY + 2, sizeof(*count));
+	for (size_t i = 0; i < q->len; i++) {
+		int pr = q->heap[i]->priority;
+		if (pr < 0 || pr > SORT_MAX_PRIORITY) {
+			free(count);
+			memcpy(out, q->heap, q->len * sizeof(*out));
+			qsort(out, q->len, sizeof(*out), cmp_order);
+			return;
+		}
+		count[SORT_MAX_PRIORITY - pr + 1]++;
+	}
+	for (size_t b = 1; b <= SORT_MAX_PRIORITY + 1; b++)
+		count[b] += count[b - 1];
+	for (size_t i = 0; i < q->len; i++)
+		out[count[SORT_MAX_PRIORITY - q->heap[i]->priority]++] = q->heap[i];
+	size_t start = 0;
+	for (size_t i = 1; i <= q->len; i++) {
+		if (i == q->len || out[i]->priority != out[start]->priority) {
+			qsort(out + start, i - start, sizeof(*out), cmp_seq);
+			start = i;
+		}
+	}
+	free(count);
 }

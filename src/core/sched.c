@@ -11,14 +11,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct pool;
+
 struct slot {
 	struct egs_node *n;
 	int64_t free_at;
 	bool free_now;
+	uint32_t name_rank; /* the node's place in name order: ties break without strcmp */
+	struct pool *pool;
+	size_t hidx; /* position in its pool's heap */
+};
+
+/* Identical nodes (cluster, GPU shape, instance type, GPU count, memory) form a pool; a min-heap
+ * keeps them in the order the plan takes them, so a GPR finds its k earliest nodes in
+ * O(k log n) instead of sorting the whole inventory. */
+struct pool {
+	const struct egs_node *proto; /* any member: the attributes all members share */
+	size_t group_end;             /* index past the last pool of this pool's cluster */
+	struct slot **heap;
+	size_t n, cap;
 };
 
 struct wsinfo {
 	char name[EGS_NAME_MAX];
+	const struct egs_workspace *ws; /* NULL when deleted */
 	int64_t until; /* free for a new GPR from then */
 	bool active;   /* holds an active GPR now */
 };
@@ -30,10 +46,14 @@ struct egs_plan {
 	int64_t now;
 	struct slot *slots;
 	size_t nslots;
+	struct pool *pools;    /* sorted by cluster */
+	size_t npools;
 	struct egs_map ws;     /* workspace name -> struct wsinfo* (into wsv) */
 	struct wsinfo *wsv;
 	size_t nws, capws;
-	struct slot **cand;    /* scratch: candidate slots of one GPR */
+	struct slot **chosen;  /* the nodes of the GPR placed last */
+	struct slot **tmp;     /* scratch of place() */
+	struct pool **match;   /* scratch of place(): one cluster's matching pools */
 	const struct egs_gpr *last; /* the last GPR placed, in queue order */
 	bool valid;
 };
@@ -132,10 +152,170 @@ static struct wsinfo *ws_get(struct egs_plan *p, const char *name)
 	}
 	w = &p->wsv[p->nws++];
 	egs_strlcpy(w->name, name, sizeof(w->name));
+	w->ws = egs_state_workspace(p->st, name);
 	w->until = p->now;
 	w->active = false;
 	egs_map_put(&p->ws, w->name, w);
 	return w;
+}
+
+/* Order in which the plan takes nodes: earliest free first, free-now first, then best fit (fewest
+ * GPUs, least memory: big nodes stay for the requests that need them), then by name. */
+static bool slot_before(const struct slot *x, const struct slot *y)
+{
+	if (x->free_at != y->free_at)
+		return x->free_at < y->free_at;
+	if (x->free_now != y->free_now)
+		return x->free_now;
+	if (x->n->gpu_count != y->n->gpu_count)
+		return x->n->gpu_count < y->n->gpu_count;
+	if (x->n->memory_mib != y->n->memory_mib)
+		return x->n->memory_mib < y->n->memory_mib;
+	return x->name_rank < y->name_rank;
+}
+
+static void heap_set(struct pool *q, size_t i, struct slot *s)
+{
+	q->heap[i] = s;
+	s->hidx = i;
+}
+
+static void heap_up(struct pool *q, size_t i)
+{
+	struct slot *s = q->heap[i];
+	while (i > 0 && slot_before(s, q->heap[(i - 1) / 2])) {
+		heap_set(q, i, q->heap[(i - 1) / 2]);
+		i = (i - 1) / 2;
+	}
+	heap_set(q, i, s);
+}
+
+static void heap_down(struct pool *q, size_t i)
+{
+	struct slot *s = q->heap[i];
+	for (;;) {
+		size_t l = 2 * i + 1, best = i;
+		struct slot *b = s;
+		if (l < q->n && slot_before(q->heap[l], b))
+			best = l, b = q->heap[l];
+		if (l + 1 < q->n && slot_before(q->heap[l + 1], b))
+			best = l + 1, b = q->heap[l + 1];
+		if (best == i)
+			break;
+		heap_set(q, i, b);
+		i = best;
+	}
+	heap_set(q, i, s);
+}
+
+static void heap_push(struct pool *q, struct slot *s)
+{
+	if (q->n == q->cap) {
+		q->cap = q->cap ? 2 * q->cap : 8;
+		q->heap = egs_realloc(q->heap, q->cap * sizeof(*q->heap));
+	}
+	q->heap[q->n] = s;
+	s->hidx = q->n++;
+	heap_up(q, s->hidx);
+}
+
+static struct slot *heap_pop(struct pool *q)
+{
+	struct slot *top = q->heap[0];
+	struct slot *last = q->heap[--q->n];
+	if (q->n) {
+		heap_set(q, 0, last);
+		heap_down(q, 0);
+	}
+	return top;
+}
+
+struct pool_ref {
+	const char *cluster;
+	size_t id;
+};
+
+static int cmp_pool_ref(const void *a, const void *b)
+{
+	const struct pool_ref *x = a, *y = b;
+	int c = strcmp(x->cluster, y->cluster);
+	return c ? c : (x->id > y->id) - (x->id < y->id);
+}
+
+static void build_pools(struct egs_plan *p)
+{
+	enum { KEYSZ = 2 * EGS_KEY_MAX + 48 };
+	struct egs_map index; /* pool key -> index into ids[] (the pool's number) */
+	egs_map_init(&index);
+	char *keys = egs_calloc(p->nslots + 1, KEYSZ);
+	size_t *ids = egs_calloc(p->nslots + 1, sizeof(*ids));       /* ids[j] = j: map values */
+	size_t *slot_pool = egs_calloc(p->nslots + 1, sizeof(*slot_pool));
+	struct pool *pools = egs_calloc(p->nslots + 1, sizeof(*pools));
+	size_t npools = 0;
+	for (size_t i = 0; i < p->nslots; i++) {
+		const struct egs_node *n = p->slots[i].n;
+		char *key = keys + i * KEYSZ;
+		snprintf(key, KEYSZ, "%s\x1f%s\x1f%s\x1f%d\x1f%lld", n->cluster, n->gpu_shape, n->instance_type,
+			 n->gpu_count, (long long)n->memory_mib);
+		size_t *id = egs_map_get(&index, key);
+		if (!id) {
+			id = &ids[npools];
+			*id = npools;
+			pools[npools++].proto = n;
+			egs_map_put(&index, key, id);
+		}
+		slot_pool[i] = *id;
+	}
+	/* Sort the pools by cluster (place() walks a cluster's pools together), keeping track of
+	 * where each one went. */
+	struct pool_ref *order = egs_calloc(npools + 1, sizeof(*order));
+	for (size_t j = 0; j < npools; j++)
+		order[j] = (struct pool_ref){ pools[j].proto->cluster, j };
+	qsort(order, npools, sizeof(*order), cmp_pool_ref);
+	size_t *where = egs_calloc(npools + 1, sizeof(*where));
+	p->pools = egs_calloc(npools + 1, sizeof(*p->pools));
+	for (size_t j = 0; j < npools; j++) {
+		p->pools[j] = pools[order[j].id];
+		where[order[j].id] = j;
+	}
+	p->npools = npools;
+	for (size_t a = 0; a < npools;) {
+		size_t b = a;
+		while (b < npools && !strcmp(p->pools[b].proto->cluster, p->pools[a].proto->cluster))
+			b++;
+		for (size_t j = a; j < b; j++)
+			p->pools[j].group_end = b;
+		a = b;
+	}
+	for (size_t i = 0; i < p->nslots; i++) {
+		struct pool *q = &p->pools[where[slot_pool[i]]];
+		p->slots[i].pool = q;
+		heap_push(q, &p->slots[i]);
+	}
+	free(where);
+	free(order);
+	free(pools);
+	free(slot_pool);
+	free(ids);
+	free(keys);
+	egs_map_cleanup(&index);
+}
+
+static int cmp_slot_name(const void *a, const void *b)
+{
+	const struct slot *x = *(struct slot *const *)a, *y = *(struct slot *const *)b;
+	return strcmp(x->n->name, y->n->name);
+}
+
+static void rank_names(struct egs_plan *p)
+{
+	struct slot **by = egs_calloc(p->nslots + 1, sizeof(*by));
+	for (size_t i = 0; i < p->nslots; i++)
+		by[i] = &p->slots[i];
+	qsort(by, p->nslots, sizeof(*by), cmp_slot_name);
+	for (size_t i = 0; i < p->nslots; i++)
+		by[i]->name_rank = (uint32_t)i;
+	free(by);
 }
 
 static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
@@ -144,7 +324,9 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 	p->st = st;
 	p->now = now;
 	p->slots = egs_calloc(st->nodes.len + 1, sizeof(*p->slots));
-	p->cand = egs_calloc(st->nodes.len + 1, sizeof(*p->cand));
+	p->chosen = egs_calloc(st->nodes.len + 1, sizeof(*p->chosen));
+	p->tmp = egs_calloc(st->nodes.len + 1, sizeof(*p->tmp));
+	p->match = egs_calloc(st->nodes.len + 1, sizeof(*p->match));
 	p->capws = 2 * (st->workspaces.len + st->active.len) + 16;
 	p->wsv = egs_calloc(p->capws, sizeof(*p->wsv));
 	egs_map_init(&p->ws);
@@ -163,14 +345,16 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 		struct egs_gpr *g = n->gpr_id[0] ? egs_state_gpr(st, n->gpr_id) : NULL;
 		if (g && g->state == EGS_GPR_PROVISIONED)
 			s->free_at = g->exit_at > now ? g->exit_at : now;
-		else if (g && g->state == EGS_GPR_PROVISIONING)
-			s->free_at = now + g->exit_duration_s;
+		else if (g && g->state == EGS_GPR_PROVISIONING) /* its window starts when attached: ~now */
+			s->free_at = g->phase_since + g->exit_duration_s;
 	}
+	rank_names(p);
+	build_pools(p);
 	for (size_t i = 0; i < st->active.len; i++) {
 		struct egs_gpr *g = st->active.items[i];
 		struct wsinfo *w = ws_get(p, g->workspace);
 		int64_t until = g->state == EGS_GPR_PROVISIONED ? g->exit_at
-			      : g->state == EGS_GPR_PROVISIONING ? now + g->exit_duration_s : now;
+			      : g->state == EGS_GPR_PROVISIONING ? g->phase_since + g->exit_duration_s : now;
 		if (until > w->until)
 			w->until = until;
 		w->active = true;
@@ -179,29 +363,16 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 
 static void plan_cleanup(struct egs_plan *p)
 {
+	for (size_t i = 0; i < p->npools; i++)
+		free(p->pools[i].heap);
+	free(p->pools);
 	free(p->slots);
-	free(p->cand);
+	free(p->chosen);
+	free(p->tmp);
+	free(p->match);
 	free(p->wsv);
 	egs_map_cleanup(&p->ws);
 	memset(p, 0, sizeof(*p));
-}
-
-static int cmp_cand(const void *a, const void *b)
-{
-	const struct slot *x = *(struct slot *const *)a, *y = *(struct slot *const *)b;
-	int c = strcmp(x->n->cluster, y->n->cluster);
-	if (c)
-		return c;
-	if (x->free_at != y->free_at)
-		return x->free_at < y->free_at ? -1 : 1;
-	if (x->free_now != y->free_now)
-		return x->free_now ? -1 : 1;
-	/* best fit: keep the bigger nodes for the requests that need them */
-	if (x->n->gpu_count != y->n->gpu_count)
-		return x->n->gpu_count < y->n->gpu_count ? -1 : 1;
-	if (x->n->memory_mib != y->n->memory_mib)
-		return x->n->memory_mib < y->n->memory_mib ? -1 : 1;
-	return strcmp(x->n->name, y->n->name);
 }
 
 static size_t preferred_rank(const struct egs_gpr *g, const char *cluster)
@@ -212,82 +383,102 @@ static size_t preferred_rank(const struct egs_gpr *g, const char *cluster)
 	return SIZE_MAX;
 }
 
-/* Finds g's earliest start.  On success returns the time and sets *first to the index in p->cand
- * of its first chosen slot (the next node_count entries are the nodes). */
-static int64_t place(struct egs_plan *p, const struct egs_gpr *g, size_t *first)
+/* Takes the k first nodes, in plan order, of the pools listed in m[0..nm) (one cluster's matching
+ * pools) into out; the heaps are left as they were.  Returns false when they hold fewer than k. */
+static bool k_first(struct pool *const *m, size_t nm, size_t k, struct slot **out)
 {
-	const struct egs_workspace *ws = egs_state_workspace(p->st, g->workspace);
-	size_t nc = 0;
-	for (size_t i = 0; i < p->nslots; i++)
-		if (egs_node_matches(g, ws, p->slots[i].n))
-			p->cand[nc++] = &p->slots[i];
-	if (nc < (size_t)g->node_count)
-		return EGS_NEVER;
-	qsort(p->cand, nc, sizeof(*p->cand), cmp_cand);
-	struct wsinfo *w = ws_get(p, g->workspace);
+	size_t have = 0;
+	for (size_t j = 0; j < nm; j++)
+		have += m[j]->n;
+	if (have < k)
+		return false;
+	for (size_t got = 0; got < k; got++) {
+		struct pool *best = NULL;
+		for (size_t j = 0; j < nm; j++)
+			if (m[j]->n && (!best || slot_before(m[j]->heap[0], best->heap[0])))
+				best = m[j];
+		out[got] = heap_pop(best);
+	}
+	for (size_t got = 0; got < k; got++)
+		heap_push(out[got]->pool, out[got]);
+	return true;
+}
+
+/* Finds g's earliest start over the clusters it may use; on success returns the time and leaves
+ * the chosen nodes in p->chosen[0 .. node_count).  w is g's workspace entry. */
+static int64_t place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w)
+{
+	const struct egs_workspace *ws = w->ws;
 	int64_t best = EGS_NEVER;
 	size_t best_rank = SIZE_MAX;
 	size_t k = (size_t)g->node_count;
-	for (size_t i = 0; i < nc;) {
-		size_t j = i;
-		while (j < nc && strcmp(p->cand[j]->n->cluster, p->cand[i]->n->cluster) == 0)
-			j++;
-		if (j - i >= k) {
-			int64_t t = p->cand[i + k - 1]->free_at;
+	struct pool **m = p->match;
+	for (size_t a = 0; a < p->npools;) {
+		size_t b = p->pools[a].group_end, nm = 0;
+		if (g->cluster[0] && strcmp(g->cluster, p->pools[a].proto->cluster) != 0) {
+			a = b;
+			continue;
+		}
+		for (size_t j = a; j < b; j++)
+			if (egs_node_matches(g, ws, p->pools[j].proto))
+				m[nm++] = &p->pools[j];
+		if (nm && k_first(m, nm, k, p->tmp)) {
+			int64_t t = p->tmp[k - 1]->free_at;
 			if (t < w->until)
 				t = w->until;
 			if (t < p->now) /* a kept plan was built a moment ago */
 				t = p->now;
-			size_t rank = preferred_rank(g, p->cand[i]->n->cluster);
+			size_t rank = preferred_rank(g, p->pools[a].proto->cluster);
 			if (t < best || (t == best && rank < best_rank)) {
 				best = t;
 				best_rank = rank;
-				*first = i;
+				memcpy(p->chosen, p->tmp, k * sizeof(*p->chosen));
 			}
 		}
-		i = j;
+		a = b;
 	}
 	return best;
 }
 
-static void reserve(struct egs_plan *p, const struct egs_gpr *g, size_t first, int64_t t)
+static void reserve(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w, int64_t t)
 {
 	for (size_t i = 0; i < (size_t)g->node_count; i++) {
-		p->cand[first + i]->free_at = t + g->exit_duration_s;
-		p->cand[first + i]->free_now = false;
+		struct slot *s = p->chosen[i];
+		s->free_at = t + g->exit_duration_s;
+		s->free_now = false;
+		heap_down(s->pool, s->hidx); /* it only moved later */
 	}
-	struct wsinfo *w = ws_get(p, g->workspace);
 	w->until = t + g->exit_duration_s;
 }
 
-static bool can_start_now(struct egs_plan *p, const struct egs_gpr *g, size_t first, int64_t t)
+static bool can_start_now(struct egs_plan *p, const struct egs_gpr *g, const struct wsinfo *w, int64_t t)
 {
-	if (t > p->now || ws_get(p, g->workspace)->active)
+	if (t > p->now || w->active)
 		return false;
 	for (size_t i = 0; i < (size_t)g->node_count; i++)
-		if (!p->cand[first + i]->free_now)
+		if (!p->chosen[i]->free_now)
 			return false;
 	return true;
 }
 
-static void start(struct egs_plan *p, struct egs_gpr *g, size_t first)
+static void start(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w)
 {
 	struct egs_state *st = p->st;
 	egs_strlist_cleanup(&g->nodes);
 	for (size_t i = 0; i < (size_t)g->node_count; i++) {
-		struct egs_node *n = p->cand[first + i]->n;
+		struct egs_node *n = p->chosen[i]->n;
 		egs_strlcpy(n->gpr_id, g->id, sizeof(n->gpr_id));
 		n->allocated_at = p->now;
 		egs_state_touch(st, EGS_KIND_NODE, n);
 		egs_strlist_add(&g->nodes, n->key);
 	}
 	if (!g->cluster[0])
-		egs_strlcpy(g->cluster, p->cand[first]->n->cluster, sizeof(g->cluster));
+		egs_strlcpy(g->cluster, p->chosen[0]->n->cluster, sizeof(g->cluster));
 	g->est_start = p->now;
 	egs_gpr_set_state(st, g, EGS_GPR_PROVISIONING, p->now, "Provisioning",
 			  "GPR %s starts provisioning on %d node(s) of cluster %s", g->name, g->node_count,
 			  g->cluster);
-	ws_get(p, g->workspace)->active = true;
+	w->active = true;
 }
 
 static void set_estimate(struct egs_state *st, struct egs_gpr *g, int64_t t)
@@ -443,20 +634,20 @@ static int64_t due_transitions(struct egs_state *st, int64_t now)
  * now, else records its estimate and reserves its nodes.  Returns its start (EGS_NEVER if none). */
 static int64_t plan_one(struct egs_plan *p, struct egs_gpr *g)
 {
-	size_t first = 0;
-	int64_t t = place(p, g, &first);
+	struct wsinfo *w = ws_get(p, g->workspace);
+	int64_t t = place(p, g, w);
 	p->last = g;
 	if (t == EGS_NEVER) {
 		set_estimate(p->st, g, t);
 		return t;
 	}
-	if (can_start_now(p, g, first, t)) {
-		start(p, g, first);
-		reserve(p, g, first, p->now);
+	if (can_start_now(p, g, w, t)) {
+		start(p, g, w);
+		reserve(p, g, w, p->now);
 		return p->now;
 	}
 	set_estimate(p->st, g, t);
-	reserve(p, g, first, t);
+	reserve(p, g, w, t);
 	return t;
 }
 
@@ -506,7 +697,7 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
 
 int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, struct egs_plan *p)
 {
-	if (!p || !p->valid || p->st != st || now != p->now ||
+	if (!p || !p->valid || p->st != st || now < p->now ||
 	    (p->last && !egs_queue_before(p->last, g)) || g->state != EGS_GPR_QUEUED)
 		return EGS_NEVER - 1;
 	p->now = now;
@@ -531,14 +722,14 @@ int64_t egs_sched_estimate(struct egs_state *st, const struct egs_gpr *g, int64_
 		/* g goes after every queued GPR of its priority or higher (it would be the newest). */
 		bool g_here = i == nq || order[i]->priority < g->priority;
 		const struct egs_gpr *cur = g_here ? g : order[i];
-		size_t first = 0;
-		int64_t t = place(&p, cur, &first);
+		struct wsinfo *w = ws_get(&p, cur->workspace);
+		int64_t t = place(&p, cur, w);
 		if (t != EGS_NEVER)
-			reserve(&p, cur, first, t);
+			reserve(&p, cur, w, t);
 		if (g_here) {
 			result = t;
 			if (cluster_out && t != EGS_NEVER)
-				egs_strlcpy(cluster_out, p.cand[first]->n->cluster, EGS_NAME_MAX);
+				egs_strlcpy(cluster_out, p.chosen[0]->n->cluster, EGS_NAME_MAX);
 			break;
 		}
 	}
