@@ -106,17 +106,18 @@ static void send_now(struct egs_server *srv, struct evhttp_request *ev, int stat
 	egs_obs_request(srv, method, path, status, t0_us); /* latency histograms of /metrics */
 }
 
+/* jansson's dump callback: appends straight to the reply buffer (one pass, no sizing pass). */
+static int dump_to_evbuffer(const char *data, size_t len, void *buf)
+{
+	return evbuffer_add(buf, data, len);
+}
+
 static void finish(struct egs_req *r, int status, json_t *envelope)
 {
 	struct egs_server *srv = r->srv;
 	struct evbuffer *buf = evbuffer_new();
 	EGS_ASSERT(buf);
-	size_t need = json_dumpb(envelope, NULL, 0, JSON_COMPACT);
-	struct evbuffer_iovec vec;
-	EGS_ASSERT(evbuffer_reserve_space(buf, need, &vec, 1) == 1);
-	EGS_ASSERT(json_dumpb(envelope, vec.iov_base, need, JSON_COMPACT) == need);
-	vec.iov_len = need;
-	evbuffer_commit_space(buf, &vec, 1);
+	EGS_ASSERT(json_dump_callback(envelope, dump_to_evbuffer, buf, JSON_COMPACT) == 0);
 	json_decref(envelope);
 	struct evkeyvalq *h = evhttp_request_get_output_headers(r->ev);
 	evhttp_add_header(h, "Content-Type", "application/json");

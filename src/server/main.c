@@ -13,7 +13,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: egsd --listen HOST:PORT --data DIR [--dev-clock] [--token-ttl SECONDS] [--quiet]\n"
 		   "  --listen     address to serve the API on (default 127.0.0.1:8080)\n"
 		   "  --data       data directory: egs.db (SQLite) and admin.key (default ./var)\n"
-		   "  --dev-clock  enable POST /api/v1/debug/clock for tests (never in production)\n"
+		   "  --dev-clock  a test clock that stands still and moves only by POST /api/v1/debug/clock\n"
 		   "  --token-ttl  lifetime of bearer tokens from /api/v1/auth (default 3600)\n"
 		   "  --quiet      no access log line per request\n");
 }

@@ -165,7 +165,7 @@ def test_token_is_issued_and_accepted(egsd):
 
 
 def test_token_expires_on_the_real_clock(tmpdir_path):
-    e = Egsd(os.path.join(tmpdir_path, "ttl"), extra=["--token-ttl", "2"]).start()
+    e = Egsd(os.path.join(tmpdir_path, "ttl"), dev_clock=False, extra=["--token-ttl", "2"]).start()
     try:
         key = e.admin_key
         t0 = time.time()
