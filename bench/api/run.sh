@@ -1,0 +1,413 @@
+#!/usr/bin/env bash
+# HTTP API benchmark of egsd: wrk against GPR status read and GPR create at 64 connections, with a
+# single-worker nginx serving the byte-identical status body as the ceiling, all in one invocation.
+#
+#   ./bench/api/run.sh            (or `make bench`, which builds first)
+#
+# Two passes, each against a fresh egsd and data directory:
+#   quiet   egsd --quiet (no access log)             vs nginx with access_log off
+#   logged  egsd with its access log (to a file)     vs nginx with access_log to a file
+# Each pass runs, for DURATION each: (a) nginx static, (b) egsd GET /api/v1/gpr?gprId=ID rotating
+# over READ_IDS ids, (c) egsd POST /api/v1/gpr.  nginx gets the same requests through the same wrk
+# script and answers each id with the exact bytes egsd returned for it.  After the create test egsd is
+# killed with SIGKILL and the GPRs in its SQLite file are counted: every acknowledged create must be
+# there.  A markdown table goes to stdout at the end (and to $RESULTS if set).
+#
+# Environment knobs (defaults in brackets): DURATION [10s], THREADS [2], CONNS [64], NODES [8],
+# READ_IDS [16], PASSES ["quiet logged"], EGSD [build/bin/egsd], NGINX [nginx from PATH],
+# NGINX_TUNED [0; 1 adds open_file_cache and unlimited keep-alive requests], PROFILE [0; 1 runs
+# `perf record -g` on egsd during the quiet read and create tests and prints the top symbols; KEEP=1
+# keeps the perf.data files], BENCH_TMP [/var/tmp],
+# KEEP [0; 1 keeps the work directory], RESULTS [file to copy the table to], STRICT [0; 1 exits 1 when
+# a performance target is missed; the script always exits 1 on lost GPRs, non-200s or socket errors].
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HERE=$ROOT/bench/api
+DURATION=${DURATION:-10s}
+THREADS=${THREADS:-2}
+CONNS=${CONNS:-64}
+NODES=${NODES:-8}
+READ_IDS=${READ_IDS:-16}
+PASSES=${PASSES:-quiet logged}
+EGSD=${EGSD:-$ROOT/build/bin/egsd}
+NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+NGINX_TUNED=${NGINX_TUNED:-0}
+PROFILE=${PROFILE:-0}
+KEEP=${KEEP:-0}
+RESULTS=${RESULTS:-}
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+log() { echo "== $*" >&2; }
+
+command -v wrk >/dev/null || die "wrk not found (./scripts/deps.sh installs it)"
+[ -x "$NGINX" ] || die "nginx not found (./scripts/deps.sh installs nginx-light)"
+command -v curl >/dev/null || die "curl not found"
+[ -x "$EGSD" ] || die "$EGSD not built (make build/bin/egsd)"
+
+WORK=$(mktemp -d "${BENCH_TMP:-/var/tmp}/egs-bench.XXXXXX")
+# Run a private copy, so a rebuild during the run cannot swap the binary between passes.
+cp "$EGSD" "$WORK/egsd"
+EGSD_BUILD="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ -n "$(git -C "$ROOT" status --porcelain -- src 2>/dev/null || true)" ]; then EGSD_BUILD+="+dirty src"; fi
+EGSD_BUILD+=" built $(date -u -r "$EGSD" '+%Y-%m-%d %H:%M UTC')"
+EGSD=$WORK/egsd
+PIDS=()
+# shellcheck disable=SC2317 # called through the EXIT trap
+cleanup() {
+	local rc=$? pid
+	for pid in "${PIDS[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${PIDS[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	if [ "$KEEP" = 1 ]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Forget a pid we stopped ourselves, so cleanup does not signal a recycled pid later.
+forget() {
+	local keep=() p
+	for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	PIDS=("${keep[@]}")
+}
+stop() { # stop PID [SIGNAL]
+	kill "-${2:-TERM}" "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+	forget "$1"
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+wait_http() { # URL: wait up to 10 s for any HTTP answer
+	local i
+	for i in $(seq 100); do
+		curl -s -o /dev/null "$1" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+json_field() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p"; }
+# "BENCH k=v ..." line from stats.lua -> value of key
+field() { sed -n "s/^BENCH .*\\b$1=\\([^ ]*\\).*/\\1/p" "$2"; }
+ms() { awk -v us="$1" 'BEGIN { printf "%.2f ms", us / 1000 }'; }
+
+fstype=$(findmnt -n -o FSTYPE -T "$WORK" 2>/dev/null || stat -f -c %T "$WORK")
+machine="$(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), kernel $(uname -r)"
+log "machine: $machine; data on $fstype ($WORK); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$fstype" = tmpfs ]; then echo "warning: $WORK is on tmpfs, so fsync costs nothing; set BENCH_TMP to a disk" >&2; fi
+log "egsd $EGSD_BUILD"
+log "wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2), $("$NGINX" -v 2>&1 | cut -d' ' -f3), $DURATION per test, $THREADS threads, $CONNS connections"
+
+# ---- nginx: one worker, foreground, generated config; started per pass (access log differs) ----
+NGX=$WORK/nginx
+mkdir -p "$NGX/www/gpr" "$NGX/tmp"
+chmod 755 "$WORK" "$NGX" "$NGX/www" "$NGX/www/gpr" # the worker may run as another user
+NGINX_PORT=$(free_port)
+start_nginx() { # ACCESS_LOG (path or off)
+	local conf=$NGX/nginx.conf
+	sed -e "s#@DIR@#$NGX#g" -e "s#@PORT@#$NGINX_PORT#" -e "s#@USER@#$(id -un)#" \
+		-e "s#@ACCESS_LOG@#$1#" "$HERE/nginx.conf.in" >"$conf"
+	if [ "$NGINX_TUNED" = 1 ]; then
+		sed -i -e 's|^\(\s*\)sendfile on;|&\n\1open_file_cache max=10000 inactive=60s;\n\1open_file_cache_valid 60s;\n\1keepalive_requests 1000000;|' "$conf"
+	fi
+	"$NGINX" -e "$NGX/error.log" -p "$NGX" -c "$conf" &
+	NGINX_PID=$!
+	PIDS+=("$NGINX_PID")
+	wait_http "http://127.0.0.1:$NGINX_PORT/" || die "nginx did not start: $(cat "$NGX/error.log")"
+}
+
+# ---- egsd: fresh data dir, cluster, NODES nodes, a workspace, READ_IDS GPRs ----
+start_egsd() { # PASS
+	local pass=$1 data=$WORK/egsd-$1
+	EGSD_PORT=$(free_port)
+	EGSD_DATA=$data
+	EGSD_URL=http://127.0.0.1:$EGSD_PORT
+	mkdir -p "$data"
+	local quiet=(--quiet)
+	[ "$pass" = logged ] && quiet=()
+	"$EGSD" --listen "127.0.0.1:$EGSD_PORT" --data "$data" "${quiet[@]}" >"$WORK/egsd-$pass.log" 2>&1 &
+	EGSD_PID=$!
+	PIDS+=("$EGSD_PID")
+	wait_http "$EGSD_URL/healthz" || die "egsd did not start: $(cat "$WORK/egsd-$pass.log")"
+	ADMIN_KEY=$(cat "$data/admin.key")
+}
+api() { # METHOD PATH [BODY] [TOKEN] -> body on stdout; fails unless 200
+	local out code
+	out=$(curl -s -w '\n%{http_code}' -X "$1" -H "Authorization: Bearer ${4:-$ADMIN_KEY}" \
+		-H 'Content-Type: application/json' ${3:+--data "$3"} "$EGSD_URL$2")
+	code=${out##*$'\n'}
+	out=${out%$'\n'*}
+	[ "$code" = 200 ] || die "$1 $2 -> $code: $out"
+	printf '%s\n' "$out"
+}
+setup_egsd() {
+	local token nodes="" i
+	token=$(api POST /api/v1/clusters '{"clusterName":"bench-1"}' | json_field agentToken)
+	[ -n "$token" ] || die "no agentToken"
+	for i in $(seq "$NODES"); do
+		nodes+="${nodes:+,}{\"name\":\"n$i\",\"instanceType\":\"p5.48xlarge\",\"gpuModel\":\"NVIDIA-H100-80GB-HBM3\",\"gpuCount\":8,\"memoryMiB\":81920}"
+	done
+	api POST /api/v1/agent/register "{\"clusterName\":\"bench-1\",\"nodes\":[$nodes]}" "$token" >/dev/null
+	api POST /api/v1/slice-workspace \
+		'{"workspaceName":"bench","clusters":["bench-1"],"namespaces":["bench"]}' >/dev/null
+	IDS=()
+	for i in $(seq "$READ_IDS"); do
+		IDS+=("$(api POST /api/v1/gpr "{\"gprName\":\"read-$i\",\"sliceName\":\"bench\",\"clusterName\":\"bench-1\",\"numberOfGPUs\":1,\"numberOfGPUNodes\":1,\"exitDuration\":\"1h\",\"priority\":101}" | json_field gprId)")
+	done
+	# nginx answers each id with the exact body egsd gives for it now.
+	local sizes=()
+	for i in "${IDS[@]}"; do
+		curl -sf -o "$NGX/www/gpr/$i.json" -H "Authorization: Bearer $ADMIN_KEY" "$EGSD_URL/api/v1/gpr?gprId=$i" ||
+			die "GET gpr $i failed"
+		chmod 644 "$NGX/www/gpr/$i.json"
+		sizes+=("$(stat -c %s "$NGX/www/gpr/$i.json")")
+	done
+	BODY_SIZES=$(printf '%s\n' "${sizes[@]}" | sort -n | awk '{ s += $1; a[NR] = $1 } END { printf "%d-%d bytes (mean %.0f)", a[1], a[NR], s / NR }')
+	# check that the static copy is what egsd serves
+	local a b
+	a=$(curl -s -H "Authorization: Bearer $ADMIN_KEY" "$EGSD_URL/api/v1/gpr?gprId=${IDS[0]}" | wc -c)
+	b=$(curl -s "http://127.0.0.1:$NGINX_PORT/api/v1/gpr?gprId=${IDS[0]}" | wc -c)
+	log "status body sizes: $BODY_SIZES; egsd $a bytes, nginx $b bytes for ${IDS[0]}"
+}
+
+# PROFILE=1: perf record (cpu-clock, call graphs) on egsd during the quiet read and create tests.
+PERF_PID=
+prof_start() { # NAME
+	PERF_NAME=$1
+	[ "$PROFILE" = 1 ] && [ "$pass" = quiet ] || return 0
+	perf record -e cpu-clock -F 999 -g -o "$WORK/perf-$1.data" -p "$EGSD_PID" >"$WORK/perf-$1.log" 2>&1 &
+	PERF_PID=$!
+	PIDS+=("$PERF_PID")
+}
+prof_stop() {
+	[ -n "$PERF_PID" ] || return 0
+	stop "$PERF_PID" INT
+	PERF_PID=
+	log "perf: egsd self time during $PERF_NAME (perf report -i $WORK/perf-$PERF_NAME.data)"
+	local data=$WORK/perf-$PERF_NAME.data
+	{
+		perf report -i "$data" --no-children --stdio -g none --sort dso 2>/dev/null |
+			grep -v -e '^#' -e '^$' | head -8
+		perf report -i "$data" --no-children --percent-limit 1 --stdio -g none --sort dso,symbol 2>/dev/null |
+			grep -v -e '^#' -e '^$' | head -30
+	} >&2 || true
+}
+
+# Reply-after-fsync order: strace egsd while three creates go through one at a time and check that
+# no "HTTP/1.1 200" reply is written while a WAL write (pwrite64) is not yet followed by fdatasync.
+check_order() {
+	ORDER_NOTE="reply-after-fsync order not checked (no strace)"
+	command -v strace >/dev/null || return 0
+	local st=$WORK/strace-$1.txt spid i
+	strace -qq -p "$EGSD_PID" -e trace=pwrite64,fdatasync,fsync,writev,write -s 16 -o "$st" 2>/dev/null &
+	spid=$!
+	PIDS+=("$spid")
+	sleep 0.5
+	for i in 1 2 3; do
+		api POST /api/v1/gpr "{\"gprName\":\"order-$i\",\"sliceName\":\"bench\",\"clusterName\":\"bench-1\",\"numberOfGPUs\":1,\"numberOfGPUNodes\":1,\"exitDuration\":\"1h\",\"priority\":101}" >/dev/null
+	done
+	sleep 0.2
+	stop "$spid" TERM
+	ORDER_NOTE=$(awk '
+		/^pwrite64\(/ { dirty = 1; writes++ }
+		/^f(data)?sync\(/ { if (dirty) syncs++; dirty = 0 }
+		/^writev?\(.*HTTP\/1\.1 200/ { replies++; if (dirty) bad++ }
+		END {
+			if (replies < 3 || writes == 0) print "reply-after-fsync order not checked (strace saw " replies + 0 " replies, " writes + 0 " WAL writes)"
+			else if (bad) print "reply-after-fsync order VIOLATED: " bad " of " replies " replies written before the fsync of their WAL writes"
+			else print "reply-after-fsync order: ok (strace: " replies " create replies, each written after the fdatasync of its WAL frames)"
+		}' "$st")
+}
+
+# Other load on the machine (another wrk or nginx not started here, a compiler, tests) makes every
+# number lower: warn about foreign wrk/nginx before each test and measure the CPU others used during it.
+FOREIGN=0
+NOISY=()
+HZ=$(getconf CLK_TCK)
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+proc_ticks() { # PID... -> their utime + stime in ticks
+	local p t=0
+	for p in "$@"; do
+		t=$((t + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$t"
+}
+child_ticks() { # CPU of this shell's reaped children (wrk), from `times`, in ticks; not in a subshell
+	times >"$WORK/times"
+	awk -v hz="$HZ" 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } printf "%d\n", t * hz }' "$WORK/times" >"$WORK/ticks"
+}
+foreign_load() {
+	local n=0 pid ppid
+	for pid in $(pgrep -x wrk; pgrep -x nginx); do
+		ppid=$(ps -o ppid= -p "$pid" | tr -d ' ')
+		[ "$pid" = "${NGINX_PID:-}" ] || [ "$ppid" = "${NGINX_PID:-}" ] || n=$((n + 1))
+	done
+	if [ "$n" -gt 0 ]; then
+		echo "warning: $n other wrk/nginx processes are running on this machine" >&2
+		FOREIGN=$((FOREIGN + 1))
+	fi
+}
+
+ROWS=()
+NGINX_RPS=
+run_wrk() { # PASS TEST URL SCRIPT [ARGS...]
+	local pass=$1 test=$2 url=$3 script=$4 out
+	shift 4
+	out=$WORK/wrk-$pass-$test.txt
+	foreign_load
+	local server=("$EGSD_PID") b0 s0 w0 t0 b1 s1 w1 t1 other
+	if [ "$test" = nginx-static ]; then
+		mapfile -t server < <(echo "$NGINX_PID"; pgrep -P "$NGINX_PID")
+	fi
+	log "$pass / $test: wrk -t$THREADS -c$CONNS -d$DURATION --latency -s $script $url"
+	child_ticks
+	b0=$(busy_ticks) s0=$(proc_ticks "${server[@]}") w0=$(cat "$WORK/ticks") t0=$(date +%s.%N)
+	wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H "Authorization: Bearer $ADMIN_KEY" \
+		-s "$HERE/$script" "$url" ${1:+--} "$@" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
+	child_ticks
+	b1=$(busy_ticks) s1=$(proc_ticks "${server[@]}") w1=$(cat "$WORK/ticks") t1=$(date +%s.%N)
+	# CPU (in cores) that neither the server under test nor wrk used during the test
+	other=$(awk -v b=$((b1 - b0)) -v s=$((s1 - s0)) -v w=$((w1 - w0)) -v hz="$HZ" -v t0="$t0" -v t1="$t1" \
+		'BEGIN { o = (b - s - w) / hz / (t1 - t0); if (o < 0) o = 0; printf "%.2f", o }')
+	if awk -v o="$other" 'BEGIN { exit !(o > 0.15) }'; then NOISY+=("$pass/$test ($other cores)"); fi
+	sed -e '/^BENCH /d' "$out" >&2
+	local rps p50 p99 non200 errors codes requests ratio
+	rps=$(field rps "$out")
+	[ -n "$rps" ] || die "no BENCH line in $out"
+	requests=$(field requests "$out")
+	p50=$(field p50_us "$out")
+	p99=$(field p99_us "$out")
+	non200=$(field non200 "$out")
+	errors=$(field errors "$out")
+	codes=$(field codes "$out")
+	if [ "$test" = nginx-static ]; then NGINX_RPS=$rps; fi
+	ratio=$(awk -v a="$rps" -v b="$NGINX_RPS" 'BEGIN { printf "%.1f%%", 100 * a / b }')
+	LAST_OK=$((requests - non200))
+	if [ "$codes" = - ]; then codes=""; else codes=" (status $codes)"; fi
+	ROWS+=("| $pass | $test | $rps | $(ms "$p50") | $(ms "$p99") | $ratio | $non200$codes / $errors | $other |")
+	CHECK_RPS[$pass/$test]=$rps
+	CHECK_P99[$pass/$test]=$p99
+	CHECK_BAD[$pass/$test]=$((non200 + errors))
+}
+declare -A CHECK_RPS CHECK_P99 CHECK_BAD
+NOTES=()
+BROKEN=0 # correctness failures: lost acknowledged GPRs, reply before fsync, non-200s, socket errors
+
+for pass in $PASSES; do
+	case $pass in
+	quiet) ngx_log=off ;;
+	logged) ngx_log=$NGX/access.log ;;
+	*) die "unknown pass $pass (quiet, logged)" ;;
+	esac
+	log "pass $pass: starting egsd and nginx"
+	start_egsd "$pass"
+	start_nginx "$ngx_log"
+	setup_egsd
+
+	run_wrk "$pass" nginx-static "http://127.0.0.1:$NGINX_PORT/api/v1/gpr" read.lua "${IDS[@]}"
+	stop "$NGINX_PID" QUIT
+
+	prof_start quiet-read
+	run_wrk "$pass" gpr-status-read "$EGSD_URL/api/v1/gpr" read.lua "${IDS[@]}"
+	prof_stop
+
+	# fsync count during the create test (kernel tracepoints; skipped when perf cannot count them)
+	fsync_pid=
+	if command -v perf >/dev/null &&
+		perf stat -e syscalls:sys_enter_fdatasync true >/dev/null 2>&1; then
+		perf stat -x, -e syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync -p "$EGSD_PID" \
+			-o "$WORK/fsync-$pass.csv" >/dev/null 2>&1 &
+		fsync_pid=$!
+		PIDS+=("$fsync_pid")
+	fi
+	check_order "$pass"
+	READ_IDS_DONE=$((READ_IDS + 3)) # set-up GPRs incl. the three of check_order
+	prof_start quiet-create
+	run_wrk "$pass" gpr-create "$EGSD_URL/api/v1/gpr" create.lua
+	prof_stop
+	acked=$((LAST_OK + READ_IDS_DONE))
+	fsyncs=
+	if [ -n "$fsync_pid" ]; then
+		stop "$fsync_pid" INT
+		fsyncs=$(awk -F, '/sys_enter_f(data)?sync/ { n += $1 } END { print n + 0 }' "$WORK/fsync-$pass.csv")
+	fi
+
+	# Durability: SIGKILL (no shutdown path runs), then count what is on disk.
+	stop "$EGSD_PID" KILL
+	if command -v sqlite3 >/dev/null; then
+		on_disk=$(sqlite3 "$EGSD_DATA/egs.db" 'SELECT count(*) FROM gprs')
+	else
+		on_disk=unknown
+	fi
+	status=ok
+	if [ "$on_disk" = unknown ]; then
+		status="not checked (no sqlite3)"
+	elif [ "$on_disk" -lt "$acked" ]; then
+		status="LOST $((acked - on_disk))"
+		BROKEN=1
+	fi
+	if [[ $ORDER_NOTE == *VIOLATED* ]]; then BROKEN=1; fi
+	note="$pass: $acked GPRs acknowledged with 200 ($READ_IDS_DONE set up + $LAST_OK by wrk), $on_disk in egs.db after SIGKILL: $status"
+	if [ -n "$fsyncs" ]; then
+		note+="; $fsyncs fsync/fdatasync calls during the create test ($(awk -v a="$LAST_OK" -v b="$fsyncs" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "n/a" }') creates per fsync)"
+	fi
+	NOTES+=("$note" "$pass: $ORDER_NOTE")
+	if [ "$pass" = logged ]; then
+		NOTES+=("logged: egsd wrote $(wc -l <"$WORK/egsd-logged.log") access-log lines ($(du -h "$WORK/egsd-logged.log" | cut -f1)) to a file")
+	fi
+done
+
+# ---- report ----
+verdict() { if [ "$1" = 1 ]; then echo PASS; else echo MISS; fi; }
+report() {
+	echo
+	echo "### egsd HTTP API benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo
+	echo "egsd: $EGSD_BUILD. Machine: $machine. wrk -t$THREADS -c$CONNS -d$DURATION --latency; nginx 1 worker$([ "$NGINX_TUNED" = 1 ] && echo ", tuned"); status body $BODY_SIZES."
+	echo
+	echo "| pass | test | req/s | p50 | p99 | ratio to nginx | non-200 / socket errors | other CPU (cores) |"
+	echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+	printf '%s\n' "${ROWS[@]}"
+	echo
+	printf -- '- %s\n' "${NOTES[@]}"
+	if [ "${#NOISY[@]}" -gt 0 ]; then
+		echo "- warning: other processes used CPU during ${NOISY[*]}: those numbers are low"
+	fi
+	if [ "$FOREIGN" -gt 0 ]; then
+		echo "- warning: other wrk/nginx processes were running before $FOREIGN of the tests: numbers are low"
+	fi
+	echo "- load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+	local p=quiet
+	[[ " $PASSES " == *" quiet "* ]] || p=${PASSES%% *}
+	if [ -n "${CHECK_RPS[$p/gpr-status-read]:-}" ]; then
+		local r n c p99r p99c
+		r=${CHECK_RPS[$p/gpr-status-read]}
+		n=${CHECK_RPS[$p/nginx-static]}
+		c=${CHECK_RPS[$p/gpr-create]}
+		p99r=${CHECK_P99[$p/gpr-status-read]}
+		p99c=${CHECK_P99[$p/gpr-create]}
+		echo
+		echo "Targets ($p pass):"
+		echo "- reads >= 50% of nginx: $(verdict $((r * 2 >= n))) ($(awk -v a="$r" -v b="$n" 'BEGIN { printf "%.1f%%", 100 * a / b }'))"
+		echo "- creates >= 10,000/s, durable: $(verdict $((c >= 10000 && BROKEN == 0))) ($c/s)"
+		echo "- p99 < 5 ms: read $(verdict $((p99r < 5000))) ($(ms "$p99r")), create $(verdict $((p99c < 5000))) ($(ms "$p99c"))"
+		local bad=0 k
+		for k in "${!CHECK_BAD[@]}"; do bad=$((bad + CHECK_BAD[$k])); done
+		echo "- non-200 responses and socket errors, all tests: $bad"
+		if [ "$bad" -gt 0 ]; then BROKEN=1; fi
+		MISSED=$((r * 2 < n || c < 10000 || p99r >= 5000 || p99c >= 5000))
+	fi
+	echo "BROKEN=$BROKEN MISSED=${MISSED:-0}" >"$WORK/verdict"
+}
+report | tee ${RESULTS:+"$RESULTS"}
+# Exit status: 1 on a correctness failure; with STRICT=1 also when a performance target is missed.
+# shellcheck source=/dev/null
+. "$WORK/verdict"
+if [ "$BROKEN" = 1 ]; then exit 1; fi
+if [ "${STRICT:-0}" = 1 ] && [ "$MISSED" = 1 ]; then exit 1; fi
+exit 0
