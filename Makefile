@@ -29,7 +29,7 @@ LIBAGENT  := $(BUILD)/lib/libegsagent.a
 BINS      := $(BUILD)/bin/egsd $(BUILD)/bin/egs-agent $(BUILD)/bin/egsctl
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps test unit api run clean format bench
+.PHONY: all deps test unit api run clean format bench bench-planner
 all: deps-check $(BINS)
 
 deps-check:
@@ -89,6 +89,13 @@ run: all
 
 bench: all
 	./bench/api/run.sh
+
+$(BUILD)/bench/bench_plan: $(call obj,bench/planner/bench_plan.c) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-planner: deps-check $(BUILD)/bench/bench_plan
+	$(BUILD)/bench/bench_plan
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

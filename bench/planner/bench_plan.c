@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 	for (long i = 0; i < gprs; i++) {
 		struct egs_gpr *g = egs_gpr_new();
 		long pool = rand() % pools;
-		snprintf(g->id, sizeof(g->id), "gpr-%08lx-0000", i);
+		snprintf(g->id, sizeof(g->id), "gpr-%08lx-0000", (unsigned long)i & 0xffffffffUL);
 		snprintf(g->name, sizeof(g->name), "job-%ld", i);
 		snprintf(g->workspace, sizeof(g->workspace), "ws-%ld", rand() % workspaces);
 		snprintf(g->gpu_shape, sizeof(g->gpu_shape), "shape-%ld", pool);
