@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 
-from conftest import BIN, ROOT, free_port, wait_for
+from conftest import ROOT, free_port, wait_for
 
 SHAPE = """    instanceType: p5.48xlarge
     gpuModel: NVIDIA-H100-80GB-HBM3
