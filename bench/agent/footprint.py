@@ -11,6 +11,7 @@ plus XID draining and the process list at each heartbeat).  A real libnvidia-ml.
 and the driver's time per call; tests/nvml-real.sh is the tool for a GPU machine.
 
 The same is measured with the mock backend (one 8-GPU node), to show the NVML path costs no more.
+REAL_NVML=1 uses the driver's libnvidia-ml.so.1 instead of the fake (on a GPU host).
 Targets: under 20 MiB RSS (peak, VmHWM) and under 1 % of one core (the CPU time of all its threads
 over the window, from /proc/PID/task/*/schedstat).
 Exit status 1 when a target is missed.  A markdown table goes to stdout.
@@ -147,7 +148,9 @@ def main():
             with open(token_file, "w") as f:
                 f.write(token)
             os.chmod(token_file, 0o600)
-            env = dict(os.environ, EGS_NVML_LIBRARY=FAKE, EGS_FAKE_NVML_STATE=state)
+            env = dict(os.environ)
+            if os.environ.get("REAL_NVML") != "1":  # REAL_NVML=1: the driver's library, on a GPU host
+                env.update(EGS_NVML_LIBRARY=FAKE, EGS_FAKE_NVML_STATE=state)
             results[devices if devices == "nvml" else "mock"] = run_agent(work, url, token_file, cluster, devices, env)
     finally:
         egsd.terminate()
