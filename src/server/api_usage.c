@@ -194,7 +194,7 @@ static bool period(struct egs_req *r, int64_t now, int64_t def_span, int64_t *si
 {
 	const char *s = egs_query(r, "since"), *u = egs_query(r, "until"), *why;
 	int64_t d;
-	*until = now;
+	*until = now + 1; /* "until now" includes what happened this second */
 	if (u && !egs_time_parse(u, until)) {
 		egs_reply_invalid(r, "until", "until must be an RFC 3339 time");
 		return false;

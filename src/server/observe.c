@@ -569,14 +569,9 @@ static void forget_gone(struct egs_server *srv)
 static void prune(struct egs_server *srv, int64_t now)
 {
 	struct egs_state *st = &srv->st;
-	int64_t before = now - srv->obs->cfg.event_ttl_s;
-	if (st->events_len == st->cfg.event_retention) {
-		const struct egs_event *oldest = st->events[st->events_head];
-		if (oldest->time > before)
-			before = oldest->time;
-	}
+	int64_t below = st->events_len == st->cfg.event_retention ? st->events[st->events_head]->id : 0;
 	int64_t deleted = 0;
-	if (egs_store_prune_events(srv->store, before, &deleted) != EGS_OK)
+	if (egs_store_prune_events_below(srv->store, now - srv->obs->cfg.event_ttl_s, below, &deleted) != EGS_OK)
 		fprintf(srv->log, "level=warn msg=\"event retention: pruning the store failed\"\n");
 	else if (deleted)
 		fprintf(srv->log, "level=info msg=\"event retention\" pruned=%lld\n", (long long)deleted);

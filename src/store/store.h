@@ -38,5 +38,7 @@ enum egs_err egs_store_meta_set(struct egs_store *s, const char *key, const char
 
 /* Deletes events older than `before` (UNIX seconds); returns how many in *deleted (may be NULL). */
 enum egs_err egs_store_prune_events(struct egs_store *s, int64_t before, int64_t *deleted);
+/* Same, and also deletes events with an id below below_id (retention by count; 0 = none). */
+enum egs_err egs_store_prune_events_below(struct egs_store *s, int64_t before, int64_t below_id, int64_t *deleted);
 
 #endif

@@ -896,11 +896,11 @@ static bool prepare_all(struct egs_store *s)
 		       &s->meta_set) &&
 	       prepare(s,
 		       "INSERT INTO meta(key, value) SELECT '" META_EVENT_FLOOR "', m FROM "
-		       "(SELECT MAX(id) AS m FROM events WHERE time < ?1) WHERE m IS NOT NULL "
+		       "(SELECT MAX(id) AS m FROM events WHERE time < ?1 OR id < ?2) WHERE m IS NOT NULL "
 		       "ON CONFLICT(key) DO UPDATE SET "
 		       "value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
 		       &s->prune_mark) &&
-	       prepare(s, "DELETE FROM events WHERE time < ?1", &s->prune);
+	       prepare(s, "DELETE FROM events WHERE time < ?1 OR id < ?2", &s->prune);
 }
 
 enum egs_err egs_store_open_sqlite(const char *path, struct egs_store **out)
@@ -1159,13 +1159,20 @@ enum egs_err egs_store_meta_set(struct egs_store *s, const char *key, const char
 
 enum egs_err egs_store_prune_events(struct egs_store *s, int64_t before, int64_t *deleted)
 {
+	return egs_store_prune_events_below(s, before, 0, deleted);
+}
+
+enum egs_err egs_store_prune_events_below(struct egs_store *s, int64_t before, int64_t below_id, int64_t *deleted)
+{
 	int64_t n;
 	if (!step_done(s, s->begin, "BEGIN", NULL, NULL))
 		goto fail;
 	if (sqlite3_bind_int64(s->prune_mark, 1, before) != SQLITE_OK ||
+	    sqlite3_bind_int64(s->prune_mark, 2, below_id) != SQLITE_OK ||
 	    !step_done(s, s->prune_mark, "prune events (id floor)", NULL, NULL))
 		goto fail;
-	if (sqlite3_bind_int64(s->prune, 1, before) != SQLITE_OK || !step_done(s, s->prune, "prune events", NULL, NULL))
+	if (sqlite3_bind_int64(s->prune, 1, before) != SQLITE_OK || sqlite3_bind_int64(s->prune, 2, below_id) != SQLITE_OK ||
+	    !step_done(s, s->prune, "prune events", NULL, NULL))
 		goto fail;
 	n = sqlite3_changes64(s->db);
 	if (!step_done(s, s->commit, "COMMIT", NULL, NULL))

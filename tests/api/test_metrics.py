@@ -1,0 +1,133 @@
+"""GET /metrics: the Prometheus text format checked by promtool, GPU series under the DCGM exporter's
+names and labels plus cluster/workspace/gpr, control-plane series (queue per shape, GPRs by state,
+estimate error, API latency histograms), and scoping to the caller."""
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import H100, T4
+from fakeagent import FakeAgent, provisioned
+
+LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})? (\S+)$')
+
+
+def scrape(api):
+    status, body, resp = api.raw("GET", "/metrics")
+    assert status == 200, body
+    assert resp.getheader("Content-Type").startswith("text/plain; version=0.0.4")
+    return body.decode()
+
+
+def samples(text):
+    """[(name, {label: value}, float)] of every sample line."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = LINE.match(line)
+        assert m, line
+        labels = dict(re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+        out.append((m.group(1), labels, float(m.group(4))))
+    return out
+
+
+def find(text, name, **want):
+    return [(l, v) for n, l, v in samples(text) if n == name and all(l.get(k) == x for k, x in want.items())]
+
+
+def promtool(text):
+    """Runs promtool check metrics; returns its complaints.  Parse errors fail the test; the lint's only
+    allowed complaint is the DCGM exporter's camelCase label (modelName), kept for dashboard compatibility."""
+    if not shutil.which("promtool"):
+        pytest.skip("promtool not installed (Debian package prometheus; scripts/deps.sh installs it)")
+    p = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
+    out = (p.stdout + p.stderr).decode()
+    assert p.returncode in (0, 3), out  # 1 = the text does not parse
+    problems = [l for l in out.splitlines() if l.strip()]
+    for l in problems:
+        assert l.startswith("DCGM_FI_DEV_") and "label names should be written in 'snake_case'" in l, l
+    return problems
+
+
+def test_dcgm_series_and_promtool(cluster):
+    agent = FakeAgent(cluster, "c1", ["n1", "n2"])
+    cluster.workspace("w", ["c1"], ["w-dev"])
+    st = provisioned(cluster, agent, sliceName="w", numberOfGPUs=8)
+    node = st["status"]["nodes"][0]
+    agent.sample(node, 3, tempC=71.5, powerW=455.25, utilPct=93, memUsedMiB=40960)
+    agent.nodes[node]["workloads"] = [{"name": "trainer-0", "namespace": "w-dev", "gpus": [FakeAgent.uuid(node, 3)]}]
+    agent.heartbeat()
+    text = scrape(cluster.admin)
+    want = dict(gpu="3", UUID=FakeAgent.uuid(node, 3), Hostname=node, modelName=H100["gpuModel"], cluster="c1",
+                workspace="w", gpr=st["gprId"], device="nvidia3", namespace="w-dev", pod="trainer-0")
+    assert [v for _, v in find(text, "DCGM_FI_DEV_GPU_TEMP", **want)] == [71.5]
+    assert [v for _, v in find(text, "DCGM_FI_DEV_POWER_USAGE", **want)] == [455.25]
+    assert [v for _, v in find(text, "DCGM_FI_DEV_GPU_UTIL", **want)] == [93]
+    assert [v for _, v in find(text, "DCGM_FI_DEV_FB_USED", **want)] == [40960]
+    assert [v for _, v in find(text, "DCGM_FI_DEV_FB_FREE", **want)] == [H100["memoryMiB"] - 40960]
+    free = "n2" if node == "n1" else "n1"
+    assert [l["workspace"] for l, _ in find(text, "DCGM_FI_DEV_GPU_TEMP", Hostname=free)] == [""] * 8
+    assert len(find(text, "DCGM_FI_DEV_GPU_TEMP")) == 16
+    assert "# TYPE DCGM_FI_DEV_GPU_TEMP gauge" in text
+    promtool(text)
+    # Stale samples are not exported: an agent that stopped reporting leaves no frozen values behind.
+    cluster.admin.ok("POST", "/api/v1/debug/clock", {"advance": "2m", "keepHeartbeats": False})
+    assert find(scrape(cluster.admin), "DCGM_FI_DEV_GPU_TEMP") == []
+
+
+def test_control_plane_series(cluster):
+    agent = FakeAgent(cluster, "c1", ["n1"])
+    FakeAgent(cluster, "c2", ["t1"], shape=T4)
+    for w in ("a", "b", "c"):
+        cluster.workspace(w, ["c1", "c2"])
+    first = provisioned(cluster, agent, sliceName="a", gpuShape=H100["gpuModel"], exitDuration="1h")
+    waiting = cluster.gpr(sliceName="b", gpuShape=H100["gpuModel"], clusterName="c1")
+    cluster.gpr(sliceName="c", gpuShape=H100["gpuModel"], clusterName="c1")
+    for _ in range(3):
+        cluster.status(waiting)
+    text = scrape(cluster.admin)
+    assert find(text, "egs_gpr_queue_length", gpu_shape=H100["gpuModel"])[0][1] == 2
+    assert find(text, "egs_gprs", state="Provisioned")[0][1] == 1
+    assert find(text, "egs_gprs", state="Queued")[0][1] == 2
+    assert find(text, "egs_gprs", state="Complete")[0][1] == 0
+    got = find(text, "egs_api_request_duration_seconds_count", method="GET", route="/api/v1/gpr")
+    assert got and got[0][1] >= 3
+    inf = find(text, "egs_api_request_duration_seconds_bucket", method="GET", route="/api/v1/gpr", le="+Inf")
+    assert inf[0][1] == got[0][1]
+    assert find(text, "egs_api_requests_total", method="GET", route="/api/v1/gpr", code="2xx")[0][1] >= 3
+    assert find(text, "egs_node_gpus", Hostname="t1", allocated="false")[0][1] == 4
+    # Unknown paths share one series, so callers cannot create series at will.
+    for i in range(3):
+        cluster.admin.call("GET", "/api/v1/nope-%d" % i)
+    routes = {l["route"] for _, l, _ in samples(scrape(cluster.admin)) if "route" in l}
+    assert "other" in routes and not any("nope" in r for r in routes)
+    # The waiting GPR starts at the first GPR's exit, as estimated: the estimate error is observed.
+    cluster.advance("1h")
+    agent.serve()
+    agent.serve()
+    text = scrape(cluster.admin)
+    count = find(text, "egs_gpr_start_estimate_error_seconds_count")[0][1]
+    assert count >= 2  # the first GPR (no wait) and the second
+    assert find(text, "egs_gpr_start_estimate_error_seconds_bucket", le="60")[0][1] == count
+    assert find(text, "egs_events_total", type="Normal")[0][1] > 5
+    promtool(text)
+
+
+def test_metrics_are_scoped(cluster):
+    agent = FakeAgent(cluster, "c1", ["n1", "n2"])
+    cluster.workspace("w", ["c1"])
+    cluster.workspace("v", ["c1"])
+    st = provisioned(cluster, agent, sliceName="w")
+    provisioned(cluster, agent, sliceName="v")
+    agent.heartbeat()
+    viewer = cluster.egsd.api(cluster.key("Viewer", "w"))
+    text = scrape(viewer)
+    gpus = find(text, "DCGM_FI_DEV_GPU_TEMP")
+    assert len(gpus) == 8 and {l["workspace"] for l, _ in gpus} == {"w"} and {l["gpr"] for l, _ in gpus} == {st["gprId"]}
+    assert "egs_gprs" not in text and "egs_api_request" not in text
+    status, _, _ = cluster.egsd.api("").raw("GET", "/metrics")
+    assert status == 401
+    status, _, _ = agent.api.raw("GET", "/metrics")
+    assert status == 403

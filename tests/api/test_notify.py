@@ -1,0 +1,102 @@
+"""Slack-compatible webhooks per workspace: lifecycle and alert events delivered in order by a worker
+thread, retried with backoff while the receiver is down, never slowing the API; permanent failures
+reported as a workspace event; the URL validated, masked when shown, and kept across restarts."""
+import time
+
+from conftest import wait_for
+from fakeagent import FakeAgent, Receiver, events, free_port, provisioned
+
+LIFECYCLE = ["Queued", "Provisioning", "Provisioned"]
+
+
+def set_hook(cluster, ws, url):
+    return cluster.admin.ok("PUT", "/api/v1/slice-workspace", {"workspaceName": ws, "webhookUrl": url})
+
+
+def test_lifecycle_and_alerts_reach_the_workspace_webhook(cluster):
+    rx, other = Receiver(), Receiver()
+    try:
+        agent = FakeAgent(cluster, "c1", ["n1", "n2"])
+        cluster.workspace("w", ["c1"])
+        cluster.workspace("v", ["c1"])
+        set_hook(cluster, "w", rx.url)
+        set_hook(cluster, "v", other.url)
+        st = provisioned(cluster, agent, sliceName="w", exitDuration="1h")
+        wait_for(lambda: rx.reasons() == LIFECYCLE, what="lifecycle notifications")
+        body = rx.bodies[2]
+        assert "Provisioned" in body["text"] and st["gprId"] in body["text"]
+        assert body["attachments"][0]["color"] == "good" and body["attachments"][0]["title"] == "Provisioned"
+        assert body["egsEvent"]["involvedObject"] == {"kind": "GPR", "name": st["gprId"]}
+        node = st["status"]["nodes"][0]
+        agent.sample(node, 0, tempC=95)
+        agent.heartbeat()
+        cluster.advance("50m")
+        wait_for(lambda: rx.reasons()[3:] == ["GPUTemperatureHigh", "Progress25", "Progress50", "Progress75",
+                                              "ExitWarning"], what="alert and window notifications")
+        assert rx.bodies[3]["attachments"][0]["color"] == "danger"
+        # Other workspaces' events and cluster-level events go elsewhere or nowhere.
+        assert other.bodies == [] and all(b["egsEvent"]["workspace"] == "w" for b in rx.bodies)
+        shown = cluster.admin.get("/api/v1/notifications?sliceName=w")
+        assert shown["webhookConfigured"] and shown["delivered"] == 8 and shown["failed"] == 0
+        assert "secret-token" not in shown["webhookUrl"] and "127.0.0.1" in shown["webhookUrl"]
+        status, _ = cluster.egsd.api(cluster.key("Viewer", "v")).call("GET", "/api/v1/notifications?sliceName=w")
+        assert status == 404
+        # Cleared with "": nothing more is sent.
+        set_hook(cluster, "w", "")
+        cluster.gpr(sliceName="w")
+        time.sleep(0.3)
+        assert len(rx.bodies) == 8 and not cluster.admin.get("/api/v1/notifications?sliceName=w")["webhookConfigured"]
+    finally:
+        rx.close()
+        other.close()
+
+
+def test_receiver_down_then_back_gets_everything_in_order(cluster):
+    port = free_port()
+    agent = FakeAgent(cluster, "c1", ["n1"])
+    cluster.workspace("w", ["c1"])
+    set_hook(cluster, "w", "http://127.0.0.1:%d/hook" % port)
+    t0 = time.time()
+    gid = provisioned(cluster, agent, sliceName="w")["gprId"]
+    cluster.admin.ok("PUT", "/api/v1/gpr", {"gprId": gid, "earlyRelease": True})
+    agent.serve()
+    assert time.time() - t0 < 2  # the API never waits for the dead receiver
+    time.sleep(1.5)
+    rx = Receiver(port)
+    try:
+        want = LIFECYCLE + ["EarlyRelease", "Complete"]
+        wait_for(lambda: rx.reasons() == want, timeout=20, what="delivery after the receiver came back")
+        text = cluster.admin.raw("GET", "/metrics")[1].decode()
+        retries = [l for l in text.splitlines() if l.startswith("egs_webhook_retries_total ")]
+        assert retries and float(retries[0].split()[1]) >= 1
+        assert 'egs_webhook_deliveries_total{outcome="delivered"} 5' in text
+    finally:
+        rx.close()
+
+
+def test_rejected_webhook_is_reported_and_url_is_validated(cluster):
+    rx = Receiver(status=404)  # e.g. a revoked Slack webhook
+    try:
+        FakeAgent(cluster, "c1", ["n1"])
+        cluster.workspace("w", ["c1"])
+        set_hook(cluster, "w", rx.url)
+        cluster.gpr(sliceName="w")
+        wait_for(lambda: "NotificationFailed" in [e["reason"] for e in events(cluster.admin, "workspace=w")],
+                 what="failure event")
+        ev = [e for e in events(cluster.admin, "workspace=w") if e["reason"] == "NotificationFailed"][0]
+        assert ev["type"] == "Warning" and "404" in ev["message"] and "1 attempt" in ev["message"]
+        st = cluster.admin.get("/api/v1/notifications?sliceName=w")
+        assert st["failed"] >= 1 and "404" in st["lastError"]
+    finally:
+        rx.close()
+    for url in ("ftp://example.com/x", "http://", "https://exa mple.com", "http://x/" + "a" * 600, 42):
+        status, doc = cluster.admin.call("PUT", "/api/v1/slice-workspace", {"workspaceName": "w", "webhookUrl": url})
+        assert status == 422 and doc["error"]["data"]["field"] == "webhookUrl", (url, doc)
+    owner = cluster.egsd.api(cluster.key("Owner", "w"))
+    status, _ = owner.call("PUT", "/api/v1/slice-workspace", {"workspaceName": "w", "webhookUrl": "https://h.example/x"})
+    assert status == 403  # set by an admin
+    set_hook(cluster, "w", "https://hooks.example.com/services/T/B/XYZ")
+    cluster.egsd.stop()
+    cluster.egsd.start()
+    st = cluster.admin.get("/api/v1/notifications?sliceName=w")
+    assert st["webhookConfigured"] and st["webhookUrl"] == "https://hooks.example.com/..."
