@@ -11,6 +11,11 @@
  *
  * Secrets: the bearer token is only ever sent in the Authorization header; it never appears in an
  * error message of this library.
+ *
+ * Two layers: egs_client_call() speaks any route and hands back the envelope's data; the typed calls
+ * below it (authenticate, inventory, clusters, workspaces, GPRs, events) name the routes and unwrap
+ * their answers.  Both report failures the same way: an enum egs_err (0 = ok) plus
+ * egs_client_errmsg(), egs_client_errkey() and egs_client_errfield() for the details.
  */
 #ifndef EGS_EGS_H
 #define EGS_EGS_H
@@ -81,5 +86,117 @@ enum egs_err egs_client_call(struct egs_client *c, const char *method, const cha
  * Borrowed: valid until the next call on c.
  */
 const char *egs_client_errmsg(const struct egs_client *c);
+
+/*
+ * Details of the last call's failure, for callers that map errors precisely (egsctl points at the
+ * manifest line of error.data.field).  Each is borrowed, valid until the next call on c, and ""
+ * (0 for the status) after a success or when the answer did not carry it.
+ */
+const char *egs_client_errkey(const struct egs_client *c);   /* error.errorKey, e.g. "GPR_NOT_FOUND" */
+const char *egs_client_errfield(const struct egs_client *c); /* error.data.field, e.g. "priority" */
+long egs_client_status(const struct egs_client *c);          /* HTTP status; 0 = no answer */
+
+/* ---------------------------------------------------------------------------------------------- */
+/*
+ * Typed calls.  Each is one egs_client_call() under the client's timeout (EGS_CLIENT_TIMEOUT_S
+ * unless changed with egs_client_set_timeout()) and fails exactly as egs_client_call() documents;
+ * egs_client_errmsg() and the accessors above then say why.
+ *
+ * Requests are JSON objects with the wire field names of the API (docs: README's API table and
+ * GET /api/v1/openapi.json); they are borrowed and never modified.  Answers are new references the
+ * caller frees with json_decref(), set only on EGS_OK (NULL otherwise).  Lists hand back the
+ * array of the answer's "items" (or "workspaces"), never NULL on success.
+ * Names and ids are percent-encoded by the library where they go into a query string.
+ */
+#define EGS_CLIENT_TIMEOUT_S 30L
+#define EGS_CLIENT_ID_MAX 64 /* room for a gprId ("gpr-xxxxxxxx-xxxx") with margin */
+
+/* Sets the bound of every typed call that follows (seconds, > 0). */
+void egs_client_set_timeout(struct egs_client *c, long timeout_s);
+
+/*
+ * Replaces the bearer token (NULL or "" = none).  Returns EGS_ERR_INVALID, changing nothing, when
+ * the token holds control characters.
+ */
+enum egs_err egs_client_set_token(struct egs_client *c, const char *bearer_token);
+
+/*
+ * Authenticates: POST /api/v1/auth {"apiKey"} and, on success, installs the returned bearer token
+ * on c for the calls that follow.  api_key is borrowed and not kept.  A malformed key answers
+ * EGS_ERR_BAD_REQUEST, an unknown one EGS_ERR_UNAUTHENTICATED, an expired one EGS_ERR_EXPIRED.
+ */
+enum egs_err egs_client_authenticate(struct egs_client *c, const char *api_key);
+
+/* ---- inventory and clusters ---- */
+/* GET /api/v1/inventory/list: every node the caller may see (data.items). */
+enum egs_err egs_client_inventory(struct egs_client *c, json_t **items);
+/* GET /api/v1/inventory?sliceName=: what the workspace holds now. */
+enum egs_err egs_client_inventory_workspace(struct egs_client *c, const char *workspace, json_t **items);
+/* GET /api/v1/nodes[?clusterName=] (admins; cluster may be NULL) and GET /api/v1/gpus (admins). */
+enum egs_err egs_client_nodes(struct egs_client *c, const char *cluster, json_t **items);
+enum egs_err egs_client_gpus(struct egs_client *c, json_t **items);
+/* GET /api/v1/clusters. */
+enum egs_err egs_client_clusters(struct egs_client *c, json_t **items);
+/*
+ * POST /api/v1/clusters (admins) with spec {clusterName, projectName?, apiServer?, caData?}.
+ * *answer receives {clusterName, projectName, agentToken}: the token is shown only this once.
+ */
+enum egs_err egs_client_cluster_register(struct egs_client *c, json_t *spec, json_t **answer);
+/* PUT /api/v1/clusters {clusterName, apiServer?, caData?} (admins). */
+enum egs_err egs_client_cluster_update(struct egs_client *c, json_t *spec);
+
+/* ---- slice workspaces ---- */
+/* GET /api/v1/slice-workspace/list (data.workspaces) and GET ?workspaceName= (one, with users). */
+enum egs_err egs_client_workspace_list(struct egs_client *c, json_t **items);
+enum egs_err egs_client_workspace_get(struct egs_client *c, const char *name, json_t **ws);
+/* POST /api/v1/slice-workspace {workspaceName, clusters, namespaces, username, email, ...} (admins). */
+enum egs_err egs_client_workspace_create(struct egs_client *c, json_t *spec);
+/*
+ * PUT /api/v1/slice-workspace {workspaceName, addNamespaces, removeNamespaces, addClusters,
+ * removeClusters, addUsers, removeUsers, description} (admins); *ws (may be NULL) receives the
+ * updated workspace.
+ */
+enum egs_err egs_client_workspace_update(struct egs_client *c, json_t *changes, json_t **ws);
+/* DELETE /api/v1/slice-workspace {workspaceName}: cancels its waiting GPRs; EGS_ERR_BUSY while one is active. */
+enum egs_err egs_client_workspace_delete(struct egs_client *c, const char *name);
+
+/* ---- GPU provision requests ---- */
+/*
+ * POST /api/v1/gpr.  On success copies the new gprId into id (EGS_CLIENT_ID_MAX bytes).  A request
+ * no node could ever satisfy fails with EGS_ERR_UNSATISFIABLE and the reason in the message.
+ */
+enum egs_err egs_client_gpr_create(struct egs_client *c, json_t *request, char id[EGS_CLIENT_ID_MAX]);
+/*
+ * PUT /api/v1/gpr: changes (priority, gprName, other request fields) go into a copy that gains
+ * "gprId": id.  Works while the GPR waits (Pending, Queued); else EGS_ERR_GPR_PROVISIONED or
+ * EGS_ERR_GPR_FINISHED.
+ */
+enum egs_err egs_client_gpr_update(struct egs_client *c, const char *id, json_t *changes);
+/* DELETE /api/v1/gpr: cancels a waiting GPR (EGS_ERR_GPR_PROVISIONED once it is provisioning). */
+enum egs_err egs_client_gpr_cancel(struct egs_client *c, const char *id);
+/* PUT /api/v1/gpr {earlyRelease: true}: releases a provisioned GPR before its exit time
+ * (EGS_ERR_GPR_NOT_PROVISIONED while it still waits: cancel it; EGS_ERR_GPR_RELEASED once released). */
+enum egs_err egs_client_gpr_release(struct egs_client *c, const char *id);
+/* GET /api/v1/gpr?gprId=: the GPR with its status (EGS_ERR_NOT_FOUND when unknown or out of scope). */
+enum egs_err egs_client_gpr_status(struct egs_client *c, const char *id, json_t **gpr);
+/*
+ * GET /api/v1/gpr/list: the GPRs of workspace (NULL = every workspace the caller sees), only those
+ * whose provisioningStatus is status when status is not NULL.
+ */
+enum egs_err egs_client_gpr_list(struct egs_client *c, const char *workspace, const char *status, json_t **items);
+/* POST /api/v1/gpr/waittime: {estimatedStartTime, estimatedWaitTime, items[] per cluster and shape}. */
+enum egs_err egs_client_gpr_waittime(struct egs_client *c, json_t *request, json_t **answer);
+
+/* ---- events ---- */
+/* Filters of egs_client_events(); NULL members and limit 0 do not filter. */
+struct egs_client_event_filter {
+	const char *workspace;
+	const char *gpr_id;
+	const char *type;  /* "Normal" or "Warning" */
+	const char *since; /* RFC 3339, or a duration back from now ("1h") */
+	int limit;         /* 1..1000; 0 = the server's default (100) */
+};
+/* GET /api/v1/events: events of the caller's scope, newest first. */
+enum egs_err egs_client_events(struct egs_client *c, const struct egs_client_event_filter *f, json_t **items);
 
 #endif

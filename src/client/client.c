@@ -8,6 +8,8 @@
  */
 #include "core/common.h"
 
+#include "client/internal.h"
+
 #include <egs/egs.h>
 
 #include <ctype.h>
@@ -26,7 +28,11 @@ struct egs_client {
 	char *auth; /* "Authorization: Bearer <token>", or NULL */
 	egs_client_abort_fn abort_fn;
 	void *abort_arg;
+	long timeout_s; /* of the typed calls (api.c) */
+	long status;    /* of the last call; 0 = no answer */
 	char errmsg[ERRMSG_MAX];
+	char errkey[64];    /* error.errorKey of the last answer */
+	char errfield[128]; /* error.data.field of the last answer */
 	char curl_err[CURL_ERROR_SIZE];
 };
 
@@ -63,7 +69,7 @@ struct egs_client *egs_client_new(const char *base_url, const char *bearer_token
 	if (strncasecmp(base_url, "http://", 7) != 0 && strncasecmp(base_url, "https://", 8) != 0)
 		return NULL;
 	if (bearer_token && has_ctl(bearer_token))
-		return NULL; /* a CR or LF would let the token inject headers */
+		return NULL; /* a CR or LF would let the token inject headers (egs_client_set_token checks too) */
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK)
 		return NULL;
@@ -78,12 +84,47 @@ struct egs_client *egs_client_new(const char *base_url, const char *bearer_token
 	while (n > 0 && base_url[n - 1] == '/')
 		n--;
 	c->base = egs_strndup(base_url, n);
-	if (bearer_token && *bearer_token) {
-		size_t sz = strlen(bearer_token) + sizeof("Authorization: Bearer ");
-		c->auth = egs_malloc(sz);
-		snprintf(c->auth, sz, "Authorization: Bearer %s", bearer_token);
-	}
+	c->timeout_s = EGS_CLIENT_TIMEOUT_S;
+	EGS_ASSERT(egs_client_set_token(c, bearer_token) == EGS_OK);
 	return c;
+}
+
+/* Frees the Authorization header without leaving the token lying in freed heap memory. */
+static void drop_auth(struct egs_client *c)
+{
+	if (c->auth) {
+		volatile char *p = c->auth;
+		while (*p)
+			*p++ = '\0';
+	}
+	egs_free(c->auth);
+	c->auth = NULL;
+}
+
+enum egs_err egs_client_set_token(struct egs_client *c, const char *bearer_token)
+{
+	size_t sz;
+
+	if (bearer_token && has_ctl(bearer_token))
+		return EGS_ERR_INVALID;
+	drop_auth(c);
+	if (!bearer_token || !*bearer_token)
+		return EGS_OK;
+	sz = strlen(bearer_token) + sizeof("Authorization: Bearer ");
+	c->auth = egs_malloc(sz);
+	snprintf(c->auth, sz, "Authorization: Bearer %s", bearer_token);
+	return EGS_OK;
+}
+
+void egs_client_set_timeout(struct egs_client *c, long timeout_s)
+{
+	EGS_ASSERT(timeout_s > 0);
+	c->timeout_s = timeout_s;
+}
+
+long egs__client_timeout(const struct egs_client *c)
+{
+	return c->timeout_s;
 }
 
 void egs_client_free(struct egs_client *c)
@@ -91,13 +132,7 @@ void egs_client_free(struct egs_client *c)
 	if (!c)
 		return;
 	curl_easy_cleanup(c->curl);
-	if (c->auth) {
-		/* Do not leave the token lying in freed heap memory. */
-		volatile char *p = c->auth;
-		while (*p)
-			*p++ = '\0';
-	}
-	egs_free(c->auth);
+	drop_auth(c);
 	egs_free(c->base);
 	egs_free(c);
 }
@@ -111,6 +146,21 @@ void egs_client_set_abort(struct egs_client *c, egs_client_abort_fn fn, void *ar
 const char *egs_client_errmsg(const struct egs_client *c)
 {
 	return c->errmsg;
+}
+
+const char *egs_client_errkey(const struct egs_client *c)
+{
+	return c->errkey;
+}
+
+const char *egs_client_errfield(const struct egs_client *c)
+{
+	return c->errfield;
+}
+
+long egs_client_status(const struct egs_client *c)
+{
+	return c->status;
 }
 
 /* Stores a one-line message: control characters (a server's newlines) become spaces. */
@@ -165,13 +215,21 @@ static const struct {
 	{"GPR_ALREADY_PROVISIONED", EGS_ERR_GPR_PROVISIONED},
 	{"GPR_ALREADY_RELEASED", EGS_ERR_GPR_RELEASED},
 	{"GPR_NOT_PROVISIONED", EGS_ERR_GPR_NOT_PROVISIONED},
-	{"GPR_NOT_FOUND", EGS_ERR_NOT_FOUND},
-	{"WORKSPACE_NOT_FOUND", EGS_ERR_NOT_FOUND},
-	{"WORKSPACE_ALREADY_EXISTS", EGS_ERR_EXISTS},
+	{"GPR_ALREADY_FINISHED", EGS_ERR_GPR_FINISHED},
+	{"WORKSPACE_HAS_ACTIVE_GPR", EGS_ERR_BUSY},
+	{"RESOURCE_BUSY", EGS_ERR_BUSY},
+	{"METHOD_NOT_ALLOWED", EGS_ERR_METHOD},
 	{"VALIDATION_FAILED", EGS_ERR_INVALID},
 	{"BAD_REQUEST", EGS_ERR_BAD_REQUEST},
+	{"MALFORMED_JSON", EGS_ERR_BAD_REQUEST},
 	{"GPR_UNSATISFIABLE", EGS_ERR_UNSATISFIABLE},
 };
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
 
 static enum egs_err err_of_status(long status)
 {
@@ -186,6 +244,8 @@ static enum egs_err err_of_status(long status)
 		return EGS_ERR_NOT_FOUND;
 	case 409:
 		return EGS_ERR_CONFLICT;
+	case 405:
+		return EGS_ERR_METHOD;
 	case 413:
 		return EGS_ERR_TOO_LARGE;
 	case 422:
@@ -206,6 +266,11 @@ static enum egs_err err_of_answer(long status, json_t *error)
 	for (size_t i = 0; key && i < EGS_ARRAY_LEN(error_keys); i++)
 		if (strcmp(key, error_keys[i].key) == 0)
 			return error_keys[i].err;
+	/* The families: WORKSPACE_NOT_FOUND, CLUSTER_ALREADY_EXISTS, PROJECT_NOT_FOUND, ... */
+	if (key && ends_with(key, "_NOT_FOUND"))
+		return EGS_ERR_NOT_FOUND;
+	if (key && ends_with(key, "_ALREADY_EXISTS"))
+		return EGS_ERR_EXISTS;
 	return err_of_status(status);
 }
 
@@ -213,11 +278,15 @@ static enum egs_err err_of_answer(long status, json_t *error)
 static enum egs_err unwrap_error(struct egs_client *c, long status, json_t *env, json_t **error_out)
 {
 	json_t *error = json_object_get(env, "error");
-	const char *msg;
+	const char *msg, *key, *field;
 	char fallback[64];
 
 	if (!json_is_object(error))
 		error = NULL;
+	key = json_string_value(json_object_get(error, "errorKey"));
+	field = json_string_value(json_object_get(json_object_get(error, "data"), "field"));
+	egs_strlcpy(c->errkey, key ? key : "", sizeof(c->errkey));
+	egs_strlcpy(c->errfield, field ? field : "", sizeof(c->errfield));
 	msg = json_string_value(json_object_get(error, "message"));
 	if (!msg || !*msg)
 		msg = json_string_value(json_object_get(env, "message"));
@@ -333,6 +402,8 @@ enum egs_err egs_client_call(struct egs_client *c, const char *method, const cha
 
 	EGS_ASSERT(c && method && path && path[0] == '/' && timeout_s > 0);
 	c->errmsg[0] = '\0';
+	c->errkey[0] = '\0';
+	c->errfield[0] = '\0';
 	c->curl_err[0] = '\0';
 	if (body) {
 		payload = json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -355,6 +426,7 @@ enum egs_err egs_client_call(struct egs_client *c, const char *method, const cha
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
 	err = read_answer(c, status, &b, &out);
 out:
+	c->status = status;
 	if (http_status)
 		*http_status = status;
 	if (data)
