@@ -244,3 +244,16 @@ def test_agent_reconverges_after_egsd_restart_with_what_changed_meanwhile(cluste
              what="h100-a reported Unhealthy after the restart")
     assert inventory_node(cluster, "h100-b")["lastHeartbeat"] is not None
     assert agent.proc.poll() is None
+
+
+def test_temperature_ramp_raises_and_clears_an_alert(cluster):
+    # GPU 2 heats from 40 C to 95 C in 3 s, holds, and cools back to 40 C from 8 s to 10 s.
+    ramp = "    gpus:\n      - {}\n      - {}\n" \
+           "      - timeline: [{at: 0, tempC: 40}, {at: 3, tempC: 95}, {at: 8, tempC: 95}, {at: 10, tempC: 40}]\n" + \
+           "".join("      - {}\n" for _ in range(5))
+    start_agent(cluster, "worker-1", [node_yaml("h100-1", ramp)], wait_nodes=("h100-1",))
+    high = wait_for(lambda: events(cluster, "GPUTemperatureHigh"), timeout=20, what="GPUTemperatureHigh")
+    assert "GPU 2" in high[0]["message"] and "h100-1" in high[0]["message"], high[0]
+    normal = wait_for(lambda: events(cluster, "GPUTemperatureNormal"), timeout=25, what="GPUTemperatureNormal")
+    assert "GPU 2" in normal[0]["message"]
+    assert len(events(cluster, "GPUTemperatureHigh")) == 1  # one event per crossing, not per sample
