@@ -405,7 +405,7 @@ bool egs_can_write_ws(struct egs_req *r, const struct egs_workspace *ws)
 
 static const struct egs_route *const route_tables[] = {
 	egs_routes_auth, egs_routes_workspace, egs_routes_inventory, egs_routes_gpr, egs_routes_agent,
-	egs_routes_admin,
+	egs_routes_admin, egs_routes_queue,
 	egs_routes_events, egs_routes_observe, egs_routes_usage, egs_routes_metrics, /* observability */
 };
 

@@ -169,6 +169,7 @@ extern const struct egs_route egs_routes_inventory[];
 extern const struct egs_route egs_routes_gpr[];
 extern const struct egs_route egs_routes_agent[];
 extern const struct egs_route egs_routes_admin[];
+extern const struct egs_route egs_routes_queue[];   /* api_queue.c */
 extern const struct egs_route egs_routes_events[];  /* api_events.c */
 extern const struct egs_route egs_routes_observe[]; /* api_observe.c */
 extern const struct egs_route egs_routes_usage[];   /* api_usage.c */
@@ -187,7 +188,10 @@ void egs_obs_stop(struct egs_server *srv);
 void egs_obs_free(struct egs_server *srv);
 /* Heartbeat: node n's fresh GPU samples and its heartbeat object o (borrowed; its `workloads`). */
 void egs_observe_node(struct egs_server *srv, struct egs_node *n, json_t *o, int64_t now);
-/* Commit turn, before the commit: exit warnings and settings of newly registered nodes. */
+/* After each scheduler run and before each commit: records the exit warnings that are due (with
+ * the scheduler's own transitions, so a reply held for those is held for these too). */
+void egs_obs_due(struct egs_server *srv, int64_t now);
+/* Commit turn, before the commit: thresholds of newly registered nodes, start-estimate tracking. */
 void egs_obs_before_commit(struct egs_server *srv, int64_t now);
 /* Commit turn, after a successful commit and before the changes are cleared: streams and
  * notifies the turn's committed events. */
