@@ -75,12 +75,15 @@ static enum egs_check_status check_gpu_inventory(const struct egs_check_ctx *ctx
 		if (small < 0 && (s[i].valid & EGS_GPU_MEM_TOTAL) && s[i].mem_total_mib < n->memory_mib)
 			small = i;
 	}
-	if (answering < n->gpu_count) {
+	if (n->expected_gpus > n->gpu_count) {
+		snprintf(out, outsz, "%d of %d expected GPUs found", answering, n->expected_gpus);
+		st = EGS_CHECK_FAILED;
+	} else if (answering < n->gpu_count) {
 		snprintf(out, outsz, "%d of %d advertised GPUs answer (GPU %d, %s, does not)", answering, n->gpu_count,
-			 first_lost, n->gpus[first_lost].uuid);
+			 n->gpus[first_lost].index, n->gpus[first_lost].uuid);
 		st = EGS_CHECK_FAILED;
 	} else if (small >= 0) {
-		snprintf(out, outsz, "GPU %d (%s) has %lld MiB, %lld MiB advertised", small, n->gpus[small].uuid,
+		snprintf(out, outsz, "GPU %d (%s) has %lld MiB, %lld MiB advertised", n->gpus[small].index, n->gpus[small].uuid,
 			 (long long)s[small].mem_total_mib, (long long)n->memory_mib);
 		st = EGS_CHECK_FAILED;
 	} else {
@@ -107,6 +110,7 @@ static enum egs_check_status check_gpu_processes(const struct egs_check_ctx *ctx
 	struct egs_gpu_proc procs[PROCS_MAX];
 	char first[96];
 	size_t n = 0;
+	int gpu;
 	enum egs_err rc = egs_devices_processes(ctx->dev, ctx->node, ctx->now, procs, PROCS_MAX, &n);
 
 	if (rc == EGS_ERR_NOT_FOUND) {
@@ -122,10 +126,11 @@ static enum egs_check_status check_gpu_processes(const struct egs_check_ctx *ctx
 		return EGS_CHECK_PASSED;
 	}
 	describe_proc(&procs[0], first, sizeof(first));
+	gpu = node_of(ctx)->gpus[procs[0].gpu].index;
 	if (n == 1)
-		snprintf(out, outsz, "GPU %d runs %s", procs[0].gpu, first);
+		snprintf(out, outsz, "GPU %d runs %s", gpu, first);
 	else
-		snprintf(out, outsz, "GPU %d runs %s, and %zu more processes use the GPUs", procs[0].gpu, first, n - 1);
+		snprintf(out, outsz, "GPU %d runs %s, and %zu more processes use the GPUs", gpu, first, n - 1);
 	return EGS_CHECK_FAILED;
 }
 

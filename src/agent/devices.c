@@ -3,7 +3,7 @@
  * lock, the health rules every backend shares, and the node list.
  *
  * The health rules live here, not in each backend, so that the mock and NVML agree on what makes a
- * node Unhealthy: a lost GPU, a fatal XID, or uncorrectable ECC errors.  Temperature and power are not
+ * node Unhealthy: fewer GPUs than expected, a lost GPU, a fatal XID, or uncorrectable ECC errors.  Temperature and power are not
  * health: egsd turns them into alerts with its own thresholds.
  */
 #include "agent/devices.h"
@@ -38,18 +38,23 @@ struct egs_devices *egs__devices_new(const struct egs_devices_ops *ops)
 static enum egs_health gpu_rules(const struct egs_dev_node *n, const struct egs_gpu_sample *s, char *why,
 				 size_t whysz)
 {
+	if (n->expected_gpus > n->gpu_count) {
+		snprintf(why, whysz, "only %d of the %d expected GPUs were found", n->gpu_count, n->expected_gpus);
+		return EGS_HEALTH_UNHEALTHY;
+	}
 	for (int i = 0; i < n->gpu_count; i++) {
 		const char *uuid = n->gpus[i].uuid;
+		int index = n->gpus[i].index; /* the number nvidia-smi shows */
 		if (s[i].lost) {
-			snprintf(why, whysz, "GPU %d (%s) fell off the bus", i, uuid);
+			snprintf(why, whysz, "GPU %d (%s) fell off the bus", index, uuid);
 			return EGS_HEALTH_UNHEALTHY;
 		}
 		if ((s[i].valid & EGS_GPU_XID) && s[i].fatal_xid) {
-			snprintf(why, whysz, "GPU %d (%s) reported XID %d", i, uuid, s[i].fatal_xid);
+			snprintf(why, whysz, "GPU %d (%s) reported XID %d", index, uuid, s[i].fatal_xid);
 			return EGS_HEALTH_UNHEALTHY;
 		}
 		if ((s[i].valid & EGS_GPU_ECC) && s[i].ecc_uncorrected > 0) {
-			snprintf(why, whysz, "GPU %d (%s) has %lld uncorrectable ECC errors", i, uuid,
+			snprintf(why, whysz, "GPU %d (%s) has %lld uncorrectable ECC errors", index, uuid,
 				 (long long)s[i].ecc_uncorrected);
 			return EGS_HEALTH_UNHEALTHY;
 		}

@@ -37,6 +37,7 @@ struct egs_dev_node {
 	char *region;
 	char *address;            /* "host:port" where this node's agent answers peers, or "" */
 	int gpu_count;
+	int expected_gpus;        /* GPUs the host should have (nvml --expect-gpus); 0: gpu_count */
 	int64_t memory_mib;       /* per GPU */
 	struct egs_dev_gpu *gpus; /* gpu_count entries */
 };
@@ -173,12 +174,14 @@ struct egs_devices_nvml_config {
 	const char *cloud_provider;
 	const char *region;
 	const char *address;        /* "host:port" peers reach this agent at, or NULL */
+	int expected_gpus;          /* GPUs the host should have; fewer found makes it Unhealthy; 0: any */
 };
 
 /*
  * Opens the NVML backend: dlopens the library, initialises NVML and builds one node (this host) from
- * the GPUs it lists; every later call to NVML goes through symbols looked up once here, and a missing
- * symbol only loses its metric.  On success stores the backend in *out (caller frees with
+ * the GPUs it lists (a GPU already lost is left out; with cfg->expected_gpus the node is then
+ * Unhealthy); every later call to NVML goes through symbols looked up once here, and a missing symbol
+ * only loses its metric.  On success stores the backend in *out (caller frees with
  * egs_devices_free(), which shuts NVML down).  Fails with EGS_ERR_IO (library missing, nvmlInit
  * failed) or EGS_ERR_INVALID (no GPU, a required symbol missing, a GPU without a usable UUID),
  * writing why into err (errsz bytes).

@@ -240,15 +240,18 @@ static enum egs_err discover(struct nvml *nv, struct egs_dev_node *n, char *err,
 	nv->dev = egs_calloc(count, sizeof(*nv->dev));
 	nv->xid = egs_calloc(count, sizeof(*nv->xid));
 	n->gpus = egs_calloc(count, sizeof(*n->gpus));
-	n->gpu_count = (int)count;
 	for (unsigned i = 0; i < count; i++) {
+		struct egs_dev_gpu *g = &n->gpus[n->gpu_count];
+		nvml_device *dev = &nv->dev[n->gpu_count];
 		struct nvml_memory mem;
 		char uuid[NVML_BUFFER_SIZE];
 		const char *why = NULL;
 
-		if ((rc = api->get_handle(i, &nv->dev[i])) != NVML_SUCCESS ||
-		    (rc = api->get_uuid(nv->dev[i], uuid, sizeof(uuid))) != NVML_SUCCESS ||
-		    (rc = api->get_memory(nv->dev[i], &mem)) != NVML_SUCCESS) {
+		if ((rc = api->get_handle(i, dev)) != NVML_SUCCESS ||
+		    (rc = api->get_uuid(*dev, uuid, sizeof(uuid))) != NVML_SUCCESS ||
+		    (rc = api->get_memory(*dev, &mem)) != NVML_SUCCESS) {
+			if (rc == NVML_ERROR_GPU_IS_LOST)
+				continue; /* registered without it; with --expect-gpus the node is Unhealthy */
 			snprintf(err, errsz, "GPU %u: %s", i, nvml_error(api, rc));
 			return EGS_ERR_IO;
 		}
@@ -256,12 +259,17 @@ static enum egs_err discover(struct nvml *nv, struct egs_dev_node *n, char *err,
 			snprintf(err, errsz, "GPU %u: UUID '%.40s' is not usable: %s", i, uuid, why);
 			return EGS_ERR_INVALID;
 		}
-		egs_strlcpy(n->gpus[i].uuid, uuid, sizeof(n->gpus[i].uuid));
-		n->gpus[i].index = (int)i;
-		if (i == 0 || (int64_t)(mem.total >> 20) < n->memory_mib)
+		egs_strlcpy(g->uuid, uuid, sizeof(g->uuid));
+		g->index = (int)i; /* NVML's index, which nvidia-smi shows */
+		if (n->gpu_count == 0 || (int64_t)(mem.total >> 20) < n->memory_mib)
 			n->memory_mib = (int64_t)(mem.total >> 20); /* the smallest GPU's, so none is oversold */
-		if (i == 0 && api->get_name && api->get_name(nv->dev[i], name, sizeof(name)) == NVML_SUCCESS)
+		if (!model[0] && api->get_name && api->get_name(*dev, name, sizeof(name)) == NVML_SUCCESS)
 			to_label(name, model, sizeof(model));
+		n->gpu_count++;
+	}
+	if (n->gpu_count == 0) {
+		snprintf(err, errsz, "all %u GPUs NVML lists are lost", count);
+		return EGS_ERR_IO;
 	}
 	n->gpu_model = egs_strdup(model[0] ? model : "NVIDIA-GPU");
 	if (n->memory_mib < 1) {
@@ -534,6 +542,7 @@ enum egs_err egs_devices_nvml_open(const struct egs_devices_nvml_config *cfg, st
 	rc = discover(nv, &d->nodes[0], err, errsz);
 	if (rc != EGS_OK)
 		goto out;
+	d->nodes[0].expected_gpus = cfg->expected_gpus;
 	open_events(nv, d->nodes[0].gpu_count);
 	*out = d;
 	d = NULL;

@@ -36,7 +36,7 @@ struct options {
 	const char *on_attach, *on_detach;
 	const char *node_name, *instance_type, *cloud_provider, *region; /* --devices nvml */
 	const char *storage, *nccl, *advertise;
-	int check_port, nccl_timeout_s, quarantine_s, sample_interval_s;
+	int check_port, nccl_timeout_s, quarantine_s, sample_interval_s, expect_gpus;
 	struct egs_checks_config checks;
 	bool probe;
 	enum egs_agent_log_level level;
@@ -59,6 +59,7 @@ static void usage(FILE *f)
 	      "  --node-name NAME        nvml: the node's name (default: the host name)\n"
 	      "  --instance-type TYPE    nvml: default the DMI product name, else 'unknown'\n"
 	      "  --cloud-provider NAME, --region NAME   nvml: optional node labels\n"
+	      "  --expect-gpus N         nvml: the GPUs this host should have; fewer makes it Unhealthy\n"
 	      "  --backend NAME          cluster backend; 'local' (the default) is the only one built\n"
 	      "  --state-dir DIR         the local backend's state and the check logs (default ./egs-agent-state)\n"
 	      "  --on-attach CMD         shell command run when a node is attached (EGS_* variables set)\n"
@@ -101,7 +102,7 @@ static bool int_arg(const char *s, int min, int max, int *out)
 
 enum {
 	O_NODE_NAME = 256, O_INSTANCE_TYPE, O_CLOUD, O_REGION, O_PRE, O_POST, O_STORAGE, O_NCCL, O_NCCL_TIMEOUT,
-	O_CHECK_PORT, O_ADVERTISE, O_QUARANTINE, O_SAMPLE, O_PROBE,
+	O_CHECK_PORT, O_ADVERTISE, O_QUARANTINE, O_SAMPLE, O_PROBE, O_EXPECT_GPUS,
 };
 
 /* Takes one option c (with optarg) into o.  Returns -1 to go on, else the exit status. */
@@ -131,6 +132,10 @@ static int take_option(int c, struct options *o, const char *opt)
 		if (egs_checks_parse_list(optarg, c == O_PRE ? EGS_CHECK_PRE : EGS_CHECK_POST,
 					  c == O_PRE ? &o->checks.pre : &o->checks.post, err, sizeof(err)) != EGS_OK)
 			return usage_error(c == O_PRE ? "--pre-checks" : "--post-checks", err);
+		break;
+	case O_EXPECT_GPUS:
+		if (!int_arg(optarg, 1, 64, &o->expect_gpus))
+			return usage_error("--expect-gpus must be 1 to 64", optarg);
 		break;
 	case O_NCCL_TIMEOUT:
 	case O_CHECK_PORT:
@@ -194,6 +199,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"instance-type", required_argument, NULL, O_INSTANCE_TYPE},
 		{"cloud-provider", required_argument, NULL, O_CLOUD},
 		{"region", required_argument, NULL, O_REGION},
+		{"expect-gpus", required_argument, NULL, O_EXPECT_GPUS},
 		{"pre-checks", required_argument, NULL, O_PRE},
 		{"post-checks", required_argument, NULL, O_POST},
 		{"check-storage", required_argument, NULL, O_STORAGE},
@@ -302,6 +308,7 @@ static bool open_devices(const struct options *o, const char *address, struct eg
 		.cloud_provider = o->cloud_provider,
 		.region = o->region,
 		.address = address,
+		.expected_gpus = o->expect_gpus,
 	};
 	char err[1024];
 	enum egs_err rc;

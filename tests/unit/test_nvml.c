@@ -2,8 +2,8 @@
  * test_nvml.c: the NVML device backend against tests/fake-nvml (no GPU on the test machines): the node
  * it builds (count, model, memory, UUIDs), every metric, a GPU that falls off the bus, XID events
  * (delivered once, fatal or not), ECC errors, NOT_SUPPORTED metrics, compute processes (more than fit
- * the first buffer), a library without most symbols (metrics degrade, the backend still opens), and the
- * failures: no library, nvmlInit failing, no GPU.
+ * the first buffer), a library without most symbols (metrics degrade, the backend still opens), a GPU
+ * lost before the start with --expect-gpus, and the failures: no library, nvmlInit failing, no GPU.
  *
  * The fake libraries are found next to this binary: <build>/tests/test_nvml -> <build>/lib/.
  */
@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "agent/checks.h"
 #include "agent/devices.h"
 
 #include <math.h>
@@ -268,6 +269,42 @@ static void test_open_failures(void **state)
 	unsetenv("EGS_NVML_LIBRARY");
 }
 
+static void test_gpu_lost_at_start_and_expected_count(void **state)
+{
+	struct egs_devices_nvml_config cfg = {.library = fake_full, .node_name = "h", .expected_gpus = 4};
+	struct egs_checks_config checks = {.pre = 1u << 1}; /* gpu-inventory */
+	struct egs_check_report rep;
+	struct egs_check_ctx ctx = {.cfg = &checks, .node = 0, .cluster = "c", .gpr_id = "g", .phase = EGS_CHECK_PRE};
+	struct egs_devices *d = NULL;
+	struct egs_gpu_sample s[4];
+	char err[256], why[160];
+	(void)state;
+
+	/* GPU 2 is already lost when the agent starts: it is left out, the others keep NVML's indices. */
+	write_state("gpus 4\ngpu 2 lost 1\n");
+	assert_int_equal(egs_devices_nvml_open(&cfg, &d, err, sizeof(err)), EGS_OK);
+	assert_int_equal(d->nodes[0].gpu_count, 3);
+	assert_int_equal(d->nodes[0].gpus[2].index, 3);
+	assert_string_equal(d->nodes[0].gpus[2].uuid, "GPU-fa4e0000-0000-0000-0000-000000000003");
+	assert_int_equal(sample(d, s, why, sizeof(why)), EGS_HEALTH_UNHEALTHY);
+	assert_string_equal(why, "only 3 of the 4 expected GPUs were found");
+	ctx.dev = d;
+	egs_checks_run(&ctx, &rep);
+	assert_int_equal(rep.results[0].status, EGS_CHECK_FAILED);
+	assert_string_equal(rep.results[0].output, "3 of 4 expected GPUs found");
+	/* A later loss names the GPU by NVML's index. */
+	write_state("gpus 4\ngpu 2 lost 1\ngpu 3 lost 1\n");
+	d->nodes[0].expected_gpus = 0;
+	assert_int_equal(sample(d, s, why, sizeof(why)), EGS_HEALTH_UNHEALTHY);
+	assert_string_equal(why, "GPU 3 (GPU-fa4e0000-0000-0000-0000-000000000003) fell off the bus");
+	egs_devices_free(d);
+
+	write_state("gpus 2\ngpu all lost 1\n");
+	cfg.expected_gpus = 0;
+	assert_int_equal(egs_devices_nvml_open(&cfg, &d, err, sizeof(err)), EGS_ERR_IO);
+	assert_string_equal(err, "all 2 GPUs NVML lists are lost");
+}
+
 static void test_model_names_become_labels(void **state)
 {
 	struct egs_devices *d;
@@ -285,7 +322,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_node_and_metrics),      cmocka_unit_test(test_lost_gpu_xid_and_ecc),
 		cmocka_unit_test(test_not_supported_metrics), cmocka_unit_test(test_processes),
 		cmocka_unit_test(test_minimal_library_degrades), cmocka_unit_test(test_open_failures),
-		cmocka_unit_test(test_model_names_become_labels),
+		cmocka_unit_test(test_model_names_become_labels), cmocka_unit_test(test_gpu_lost_at_start_and_expected_count),
 	};
 	char dir[2048];
 	const char *slash = strrchr(argv[0], '/');
