@@ -117,8 +117,8 @@ def test_post_exit_check_after_drain_marks_the_node(cluster, tmpdir_path):
 
 
 def test_scripted_failures_gpu_off_the_bus_and_silent_node(cluster):
-    lost = "    gpus:\n" + "".join("      - {}\n" for _ in range(7)) + "      - timeline: [{at: 2, lost: true}]\n"
-    silent = "    timeline: [{at: 2, silent: true}]\n"
+    lost = "    gpus:\n" + "".join("      - {}\n" for _ in range(7)) + "      - timeline: [{at: 4, lost: true}]\n"
+    silent = "    timeline: [{at: 4, silent: true}]\n"
     start_agent(cluster, "worker-1", [node_yaml("h100-a", lost), node_yaml("h100-b", silent), node_yaml("h100-c")],
                 wait_nodes=("h100-a", "h100-b", "h100-c"))
     # The GPU falls off the bus: the next sample sees it and a heartbeat goes out at once.
