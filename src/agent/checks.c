@@ -193,20 +193,6 @@ static bool file_name_ok(const char *s)
 							    "0123456789._-") == n;
 }
 
-static bool write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		p += w;
-		n -= (size_t)w;
-	}
-	return true;
-}
-
 enum egs_err egs_checks_log_append(const char *dir, const char *cluster, const char *gpr_id, const char *node,
 				   int64_t now, const struct egs_check_report *rep, char *err, size_t errsz)
 {
@@ -233,7 +219,7 @@ enum egs_err egs_checks_log_append(const char *dir, const char *cluster, const c
 	json_decref(o);
 	EGS_ASSERT(line);
 	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (fd < 0 || !write_all(fd, line, strlen(line)) || !write_all(fd, "\n", 1)) {
+	if (fd < 0 || dprintf(fd, "%s\n", line) < 0) {
 		snprintf(err, errsz, "%s: %s", path, strerror(errno));
 		goto out;
 	}
