@@ -204,7 +204,13 @@ static void watcher_free(struct egs_watcher *w)
 static void on_close(struct evhttp_connection *conn, void *arg)
 {
 	(void)conn;
-	watcher_free(arg); /* libevent frees the request itself */
+	struct egs_watcher *w = arg;
+	/* A client that went away mid-stream: libevent detaches the unfinished request from the dying
+	 * connection and leaves it to us (ending a detached request frees it).  A request still
+	 * attached is freed by libevent with the connection. */
+	if (!evhttp_request_get_connection(w->req))
+		evhttp_send_reply_end(w->req);
+	watcher_free(w);
 }
 
 /* Ends a stream from our side (shutdown or a client too far behind). */

@@ -184,7 +184,7 @@ static bool attempt(struct egs_notify *n, CURL *h, const char *url, const char *
 	CURLcode rc = curl_easy_perform(h);
 	*status = 0;
 	if (rc != CURLE_OK) {
-		snprintf(err, errlen, "%s", ebuf[0] ? ebuf : curl_easy_strerror(rc));
+		egs_strlcpy(err, ebuf[0] ? ebuf : curl_easy_strerror(rc), errlen);
 		*retry = true;
 		return false;
 	}

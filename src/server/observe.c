@@ -514,12 +514,17 @@ static void track_estimate(struct egs_server *srv, const struct egs_event *e, in
 	}
 }
 
+void egs_obs_due(struct egs_server *srv, int64_t now)
+{
+	if (srv->obs)
+		exit_warnings(srv, now, true);
+}
+
 void egs_obs_before_commit(struct egs_server *srv, int64_t now)
 {
 	struct egs_obs *ob = srv->obs;
 	if (!ob)
 		return;
-	exit_warnings(srv, now, true);
 	for (size_t i = 0; i < srv->st.new_events.len; i++) {
 		const struct egs_event *e = srv->st.new_events.items[i];
 		if (!strcmp(e->object_kind, "GPR")) {

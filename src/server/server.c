@@ -49,6 +49,7 @@ static void maybe_plan(struct egs_server *srv, bool force)
 		return;
 	}
 	srv->next_wake = egs_sched_run(&srv->st, now, srv->plan);
+	egs_obs_due(srv, now); /* observability: exit warnings with the scheduler's own transitions */
 	srv->planned_gen = srv->st.generation;
 	srv->last_plan_us = egs_mono_us();
 	srv->last_plan_cost_us = srv->last_plan_us - t;
@@ -61,7 +62,8 @@ static void maybe_plan(struct egs_server *srv, bool force)
 static void commit_turn(struct egs_server *srv)
 {
 	maybe_plan(srv, false);
-	egs_obs_before_commit(srv, egs_now(srv)); /* observability: exit warnings join this commit */
+	egs_obs_due(srv, egs_now(srv));           /* observability: exit warnings due since the last plan */
+	egs_obs_before_commit(srv, egs_now(srv)); /* observability: settings of new nodes, estimates */
 	if (egs_state_has_changes(&srv->st)) {
 		enum egs_err err = egs_store_commit_changes(srv->store, &srv->st);
 		if (err)

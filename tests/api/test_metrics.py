@@ -1,13 +1,15 @@
 """GET /metrics: the Prometheus text format checked by promtool, GPU series under the DCGM exporter's
 names and labels plus cluster/workspace/gpr, control-plane series (queue per shape, GPRs by state,
 estimate error, API latency histograms), and scoping to the caller."""
+import json
+import os
 import re
 import shutil
 import subprocess
 
 import pytest
 
-from conftest import H100, T4
+from conftest import H100, ROOT, T4
 from fakeagent import FakeAgent, provisioned
 
 LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})? (\S+)$')
@@ -113,6 +115,14 @@ def test_control_plane_series(cluster):
     assert find(text, "egs_gpr_start_estimate_error_seconds_bucket", le="60")[0][1] == count
     assert find(text, "egs_events_total", type="Normal")[0][1] > 5
     promtool(text)
+    # Every series the Grafana dashboard queries exists.
+    with open(os.path.join(ROOT, "deploy", "grafana", "egs-dashboard.json")) as f:
+        dash = json.load(f)
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    used = {re.sub(r"_bucket$", "", m) for e in exprs for m in re.findall(r"\b(DCGM_FI_[A-Z_]+|egs_[a-z_]+)", e)}
+    families = {re.sub(r"_(bucket|sum|count)$", "", n) for n, _, _ in samples(scrape(cluster.admin))}
+    families |= {n for n in re.findall(r"^# TYPE (\S+)", text, re.M)}
+    assert used and used <= families, used - families
 
 
 def test_metrics_are_scoped(cluster):
