@@ -61,12 +61,13 @@ static void append_actions(struct egs_server *srv, const char *cluster, json_t *
 		if (n->attached_gpr[0]) {
 			const struct egs_gpr *g = egs_state_gpr(st, n->attached_gpr);
 			bool wanted = g && (g->state == EGS_GPR_PROVISIONING || g->state == EGS_GPR_PROVISIONED) &&
-				      !strcmp(n->gpr_id, g->id);
+				      !strcmp(n->gpr_id, g->id) && egs_strlist_has(&g->nodes, n->key);
 			if (!wanted)
 				type = "detach", gid = n->attached_gpr;
 		} else if (n->gpr_id[0]) {
 			const struct egs_gpr *g = egs_state_gpr(st, n->gpr_id);
-			if (g && (g->state == EGS_GPR_PROVISIONING || g->state == EGS_GPR_PROVISIONED))
+			if (g && (g->state == EGS_GPR_PROVISIONING || g->state == EGS_GPR_PROVISIONED) &&
+			    egs_strlist_has(&g->nodes, n->key))
 				type = "attach", gid = n->gpr_id;
 		}
 		if (!type)

@@ -126,3 +126,29 @@ def test_idle_without_enforcement_is_left_alone(cluster):
     agent.heartbeat()
     cluster.advance("2h")
     assert cluster.status(st["gprId"])["status"]["provisioningStatus"] == "Provisioned"
+
+
+def test_partial_attach_failure_detaches_the_node_left_behind(cluster):
+    agent = ScriptedAgent(cluster, "c1", ["n1", "n2", "n3", "n4"])
+    cluster.workspace("w", ["c1"])
+    gid = cluster.gpr(sliceName="w", numberOfGPUNodes=2)
+    acts = agent.api.get("/api/v1/agent/actions?wait=0")["actions"]
+    assert sorted(a["node"] for a in acts) == ["n1", "n2"]
+    # n1 attaches, n2 fails its pre-check: the GPR goes back to the queue and lands on n3 and n4.
+    ok = {"actionId": "x", "type": "attach", "gprId": gid, "node": "n1", "ok": True}
+    agent.api.ok("POST", "/api/v1/agent/actions/result", ok)
+    agent.nodes["n1"]["attached"] = gid
+    agent.api.ok("POST", "/api/v1/agent/actions/result", dict(ok, node="n2", ok=False, message="ECC errors"))
+    st = cluster.status(gid)
+    assert st["status"]["retryCount"] == 1
+    acts = {(a["type"], a["node"]) for a in agent.api.get("/api/v1/agent/actions?wait=0")["actions"]}
+    # Whatever the new placement, n1 (left attached to the failed attempt) must be detached and never
+    # re-attached unless the GPR holds it again.
+    assert ("detach", "n1") in acts or ("attach", "n1") not in acts
+    agent.serve()
+    wait_for(lambda: agent.serve() or cluster.status(gid)["status"]["provisioningStatus"] == "Provisioned",
+             what="provisioned on other nodes")
+    held = cluster.status(gid)["status"]["nodes"]
+    assert "n2" not in held
+    for n in ("n1", "n2", "n3", "n4"):
+        assert (agent.nodes[n]["attached"] == gid) == (n in held), (n, held, agent.nodes)
