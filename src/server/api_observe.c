@@ -353,65 +353,70 @@ static void workloads_list(struct egs_req *r)
 	egs_reply_ok(r, json_pack("{s:o}", "items", items));
 }
 
+static bool has(json_t *list, json_t *x)
+{
+	size_t i;
+	json_t *y;
+	json_array_foreach(list, i, y)
+		if (json_equal(x, y))
+			return true;
+	return false;
+}
+
+/* Folds workload wl (a collect_workloads entry) into its model's entry of models. */
+static void add_to_model(json_t *models, json_t *wl)
+{
+	const char *m = json_string_value(json_object_get(wl, "model"));
+	json_t *e = json_object_get(models, m);
+	if (!e) {
+		e = json_pack("{s:s, s:O, s:O, s:[], s:[], s:[], s:[]}", "model", m, "modelConfig",
+			      json_object_get(wl, "modelConfig"), "jobType", json_object_get(wl, "jobType"), "workloads",
+			      "nodes", "gprIds", "gpus");
+		json_object_set_new(models, m, e);
+	}
+	const char *ns = json_string_value(json_object_get(wl, "namespace"));
+	char full[400], node[EGS_KEY_MAX];
+	snprintf(full, sizeof(full), "%s%s%s", ns, *ns ? "/" : "", json_string_value(json_object_get(wl, "name")));
+	json_array_append_new(json_object_get(e, "workloads"), json_string(full));
+	snprintf(node, sizeof(node), "%s/%s", json_string_value(json_object_get(wl, "clusterName")),
+		 json_string_value(json_object_get(wl, "gpuNodeName")));
+	json_t *nj = json_string(node), *gid = json_object_get(wl, "gprId"), *g;
+	if (!has(json_object_get(e, "nodes"), nj))
+		json_array_append(json_object_get(e, "nodes"), nj);
+	json_decref(nj);
+	if (json_is_string(gid) && !has(json_object_get(e, "gprIds"), gid))
+		json_array_append(json_object_get(e, "gprIds"), gid);
+	size_t k;
+	json_array_foreach(json_object_get(wl, "gpus"), k, g) {
+		bool dup = false; /* GPUs shared by two pods of one model count once */
+		size_t j;
+		json_t *y;
+		json_array_foreach(json_object_get(e, "gpus"), j, y)
+			dup = dup || json_equal(json_object_get(y, "uuid"), json_object_get(g, "uuid"));
+		if (!dup)
+			json_array_append(json_object_get(e, "gpus"), g);
+	}
+}
+
 static void models_list(struct egs_req *r)
 {
 	const char *ws, *only = egs_query(r, "model");
 	if (!view_ws(r, &ws))
 		return;
-	json_t *wls = json_array(), *models = json_object(), *wl;
+	json_t *wls = json_array(), *models = json_object(), *wl, *e;
 	collect_workloads(r, ws, egs_query(r, "gprId"), wls);
 	size_t i;
-	json_array_foreach(wls, i, wl) {
-		const char *m = json_string_value(json_object_get(wl, "model"));
-		if (only && strcmp(m, only) != 0)
-			continue;
-		json_t *e = json_object_get(models, m);
-		if (!e) {
-			e = json_pack("{s:s, s:O, s:O, s:[], s:[], s:[], s:[]}", "model", m, "modelConfig",
-				      json_object_get(wl, "modelConfig"), "jobType", json_object_get(wl, "jobType"),
-				      "workloads", "nodes", "gprIds", "gpus");
-			json_object_set_new(models, m, e);
-		}
-		const char *ns = json_string_value(json_object_get(wl, "namespace"));
-		char full[400];
-		snprintf(full, sizeof(full), "%s%s%s", ns, *ns ? "/" : "", json_string_value(json_object_get(wl, "name")));
-		json_array_append_new(json_object_get(e, "workloads"), json_string(full));
-		char node[EGS_KEY_MAX];
-		snprintf(node, sizeof(node), "%s/%s", json_string_value(json_object_get(wl, "clusterName")),
-			 json_string_value(json_object_get(wl, "gpuNodeName")));
-		json_t *list = json_object_get(e, "nodes"), *x, *gid = json_object_get(wl, "gprId");
-		size_t k;
-		bool seen = false;
-		json_array_foreach(list, k, x) seen = seen || !strcmp(json_string_value(x), node);
-		if (!seen)
-			json_array_append_new(list, json_string(node));
-		seen = !json_is_string(gid);
-		json_array_foreach(json_object_get(e, "gprIds"), k, x) seen = seen || json_equal(x, gid);
-		if (!seen)
-			json_array_append(json_object_get(e, "gprIds"), gid);
-		/* GPUs shared by two pods of one model count once. */
-		json_array_foreach(json_object_get(wl, "gpus"), k, x) {
-			json_t *y;
-			size_t m2;
-			bool dup = false;
-			json_array_foreach(json_object_get(e, "gpus"), m2, y)
-				dup = dup || json_equal(json_object_get(y, "uuid"), json_object_get(x, "uuid"));
-			if (!dup)
-				json_array_append(json_object_get(e, "gpus"), x);
-		}
-	}
-	json_t *items = json_array(), *e;
+	json_array_foreach(wls, i, wl)
+		if (!only || !strcmp(json_string_value(json_object_get(wl, "model")), only))
+			add_to_model(models, wl);
+	json_t *items = json_array();
 	const char *k;
 	json_object_foreach(models, k, e) {
 		json_t *sum = summarize_rows(json_object_get(e, "gpus"));
 		json_object_set(e, "gpusCommitted", json_object_get(sum, "gpus"));
-		json_object_set(e, "highestPowerGpu", json_object_get(sum, "highestPowerGpu"));
-		json_object_set(e, "highestTempGpu", json_object_get(sum, "highestTempGpu"));
-		json_object_set(e, "avgUtilPct", json_object_get(sum, "avgUtilPct"));
-		json_object_set(e, "totalPowerW", json_object_get(sum, "totalPowerW"));
-		json_object_set(e, "hotspots", json_object_get(sum, "hotspots"));
-		json_decref(sum);
+		json_object_update(e, sum);
 		json_object_del(e, "gpus");
+		json_decref(sum);
 		json_array_append(items, e);
 	}
 	json_decref(models);

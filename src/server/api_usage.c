@@ -238,6 +238,34 @@ static double cents(double v)
 	return round(v * 100) / 100;
 }
 
+/* Adds the part [lo, hi) of g's holding to its workspace's entry of per_ws. */
+static void usage_add(struct egs_server *srv, json_t *per_ws, const struct egs_gpr *g, int64_t lo, int64_t hi)
+{
+	json_t *acc = json_object_get(per_ws, g->workspace);
+	if (!acc) {
+		acc = json_pack("{s:s, s:f, s:f, s:i, s:{}, s:[]}", "sliceName", g->workspace, "gpuHours", 0.0, "cost", 0.0,
+				"gprs", 0, "byShape", "items");
+		json_object_set_new(per_ws, g->workspace, acc);
+	}
+	const char *shape = egs_gpr_shape(srv, g);
+	int gpus = gpr_gpus(g);
+	double h = gpus * (double)(hi - lo) / 3600.0, c = egs_price_cost(srv, shape, gpus, lo, hi);
+	json_t *by = json_object_get(json_object_get(acc, "byShape"), shape);
+	if (!by) {
+		by = json_pack("{s:f, s:f}", "gpuHours", 0.0, "cost", 0.0);
+		json_object_set_new(json_object_get(acc, "byShape"), shape, by);
+	}
+	bump(by, "gpuHours", h);
+	bump(by, "cost", c);
+	bump(acc, "gpuHours", h);
+	bump(acc, "cost", c);
+	bump(acc, "gprs", 1);
+	json_array_append_new(json_object_get(acc, "items"),
+			      json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:f, s:f, s:s}", "gprId", g->id, "gprName", g->name,
+					"gpuShape", shape, "gpus", gpus, "from", time_json(lo), "to", time_json(hi), "gpuHours",
+					h, "cost", cents(c), "provisioningStatus", egs_gpr_state_name(g->state)));
+}
+
 static void usage_report(struct egs_req *r)
 {
 	struct egs_server *srv = r->srv;
@@ -260,30 +288,7 @@ static void usage_report(struct egs_req *r)
 		int64_t lo = from > since ? from : since, hi = to < until ? to : until;
 		if (hi <= lo)
 			continue;
-		json_t *acc = json_object_get(per_ws, g->workspace);
-		if (!acc) {
-			acc = json_pack("{s:s, s:f, s:f, s:i, s:{}, s:[]}", "sliceName", g->workspace, "gpuHours", 0.0, "cost",
-					0.0, "gprs", 0, "byShape", "items");
-			json_object_set_new(per_ws, g->workspace, acc);
-		}
-		const char *shape = egs_gpr_shape(srv, g);
-		int gpus = gpr_gpus(g);
-		double h = gpus * (double)(hi - lo) / 3600.0, c = egs_price_cost(srv, shape, gpus, lo, hi);
-		json_t *by = json_object_get(json_object_get(acc, "byShape"), shape);
-		if (!by) {
-			by = json_pack("{s:f, s:f}", "gpuHours", 0.0, "cost", 0.0);
-			json_object_set_new(json_object_get(acc, "byShape"), shape, by);
-		}
-		bump(by, "gpuHours", h);
-		bump(by, "cost", c);
-		bump(acc, "gpuHours", h);
-		bump(acc, "cost", c);
-		bump(acc, "gprs", 1);
-		json_array_append_new(json_object_get(acc, "items"),
-				      json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:f, s:f, s:s}", "gprId", g->id, "gprName",
-						g->name, "gpuShape", shape, "gpus", gpus, "from", time_json(lo), "to",
-						time_json(hi), "gpuHours", h, "cost", cents(c), "provisioningStatus",
-						egs_gpr_state_name(g->state)));
+		usage_add(srv, per_ws, g, lo, hi);
 	}
 	json_t *items = json_array(), *acc;
 	const char *k;
@@ -411,6 +416,27 @@ static void shape_wait(struct insight *in, const char *shape, int64_t wait, bool
 		json_array_append_new(json_object_get(s, "_waits"), json_integer(wait));
 }
 
+/* Early release per workspace: GPRs started in the period, those released before their exit, and
+ * the GPU-hours they handed back. */
+static void insight_early(struct insight *in, const struct egs_gpr *g, int gpus)
+{
+	int64_t from, to;
+	if (!g->start_ts || g->start_ts < in->since || g->start_ts >= in->until)
+		return;
+	json_t *e = json_object_get(in->early, g->workspace);
+	if (!e) {
+		e = json_pack("{s:s, s:i, s:i, s:f, s:f}", "sliceName", g->workspace, "provisioned", 0, "earlyReleased", 0,
+			      "rate", 0.0, "gpuHoursReturned", 0.0);
+		json_object_set_new(in->early, g->workspace, e);
+	}
+	bump(e, "provisioned", 1);
+	if ((g->flags & EGS_GPRF_EARLY_RELEASE) && egs_gpr_held(g, in->now, &from, &to) && g->exit_at > to &&
+	    g->state != EGS_GPR_PROVISIONED) {
+		bump(e, "earlyReleased", 1);
+		bump(e, "gpuHoursReturned", gpus * (double)(g->exit_at - to) / 3600.0);
+	}
+}
+
 static void insight_gpr(struct egs_server *srv, struct insight *in, const struct egs_gpr *g)
 {
 	char key[2 * EGS_NAME_MAX + 2];
@@ -442,20 +468,7 @@ static void insight_gpr(struct egs_server *srv, struct insight *in, const struct
 	} else if (waiting && g->created_at < in->until) {
 		shape_wait(in, shape, in->now - g->created_at, true);
 	}
-	if (g->start_ts && g->start_ts >= in->since && g->start_ts < in->until) {
-		json_t *e = json_object_get(in->early, g->workspace);
-		if (!e) {
-			e = json_pack("{s:s, s:i, s:i, s:f, s:f}", "sliceName", g->workspace, "provisioned", 0,
-				      "earlyReleased", 0, "rate", 0.0, "gpuHoursReturned", 0.0);
-			json_object_set_new(in->early, g->workspace, e);
-		}
-		bump(e, "provisioned", 1);
-		if ((g->flags & EGS_GPRF_EARLY_RELEASE) && egs_gpr_held(g, in->now, &from, &to) && g->exit_at > to &&
-		    g->state != EGS_GPR_PROVISIONED) {
-			bump(e, "earlyReleased", 1);
-			bump(e, "gpuHoursReturned", gpus * (double)(g->exit_at - to) / 3600.0);
-		}
-	}
+	insight_early(in, g, gpus);
 }
 
 static int most_waited(const void *a, const void *b)

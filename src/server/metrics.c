@@ -126,8 +126,12 @@ static json_t *workload_on(struct egs_server *srv, const struct egs_node *n, con
 	json_t *wl, *g;
 	if (!w)
 		return NULL;
-	json_array_foreach(w->items, i, wl) json_array_foreach(json_object_get(wl, "gpus"), j, g) if (
-		!strcmp(json_string_value(g), uuid)) return wl;
+	json_array_foreach(w->items, i, wl) {
+		json_array_foreach(json_object_get(wl, "gpus"), j, g) {
+			if (!strcmp(json_string_value(g), uuid))
+				return wl;
+		}
+	}
 	return NULL;
 }
 
