@@ -326,3 +326,30 @@ void egs_node_observed(struct egs_state *st, struct egs_node *n, int64_t now)
 		st->generation++; /* a new deadline for the scheduler */
 	}
 }
+
+enum egs_err egs_gpr_evict(struct egs_state *st, struct egs_gpr *g, const char *why, int64_t now)
+{
+	if (g->state != EGS_GPR_PROVISIONING && g->state != EGS_GPR_PROVISIONED)
+		return g->state == EGS_GPR_PENDING || g->state == EGS_GPR_QUEUED ? EGS_ERR_GPR_NOT_PROVISIONED
+		       : g->state == EGS_GPR_RELEASING || g->state == EGS_GPR_COMPLETE ? EGS_ERR_GPR_RELEASED
+										  : EGS_ERR_GPR_FINISHED;
+	char reason[300];
+	snprintf(reason, sizeof(reason), "evicted: %s", why);
+	egs_utf8_sanitize(reason);
+	free(g->failure_reason);
+	g->failure_reason = egs_strdup(reason);
+	if (g->flags & EGS_GPRF_REQUEUE) {
+		let_go_of_nodes(st, g, now);
+		egs_strlist_cleanup(&g->nodes);
+		g->start_ts = g->exit_at = 0;
+		g->marks_sent = 0;
+		egs_gpr_set_state(st, g, EGS_GPR_QUEUED, now, "Evicted", "GPR %s evicted (%s); back in the queue", g->name,
+				  why);
+		return EGS_OK;
+	}
+	egs_gpr_set_state(st, g, EGS_GPR_RELEASING, now, "Evicted", "GPR %s evicted (%s); draining %zu node(s)", g->name,
+			  why, g->nodes.n);
+	let_go_of_nodes(st, g, now);
+	maybe_complete(st, g, now);
+	return EGS_OK;
+}

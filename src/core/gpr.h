@@ -56,6 +56,11 @@ void egs_gpr_expire(struct egs_state *st, struct egs_gpr *g, int64_t now);
 /* Records a node's fresh GPU samples: keeps the idle clock of the provisioned GPR holding it. */
 void egs_node_observed(struct egs_state *st, struct egs_node *n, int64_t now);
 
+/* Evicts a provisioning or provisioned g (an admin's decision, with a reason): back to the queue
+ * when it asked for requeueOnFailure, else released.  EGS_ERR_GPR_NOT_PROVISIONED / _RELEASED /
+ * _FINISHED in other states. */
+enum egs_err egs_gpr_evict(struct egs_state *st, struct egs_gpr *g, const char *why, int64_t now);
+
 /* Sends g back to the queue (or to Error after the retry limit) after a failed attempt. */
 void egs_gpr_fail_attempt(struct egs_state *st, struct egs_gpr *g, const char *why, int64_t now);
 

@@ -737,3 +737,22 @@ int64_t egs_sched_estimate(struct egs_state *st, const struct egs_gpr *g, int64_
 	plan_cleanup(&p);
 	return result;
 }
+
+void egs_sched_dry_starts(struct egs_state *st, int64_t now, int64_t *out, struct egs_gpr **order)
+{
+	struct egs_plan p;
+	plan_init(&p, st, now);
+	size_t nq = egs_queue_len(&st->queue);
+	struct egs_gpr **o = order ? order : egs_malloc((nq + 1) * sizeof(*o));
+	egs_queue_sorted(&st->queue, o);
+	for (size_t i = 0; i < nq; i++) {
+		struct wsinfo *w = ws_get(&p, o[i]->workspace);
+		int64_t t = place(&p, o[i], w);
+		if (t != EGS_NEVER)
+			reserve(&p, o[i], w, t);
+		out[i] = t;
+	}
+	if (!order)
+		free(o);
+	plan_cleanup(&p);
+}

@@ -59,4 +59,9 @@ int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, s
  * EGS_NAME_MAX bytes) receives the cluster it would start on. */
 int64_t egs_sched_estimate(struct egs_state *st, const struct egs_gpr *g, int64_t now, char *cluster_out);
 
+/* The start every queued GPR would get from a full plan at now, without changing anything: out
+ * (caller-provided, egs_queue_len entries) receives them in queue order, EGS_NEVER where none;
+ * order (same size, may be NULL) the GPRs.  Used to check that a change delays no one. */
+void egs_sched_dry_starts(struct egs_state *st, int64_t now, int64_t *out, struct egs_gpr **order);
+
 #endif

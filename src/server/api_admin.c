@@ -98,6 +98,47 @@ static void gpr_reject(struct egs_req *r)
 		egs_reply_ok(r, json_pack("{s:s}", "gprId", id));
 }
 
+static void gpr_evict(struct egs_req *r)
+{
+	static const char *const allowed[] = { "gprId", "reason", NULL };
+	char id[EGS_ID_MAX], reason[256];
+	struct egs_gpr *g = admin_gpr(r, allowed, id);
+	if (!g || !egs_get_str(r, r->body, "reason", true, reason, sizeof(reason)) ||
+	    !egs_check_text(r, "reason", reason))
+		return;
+	enum egs_err err = egs_gpr_evict(&r->srv->st, g, reason, egs_now(r->srv));
+	if (err)
+		egs_reply_err(r, err, NULL, "gprId", "Cannot evict GPR in %s state", egs_gpr_state_name(g->state));
+	else
+		egs_reply_ok(r, json_pack("{s:s, s:s}", "gprId", id, "provisioningStatus", egs_gpr_state_name(g->state)));
+}
+
+/* Moves a waiting GPR to the front: one priority step above the highest queued (at most 1000). */
+static void queue_top(struct egs_req *r)
+{
+	static const char *const allowed[] = { "gprId", NULL };
+	char id[EGS_ID_MAX];
+	struct egs_gpr *g = admin_gpr(r, allowed, id);
+	if (!g)
+		return;
+	enum egs_err err = egs_gpr_editable(g);
+	if (err) {
+		egs_reply_err(r, err, NULL, "gprId", "Cannot move a GPR in %s state", egs_gpr_state_name(g->state));
+		return;
+	}
+	struct egs_state *st = &r->srv->st;
+	const struct egs_gpr *head = egs_queue_peek(&st->queue);
+	int top = head && head != g ? head->priority + 1 : g->priority;
+	if (top > 1000) {
+		egs_reply_err(r, EGS_ERR_CONFLICT, "QUEUE_TOP_FULL", "gprId",
+			      "GPR %s already waits at priority 1000; lower it before moving another above it", head->id);
+		return;
+	}
+	if (top > g->priority)
+		egs_gpr_set_priority(st, g, top, egs_now(r->srv));
+	egs_reply_ok(r, json_pack("{s:s, s:i}", "gprId", id, "priority", g->priority));
+}
+
 static void healthz(struct egs_req *r)
 {
 	egs_reply_ok(r, json_pack("{s:s}", "status", "ok"));
@@ -107,6 +148,8 @@ const struct egs_route egs_routes_admin[] = {
 	{ EVHTTP_REQ_POST, "/api/v1/debug/clock", debug_clock, true }, /* authenticates itself */
 	{ EVHTTP_REQ_POST, "/api/v1/gpr/approve", gpr_approve, false },
 	{ EVHTTP_REQ_POST, "/api/v1/gpr/reject", gpr_reject, false },
+	{ EVHTTP_REQ_POST, "/api/v1/gpr/evict", gpr_evict, false },
+	{ EVHTTP_REQ_POST, "/api/v1/queue/top", queue_top, false },
 	{ EVHTTP_REQ_GET, "/healthz", healthz, true },
 	{ 0, NULL, NULL, false },
 };

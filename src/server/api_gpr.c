@@ -22,7 +22,7 @@ static const char *const request_fields[] = {
 	"gpuShape", "memoryPerGPU", "memoryPerGpu", "exitDuration", "priority", "idleTimeOutDuration",
 	"enforceIdleTimeOut", "enableEviction", "requeueOnFailure", "preferredClusters", "enableAutoClusterSelection",
 	"enableAutoGpuSelection", "multiNode", "dedicatedNodes", "enableRDMA", "enableSecondaryNetwork",
-	"gpuSharingMode", "gprId", "earlyRelease", NULL,
+	"gpuSharingMode", "gprId", "earlyRelease", "extendBy", NULL,
 };
 
 static bool get_duration(struct egs_req *r, const char *field, bool required, int64_t *out, bool *present)
@@ -377,6 +377,71 @@ static void reply_state_err(struct egs_req *r, enum egs_err err, const struct eg
 	}
 }
 
+/*
+ * extendBy: a provisioned GPR gets a grace period when the plan shows it delays no one: every
+ * queued GPR's start, planned with the longer window, is no later than without it.  Otherwise a
+ * 409 names the first GPR whose start it would move.
+ */
+static void extend(struct egs_req *r, struct egs_gpr *g, int64_t now)
+{
+	static const char *const extend_only[] = { "gprId", "extendBy", NULL };
+	struct egs_state *st = &r->srv->st;
+	char buf[40];
+	int64_t secs;
+	const char *why;
+	if (!only_fields(r->body, extend_only)) {
+		egs_reply_invalid(r, "extendBy", "extendBy cannot be combined with other changes");
+		return;
+	}
+	if (!egs_get_str(r, r->body, "extendBy", true, buf, sizeof(buf)))
+		return;
+	if (!egs_duration_parse(buf, &secs, &why)) {
+		egs_reply_invalid(r, "extendBy", "extendBy %s", why);
+		return;
+	}
+	if (g->state != EGS_GPR_PROVISIONED) {
+		reply_state_err(r, g->state == EGS_GPR_PROVISIONING ? EGS_ERR_CONFLICT
+				   : g->state == EGS_GPR_RELEASING || g->state == EGS_GPR_COMPLETE ? EGS_ERR_GPR_RELEASED
+				   : g->state == EGS_GPR_PENDING || g->state == EGS_GPR_QUEUED ? EGS_ERR_GPR_NOT_PROVISIONED
+											: EGS_ERR_GPR_FINISHED,
+				g, "extend");
+		return;
+	}
+	size_t nq = egs_queue_len(&st->queue);
+	int64_t *before = egs_malloc((nq + 1) * sizeof(*before)), *after = egs_malloc((nq + 1) * sizeof(*after));
+	struct egs_gpr **order = egs_malloc((nq + 1) * sizeof(*order));
+	egs_sched_dry_starts(st, now, before, order);
+	g->exit_at += secs;
+	g->exit_duration_s += secs;
+	egs_sched_dry_starts(st, now, after, order);
+	size_t delayed = nq;
+	for (size_t i = 0; i < nq && delayed == nq; i++)
+		if (after[i] > before[i])
+			delayed = i;
+	if (delayed < nq) {
+		g->exit_at -= secs;
+		g->exit_duration_s -= secs;
+		char t0[32] = "never", t1[32] = "never";
+		if (before[delayed] != EGS_NEVER)
+			egs_time_format(before[delayed], t0, sizeof(t0));
+		if (after[delayed] != EGS_NEVER)
+			egs_time_format(after[delayed], t1, sizeof(t1));
+		egs_reply_err(r, EGS_ERR_CONFLICT, "GPR_EXTENSION_DELAYS_OTHERS", "extendBy",
+			      "extending GPR %s by %s would move the start of GPR %s from %s to %s", g->id, buf,
+			      order[delayed]->id, t0, t1);
+	} else {
+		egs_state_touch(st, EGS_KIND_GPR, g);
+		char t[32];
+		egs_time_format(g->exit_at, t, sizeof(t));
+		egs_state_event(st, now, "Normal", "Extended", "GPR", g->id, g->workspace,
+				"GPR %s extended by %s; it now exits at %s", g->name, buf, t);
+		egs_reply_ok(r, json_pack("{s:s, s:s}", "gprId", g->id, "exitTimestamp", t));
+	}
+	free(before);
+	free(after);
+	free(order);
+}
+
 static void gpr_update(struct egs_req *r)
 {
 	static const char *const release_only[] = { "gprId", "earlyRelease", NULL };
@@ -407,6 +472,10 @@ static void gpr_update(struct egs_req *r)
 			return;
 		}
 		egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+		return;
+	}
+	if (json_object_get(r->body, "extendBy")) {
+		extend(r, g, now);
 		return;
 	}
 	if (only_fields(r->body, release_only)) { /* nothing to change */

@@ -32,3 +32,59 @@ def test_queue_positions_groups_and_scope(cluster):
     assert cluster.admin.get("/api/v1/queue")["items"][0]["gprId"] == q1
     status, doc = cluster.admin.with_token(cluster.tokens["worker-1"]).call("GET", "/api/v1/queue")
     assert status == 403 and doc["error"]["errorKey"] == "FORBIDDEN"
+
+
+def test_move_to_top_and_evict(cluster):
+    cluster.add_cluster("worker-1", [("h100-1", H100)])
+    for w in ("run", "a", "b"):
+        cluster.workspace(w, ["worker-1"])
+    run = cluster.gpr(sliceName="run", exitDuration="3h", requeueOnFailure=True)
+    cluster.wait_state(run, "Provisioned")
+    a = cluster.gpr(sliceName="a", priority=250)
+    b = cluster.gpr(sliceName="b", priority=50)
+    top = cluster.admin.ok("POST", "/api/v1/queue/top", {"gprId": b})
+    assert top["priority"] == 251
+    assert [i["gprId"] for i in cluster.admin.get("/api/v1/queue")["items"]] == [b, a]
+    owner = cluster.admin.with_token(cluster.key("Owner", "b"))
+    status, doc = owner.call("POST", "/api/v1/queue/top", {"gprId": b})
+    assert status == 403
+    # Evict the running GPR: it asked to be requeued, so it waits again, and b gets the node.
+    status, doc = cluster.admin.call("POST", "/api/v1/gpr/evict", {"gprId": run})
+    assert status == 422 and doc["error"]["data"]["field"] == "reason"
+    cluster.admin.ok("POST", "/api/v1/gpr/evict", {"gprId": run, "reason": "maintenance of rack 4"})
+    st = cluster.status(run)
+    assert st["status"]["provisioningStatus"] == "Queued" and "rack 4" in st["status"]["failureReason"]
+    cluster.wait_state(b, "Provisioned")
+    status, doc = cluster.admin.call("POST", "/api/v1/gpr/evict", {"gprId": a, "reason": "x"})
+    assert status == 409 and doc["error"]["errorKey"] == "GPR_NOT_PROVISIONED"
+    reasons = [e["reason"] for e in cluster.admin.get("/api/v1/events?gprId=" + run)["items"]]
+    assert "Evicted" in reasons
+
+
+def test_extend_only_when_it_delays_no_one(cluster):
+    cluster.add_cluster("worker-1", [("h100-1", H100), ("h100-2", H100)])
+    for w in ("a", "b"):
+        cluster.workspace(w, ["worker-1"])
+    g = cluster.gpr(sliceName="a", exitDuration="2h")
+    st = cluster.wait_state(g, "Provisioned")
+    # Nobody waits: a grace period is granted.
+    data = cluster.admin.ok("PUT", "/api/v1/gpr", {"gprId": g, "extendBy": "30m"})
+    assert data["exitTimestamp"] > st["status"]["exitTimestamp"]
+    assert cluster.status(g)["exitDuration"] == "2h30m0s"
+    # Workspace b holds the other node for 4h and queues a 2-node GPR: it needs g's node at 2h30m.
+    other = cluster.gpr(sliceName="b", exitDuration="4h")
+    cluster.wait_state(other, "Provisioned")
+    waiting = cluster.gpr(sliceName="b", numberOfGPUNodes=2, exitDuration="1h")
+    before = cluster.status(waiting)["estimatedStartTime"]
+    # It starts when b's own GPR ends (4h): extending g by 1h (to 3h30m) delays no one...
+    cluster.admin.ok("PUT", "/api/v1/gpr", {"gprId": g, "extendBy": "1h"})
+    # ...but by 1h more (to 4h30m) it would.
+    status, doc = cluster.admin.call("PUT", "/api/v1/gpr", {"gprId": g, "extendBy": "1h"})
+    assert status == 409 and doc["error"]["errorKey"] == "GPR_EXTENSION_DELAYS_OTHERS"
+    assert waiting in doc["error"]["message"]
+    assert cluster.status(g)["exitDuration"] == "3h30m0s"
+    assert cluster.status(waiting)["estimatedStartTime"] == before
+    status, doc = cluster.admin.call("PUT", "/api/v1/gpr", {"gprId": waiting, "extendBy": "1h"})
+    assert status == 409 and doc["error"]["errorKey"] == "GPR_NOT_PROVISIONED"
+    status, doc = cluster.admin.call("PUT", "/api/v1/gpr", {"gprId": g, "extendBy": "1x"})
+    assert status == 422 and doc["error"]["data"]["field"] == "extendBy"
