@@ -91,10 +91,11 @@ static bool get_dur(json_t *s, const char *k, int64_t min, int64_t max, bool all
 static bool get_num(json_t *s, const char *k, double min, double max, double *out, char *why, size_t whylen)
 {
 	json_t *v = json_object_get(s, k);
+	bool whole = !strcmp(k, "eventRetention") || !strcmp(k, "seriesPoints");
 	if (!v)
 		return true;
-	if (!json_is_number(v) || json_number_value(v) < min || json_number_value(v) > max) {
-		snprintf(why, whylen, "%s must be a number from %g to %g", k, min, max);
+	if (!(whole ? json_is_integer(v) : json_is_number(v)) || json_number_value(v) < min || json_number_value(v) > max) {
+		snprintf(why, whylen, "%s must be %s from %g to %g", k, whole ? "an integer" : "a number", min, max);
 		return false;
 	}
 	*out = json_number_value(v);

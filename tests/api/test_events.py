@@ -48,8 +48,9 @@ def test_exit_warning_lead_time_is_configurable(cluster):
     assert cluster.admin.ok("PUT", "/api/v1/settings/observability", {"exitWarning": "off"})["exitWarning"] == "off"
     status, doc = cluster.admin.call("PUT", "/api/v1/settings/observability", {"exitWarning": "soon"})
     assert status == 422 and doc["error"]["data"]["field"] == "exitWarning"
-    status, doc = cluster.admin.call("PUT", "/api/v1/settings/observability", {"eventRetention": 5})
-    assert status == 422 and doc["error"]["data"]["field"] == "eventRetention"
+    for bad in (5, 200.5, "200"):
+        status, doc = cluster.admin.call("PUT", "/api/v1/settings/observability", {"eventRetention": bad})
+        assert status == 422 and doc["error"]["data"]["field"] == "eventRetention"
     status, doc = cluster.admin.call("PUT", "/api/v1/settings/observability", {"bogus": 1})
     assert status == 422
 
