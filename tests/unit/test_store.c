@@ -663,6 +663,7 @@ static void test_events_retention_and_prune(void **unused)
 	/* A repeated event keeps its id and bumps count: the row is replaced. */
 	struct egs_event *bump = egs_calloc(1, sizeof(*bump));
 	*bump = *ring_event(&st, 9);
+	bump->listed = false; /* a new object: it joins the ring (and is freed with it) */
 	bump->message = egs_strdup("tick 9 again");
 	bump->count = 4;
 	bump->time = 500;
