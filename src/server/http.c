@@ -409,9 +409,8 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_events, egs_routes_observe, egs_routes_usage, egs_routes_metrics, /* observability */
 };
 
-static bool path_match(const char *pattern, const char *path)
+bool egs_path_match(const char *pattern, const char *path)
 {
-	/* "{}" in a pattern matches one non-empty segment without '/'. */
 	while (*pattern && *path) {
 		if (pattern[0] == '{' && pattern[1] == '}') {
 			if (*path == '/')
@@ -427,12 +426,21 @@ static bool path_match(const char *pattern, const char *path)
 	return !*pattern && !*path;
 }
 
+const char *egs_route_pattern(const char *path)
+{
+	for (size_t t = 0; t < EGS_ARRAY_LEN(route_tables); t++)
+		for (const struct egs_route *rt = route_tables[t]; rt->fn; rt++)
+			if (egs_path_match(rt->path, path))
+				return rt->path;
+	return NULL;
+}
+
 static const struct egs_route *find_route(enum evhttp_cmd_type m, const char *path, bool *path_known)
 {
 	*path_known = false;
 	for (size_t t = 0; t < EGS_ARRAY_LEN(route_tables); t++) {
 		for (const struct egs_route *rt = route_tables[t]; rt->fn; rt++) {
-			if (!path_match(rt->path, path))
+			if (!egs_path_match(rt->path, path))
 				continue;
 			*path_known = true;
 			if (rt->method == m)

@@ -28,34 +28,11 @@ static const double est_le[EGS_EST_BUCKETS] = { -3600, -600, -60, 0, 60, 600, 36
 
 /* ---- request latency ---- */
 
-static bool path_match(const char *pattern, const char *path)
-{
-	while (*pattern && *path) {
-		if (pattern[0] == '{' && pattern[1] == '}') {
-			if (*path == '/')
-				return false;
-			while (*path && *path != '/')
-				path++;
-			pattern += 2;
-			continue;
-		}
-		if (*pattern++ != *path++)
-			return false;
-	}
-	return !*pattern && !*path;
-}
 
 const char *egs_metrics_route(const char *path)
 {
-	static const struct egs_route *const tables[] = {
-		egs_routes_auth,   egs_routes_workspace, egs_routes_inventory, egs_routes_gpr,   egs_routes_agent,
-		egs_routes_admin,  egs_routes_events,    egs_routes_observe,   egs_routes_usage, egs_routes_metrics,
-	};
-	for (size_t t = 0; t < EGS_ARRAY_LEN(tables); t++)
-		for (const struct egs_route *rt = tables[t]; rt->fn; rt++)
-			if (path_match(rt->path, path))
-				return rt->path;
-	return "other"; /* unknown paths share one series: callers cannot blow up cardinality */
+	const char *pattern = egs_route_pattern(path);
+	return pattern ? pattern : "other"; /* unknown paths share one series: no cardinality blow-up */
 }
 
 void egs_obs_request(struct egs_server *srv, const char *method, const char *path, int status, int64_t t0_us)
