@@ -122,8 +122,11 @@ enum egs_err egs_client_set_token(struct egs_client *c, const char *bearer_token
 
 /*
  * Authenticates: POST /api/v1/auth {"apiKey"} and, on success, installs the returned bearer token
- * on c for the calls that follow.  api_key is borrowed and not kept.  A malformed key answers
- * EGS_ERR_BAD_REQUEST, an unknown one EGS_ERR_UNAUTHENTICATED, an expired one EGS_ERR_EXPIRED.
+ * on c for the calls that follow.  A malformed key answers EGS_ERR_BAD_REQUEST, an unknown one
+ * EGS_ERR_UNAUTHENTICATED, an expired one EGS_ERR_EXPIRED.
+ * On success c keeps a copy of api_key (in memory only, wiped by egs_client_free()) so that any
+ * later call answered 401 TOKEN_EXPIRED authenticates again once and is retried: a long session
+ * (a wait of hours) outlives its tokens without the caller noticing.
  */
 enum egs_err egs_client_authenticate(struct egs_client *c, const char *api_key);
 

@@ -110,19 +110,6 @@ static json_t *one_field(const char *field, const char *value)
 	return o;
 }
 
-enum egs_err egs_client_authenticate(struct egs_client *c, const char *api_key)
-{
-	json_t *body = one_field("apiKey", api_key), *data = NULL;
-	enum egs_err err = simple(c, "POST", "/api/v1/auth", body, NULL, &data);
-	const char *token = json_string_value(json_object_get(data, "token"));
-
-	if (err == EGS_OK)
-		err = token && *token ? egs_client_set_token(c, token) : EGS_ERR_IO;
-	json_decref(body);
-	json_decref(data);
-	return err;
-}
-
 enum egs_err egs_client_inventory(struct egs_client *c, json_t **items)
 {
 	return simple(c, "GET", "/api/v1/inventory/list", NULL, "items", items);

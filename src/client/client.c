@@ -26,6 +26,7 @@ struct egs_client {
 	CURL *curl;
 	char *base; /* base URL without a trailing slash */
 	char *auth; /* "Authorization: Bearer <token>", or NULL */
+	char *api_key; /* kept by egs_client_authenticate() to renew an expired token, or NULL */
 	egs_client_abort_fn abort_fn;
 	void *abort_arg;
 	long timeout_s; /* of the typed calls (api.c) */
@@ -89,16 +90,21 @@ struct egs_client *egs_client_new(const char *base_url, const char *bearer_token
 	return c;
 }
 
-/* Frees the Authorization header without leaving the token lying in freed heap memory. */
-static void drop_auth(struct egs_client *c)
+/* Frees a secret without leaving it lying in freed heap memory; sets *s to NULL. */
+static void wipe(char **s)
 {
-	if (c->auth) {
-		volatile char *p = c->auth;
+	if (*s) {
+		volatile char *p = *s;
 		while (*p)
 			*p++ = '\0';
 	}
-	egs_free(c->auth);
-	c->auth = NULL;
+	egs_free(*s);
+	*s = NULL;
+}
+
+static void drop_auth(struct egs_client *c)
+{
+	wipe(&c->auth);
 }
 
 enum egs_err egs_client_set_token(struct egs_client *c, const char *bearer_token)
@@ -133,6 +139,7 @@ void egs_client_free(struct egs_client *c)
 		return;
 	curl_easy_cleanup(c->curl);
 	drop_auth(c);
+	wipe(&c->api_key);
 	egs_free(c->base);
 	egs_free(c);
 }
@@ -388,8 +395,9 @@ static enum egs_err read_answer(struct egs_client *c, long status, const struct 
 	return err;
 }
 
-enum egs_err egs_client_call(struct egs_client *c, const char *method, const char *path, json_t *body,
-			     long timeout_s, long *http_status, json_t **data)
+/* One request and its answer: egs_client_call() without the token renewal. */
+static enum egs_err call_once(struct egs_client *c, const char *method, const char *path, json_t *body,
+			      long timeout_s, long *http_status, json_t **data)
 {
 	enum egs_err err = EGS_ERR_IO;
 	struct body b = {0};
@@ -437,5 +445,51 @@ out:
 	egs_free(b.buf);
 	egs_free(url);
 	free(payload); /* jansson allocated it with malloc */
+	return err;
+}
+
+/* POST /api/v1/auth with the key; installs the token on success. */
+static enum egs_err login(struct egs_client *c, const char *api_key, long timeout_s)
+{
+	json_t *body = json_pack("{s:s}", "apiKey", api_key ? api_key : ""), *data = NULL;
+	enum egs_err err = call_once(c, "POST", "/api/v1/auth", body, timeout_s, NULL, &data);
+	const char *token = json_string_value(json_object_get(data, "token"));
+
+	if (err == EGS_OK && !(token && *token && egs_client_set_token(c, token) == EGS_OK)) {
+		set_errmsg(c, "the answer to POST /api/v1/auth holds no usable token");
+		err = EGS_ERR_IO;
+	}
+	json_decref(body);
+	json_decref(data);
+	return err;
+}
+
+enum egs_err egs_client_authenticate(struct egs_client *c, const char *api_key)
+{
+	enum egs_err err;
+
+	EGS_ASSERT(api_key);
+	wipe(&c->api_key);
+	err = login(c, api_key, c->timeout_s);
+	if (err == EGS_OK)
+		c->api_key = egs_strdup(api_key);
+	return err;
+}
+
+enum egs_err egs_client_call(struct egs_client *c, const char *method, const char *path, json_t *body,
+			     long timeout_s, long *http_status, json_t **data)
+{
+	enum egs_err err = call_once(c, method, path, body, timeout_s, http_status, data);
+
+	/* A token outlived by a long session (a wait of hours) is renewed once with the kept key. */
+	if (err == EGS_ERR_EXPIRED && c->api_key && strcmp(c->errkey, "TOKEN_EXPIRED") == 0) {
+		if (data)
+			json_decref(*data);
+		err = login(c, c->api_key, timeout_s);
+		if (err == EGS_OK)
+			err = call_once(c, method, path, body, timeout_s, http_status, data);
+		else if (data)
+			*data = NULL;
+	}
 	return err;
 }
