@@ -1,0 +1,522 @@
+/*
+ * ctl_get.c: `egsctl get RESOURCE [NAME...]`: one listing per resource, as a table (wide adds
+ * columns), JSON or YAML ({"items": [...]}, or the object itself for one named object) or names.
+ *
+ * `get queue` is built here from GET /api/v1/gpr/list: the server has no queue route yet, so the
+ * queue is the Queued GPRs the caller may see, ordered by estimated start (the scheduler's order),
+ * then the Pending ones (waiting for an admin's approval).
+ */
+#include "core/common.h"
+#include "core/util.h"
+
+#include "client/ctl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static const char get_help[] =
+	"usage: egsctl get RESOURCE [NAME...] [options]\n"
+	"\n"
+	"Lists objects.  RESOURCE is one of:\n"
+	"  gprs (gpr)              GPU provision requests; NAME is a gprId\n"
+	"  workspaces (ws)         slice workspaces\n"
+	"  nodes (node)            GPU nodes of the inventory\n"
+	"  gpus (gpu)              GPUs with their latest samples (admins)\n"
+	"  clusters (cluster)      registered clusters and their agents\n"
+	"  events (ev)             events, newest first\n"
+	"  queue (q)               waiting GPRs in the order they will start\n"
+	"\n"
+	"options:\n"
+	"  -w, --workspace NAME    only this workspace (gprs, events, queue)\n"
+	"  --status STATE          only GPRs in this state (Queued, Provisioned, ...)\n"
+	"  --cluster NAME          only this cluster (nodes, gpus)\n"
+	"  --gpr ID                only events of this GPR\n"
+	"  --type Normal|Warning   only events of this type\n"
+	"  --since DURATION        only events newer than this (1h, 30m)\n"
+	"  --limit N               at most N events (default 100)\n"
+	"  -o FORMAT               table, wide, json, yaml or name\n"
+	"\n"
+	"examples:\n"
+	"  egsctl get gprs -w team-a\n"
+	"  egsctl get queue -o wide\n"
+	"  egsctl get gpr gpr-00000001-ab12 -o yaml\n"
+	"  egsctl get events --type Warning --since 1h\n";
+
+struct get_opts {
+	const char *workspace, *status, *cluster, *gpr, *type, *since, *limit;
+	const char *names[16];
+	int nnames;
+};
+
+/* ---- shared cells ---- */
+
+static const char *or_dash(const char *s)
+{
+	return s && *s ? s : "-";
+}
+
+/* "2x8": nodes x GPUs per node. */
+static void gpus_cell(json_t *g, char *buf, size_t n)
+{
+	snprintf(buf, n, "%lldx%lld", ctl_int_of(g, "numberOfGPUNodes"), ctl_int_of(g, "numberOfGPUs"));
+}
+
+/* The wait of a waiting GPR from the server's estimatedWaitTime ("1h2m0s" -> "1h2m"). */
+static void wait_cell(json_t *g, char *buf, size_t n)
+{
+	const char *state = ctl_str(json_object_get(g, "status"), "provisioningStatus"), *why;
+	const char *w = ctl_str(g, "estimatedWaitTime");
+	int64_t secs;
+
+	if (strcmp(state, "Queued") != 0 && strcmp(state, "Pending") != 0)
+		egs_strlcpy(buf, "-", n);
+	else if (!*w || !egs_duration_parse(w, &secs, &why))
+		egs_strlcpy(buf, strcmp(state, "Pending") ? "unknown" : "approval", n);
+	else
+		ctl_duration_text(secs, buf, n);
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+	return strcmp(ctl_str(*(json_t *const *)a, "gprId"), ctl_str(*(json_t *const *)b, "gprId"));
+}
+
+/* Sorts an array of GPRs by gprId (ids lead with the creation sequence). */
+static void sort_by_id(json_t *items)
+{
+	size_t n = json_array_size(items);
+	json_t **v = egs_calloc(n, sizeof(*v));
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(items, i));
+	qsort(v, n, sizeof(*v), cmp_id);
+	json_array_clear(items);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(items, v[i]);
+	egs_free(v);
+}
+
+/* Prints items (or the one named object) in json, yaml or name format; false for tables. */
+static bool print_structured(struct ctl *c, json_t *items, bool single, const char *kind, const char *key)
+{
+	json_t *wrap;
+	size_t i;
+	json_t *o;
+
+	if (c->format == CTL_OUT_NAME) {
+		json_array_foreach(items, i, o)
+			printf("%s/%s\n", kind, ctl_str(o, key));
+		return true;
+	}
+	if (single && json_array_size(items) == 1)
+		return ctl_print_data(c, json_array_get(items, 0));
+	wrap = json_pack("{s:O}", "items", items);
+	bool done = ctl_print_data(c, wrap);
+	json_decref(wrap);
+	return done;
+}
+
+/* ---- gprs ---- */
+
+static void gpr_row(struct ctl_table *t, json_t *g, bool wide)
+{
+	json_t *st = json_object_get(g, "status");
+	char gpus[32], wait[32], prio[16], dur[32], nodes[512] = "";
+	int64_t secs;
+	const char *why;
+	size_t i, used = 0;
+	json_t *n;
+
+	gpus_cell(g, gpus, sizeof(gpus));
+	wait_cell(g, wait, sizeof(wait));
+	snprintf(prio, sizeof(prio), "%lld", ctl_int_of(g, "priority"));
+	if (!wide) {
+		ctl_table_add(t, ctl_str(g, "gprId"), ctl_str(g, "gprName"), ctl_str(g, "sliceName"),
+			      ctl_str(st, "provisioningStatus"), prio, gpus, wait);
+		return;
+	}
+	secs = 0;
+	egs_duration_parse(ctl_str(g, "exitDuration"), &secs, &why);
+	ctl_duration_text(secs, dur, sizeof(dur));
+	json_array_foreach(json_object_get(st, "nodes"), i, n)
+		used += (size_t)snprintf(nodes + used, used < sizeof(nodes) ? sizeof(nodes) - used : 0, "%s%s", i ? "," : "",
+					 json_string_value(n) ? json_string_value(n) : "");
+	ctl_table_add(t, ctl_str(g, "gprId"), ctl_str(g, "gprName"), ctl_str(g, "sliceName"),
+		      ctl_str(st, "provisioningStatus"), prio, gpus, wait, or_dash(ctl_str(g, "clusterName")),
+		      or_dash(ctl_str(g, "gpuShape")), dur, or_dash(ctl_str(st, "startTimestamp")),
+		      or_dash(ctl_str(st, "exitTimestamp")), or_dash(nodes));
+}
+
+static void print_gprs(struct ctl *c, json_t *items, bool single)
+{
+	static const char *const headers[] = {"ID", "NAME", "WORKSPACE", "STATUS", "PRIORITY", "GPUS", "WAIT",
+					      "CLUSTER", "SHAPE", "DURATION", "STARTED", "EXIT", "NODES"};
+	bool wide = c->format == CTL_OUT_WIDE;
+	struct ctl_table *t;
+	size_t i;
+	json_t *g;
+
+	if (print_structured(c, items, single, "gpr", "gprId"))
+		return;
+	if (json_array_size(items) == 0) {
+		fprintf(stderr, "No GPRs found.\n");
+		return;
+	}
+	t = ctl_table_new(headers, wide ? 13 : 7);
+	json_array_foreach(items, i, g)
+		gpr_row(t, g, wide);
+	ctl_table_print(t, stdout);
+	ctl_table_free(t);
+}
+
+/* The GPRs named by id, each fetched; the first failure ends the listing. */
+static int fetch_named(struct ctl *c, struct egs_client *cl, const struct get_opts *o, json_t **items)
+{
+	char what[128];
+
+	*items = json_array();
+	for (int i = 0; i < o->nnames; i++) {
+		json_t *g = NULL;
+		enum egs_err err = egs_client_gpr_status(cl, o->names[i], &g);
+		if (err) {
+			snprintf(what, sizeof(what), "gpr %s", o->names[i]);
+			return ctl_fail(c, err, what);
+		}
+		json_array_append_new(*items, g);
+	}
+	return CTL_OK;
+}
+
+static int get_gprs(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	json_t *items = NULL;
+	const char *state = o->status ? ctl_state_name(o->status) : NULL;
+	enum egs_err err;
+	int rc = CTL_OK;
+
+	if (o->status && !state)
+		return ctl_usage(c, "--status %s is not a GPR state (Pending, Queued, Provisioning, Provisioned, "
+				    "Releasing, Complete, Cancelled, Rejected, Error)", o->status);
+	if (o->nnames > 0) {
+		rc = fetch_named(c, cl, o, &items);
+	} else {
+		err = egs_client_gpr_list(cl, o->workspace, state, &items);
+		if (err)
+			rc = ctl_fail(c, err, "list gprs");
+		else
+			sort_by_id(items);
+	}
+	if (rc == CTL_OK)
+		print_gprs(c, items, o->nnames == 1);
+	json_decref(items);
+	return rc;
+}
+
+/* ---- queue ---- */
+
+static void print_queue(struct ctl *c, json_t *items)
+{
+	static const char *const headers[] = {"POS", "ID", "NAME", "WORKSPACE", "STATUS", "PRIORITY", "GPUS",
+					      "WAIT", "ESTIMATED START", "SHAPE", "CLUSTER"};
+	struct ctl_table *t;
+	size_t i;
+	json_t *g;
+
+	if (print_structured(c, items, false, "gpr", "gprId"))
+		return;
+	if (json_array_size(items) == 0) {
+		fprintf(stderr, "The queue is empty.\n");
+		return;
+	}
+	t = ctl_table_new(headers, c->format == CTL_OUT_WIDE ? 11 : 9);
+	json_array_foreach(items, i, g) {
+		char pos[24], gpus[48], wait[32], prio[24];
+		bool queued = !strcmp(ctl_str(json_object_get(g, "status"), "provisioningStatus"), "Queued");
+		snprintf(pos, sizeof(pos), "%zu", i + 1);
+		snprintf(prio, sizeof(prio), "%lld", ctl_int_of(g, "priority"));
+		gpus_cell(g, gpus, sizeof(gpus));
+		wait_cell(g, wait, sizeof(wait));
+		ctl_table_add(t, queued ? pos : "-", ctl_str(g, "gprId"), ctl_str(g, "gprName"), ctl_str(g, "sliceName"),
+			      ctl_str(json_object_get(g, "status"), "provisioningStatus"), prio, gpus, wait,
+			      or_dash(ctl_str(g, "estimatedStartTime")), or_dash(ctl_str(g, "gpuShape")),
+			      or_dash(ctl_str(g, "clusterName")));
+	}
+	ctl_table_print(t, stdout);
+	ctl_table_free(t);
+}
+
+static int get_queue(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	json_t *queued = NULL, *pending = NULL;
+	enum egs_err err = egs_client_gpr_list(cl, o->workspace, "Queued", &queued);
+	int rc = CTL_OK;
+
+	if (!err)
+		err = egs_client_gpr_list(cl, o->workspace, "Pending", &pending);
+	if (err) {
+		rc = ctl_fail(c, err, "list the queue");
+		goto out;
+	}
+	ctl_sort_queue(queued);
+	sort_by_id(pending);
+	json_array_extend(queued, pending);
+	print_queue(c, queued);
+out:
+	json_decref(queued);
+	json_decref(pending);
+	return rc;
+}
+
+/* ---- workspaces, nodes, gpus, clusters ---- */
+
+/* "a,b,c" of an array of strings, or of member key of an array of objects. */
+static void join(json_t *arr, const char *key, char *buf, size_t n)
+{
+	size_t i, used = 0;
+	json_t *x;
+
+	buf[0] = '\0';
+	json_array_foreach(arr, i, x) {
+		const char *s = key ? ctl_str(x, key) : json_string_value(x);
+		if (used < n)
+			used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? "," : "", s ? s : "");
+	}
+}
+
+static int get_workspaces(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	static const char *const headers[] = {"NAME", "CLUSTERS", "NAMESPACES", "DESCRIPTION"};
+	json_t *items = NULL, *w;
+	enum egs_err err = egs_client_workspace_list(cl, &items);
+	struct ctl_table *t;
+	size_t i;
+
+	if (err)
+		return ctl_fail(c, err, "list workspaces");
+	for (i = json_array_size(items); o->nnames > 0 && i-- > 0;) { /* keep the named ones */
+		bool keep = false;
+		for (int j = 0; j < o->nnames; j++)
+			keep = keep || !strcmp(ctl_str(json_array_get(items, i), "name"), o->names[j]);
+		if (!keep)
+			json_array_remove(items, i);
+	}
+	if (o->nnames > 0 && json_array_size(items) < (size_t)o->nnames) {
+		json_decref(items);
+		return ctl_errorf(c, CTL_NOT_FOUND, "workspace not found (see `egsctl get workspaces`)");
+	}
+	if (!print_structured(c, items, o->nnames == 1, "workspace", "name")) {
+		t = ctl_table_new(headers, c->format == CTL_OUT_WIDE ? 4 : 3);
+		json_array_foreach(items, i, w) {
+			char cl_s[512], ns[512];
+			join(json_object_get(w, "clusters"), NULL, cl_s, sizeof(cl_s));
+			join(json_object_get(w, "namespaces"), "namespace", ns, sizeof(ns));
+			ctl_table_add(t, ctl_str(w, "name"), cl_s, ns, or_dash(ctl_str(w, "sliceDescription")));
+		}
+		ctl_table_print(t, stdout);
+		ctl_table_free(t);
+	}
+	json_decref(items);
+	return CTL_OK;
+}
+
+/* Drops the items whose member key is not value (value NULL keeps everything). */
+static void keep_only(json_t *items, const char *key, const char *value)
+{
+	for (size_t i = json_array_size(items); value && i-- > 0;)
+		if (strcmp(ctl_str(json_array_get(items, i), key), value) != 0)
+			json_array_remove(items, i);
+}
+
+static int get_nodes(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	static const char *const headers[] = {"NAME", "CLUSTER", "SHAPE", "GPUS", "HEALTH", "STATUS", "INSTANCE",
+					      "MEMORY/GPU", "GPR", "LAST HEARTBEAT"};
+	json_t *items = NULL, *n;
+	enum egs_err err = egs_client_inventory(cl, &items);
+	struct ctl_table *t;
+	size_t i;
+
+	if (err)
+		return ctl_fail(c, err, "list nodes");
+	keep_only(items, "clusterName", o->cluster);
+	if (!print_structured(c, items, false, "node", "gpuNodeName")) {
+		t = ctl_table_new(headers, c->format == CTL_OUT_WIDE ? 10 : 6);
+		json_array_foreach(items, i, n) {
+			char gpus[32], mem[32];
+			json_t *alloc = json_array_get(json_object_get(n, "allocation"), 0);
+			snprintf(gpus, sizeof(gpus), "%lld/%lld", ctl_int_of(n, "availableGPUs"), ctl_int_of(n, "gpuCount"));
+			snprintf(mem, sizeof(mem), "%lldMi", ctl_int_of(n, "memory"));
+			ctl_table_add(t, ctl_str(n, "gpuNodeName"), ctl_str(n, "clusterName"), ctl_str(n, "gpuShape"), gpus,
+				      ctl_str(n, "nodeHealth"), ctl_str(n, "gpuNodeStatus"), ctl_str(n, "instanceType"), mem,
+				      or_dash(ctl_str(alloc, "gprId")), or_dash(ctl_str(n, "lastHeartbeat")));
+		}
+		ctl_table_print(t, stdout);
+		ctl_table_free(t);
+	}
+	json_decref(items);
+	return CTL_OK;
+}
+
+static int get_gpus(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	static const char *const headers[] = {"NODE", "INDEX", "SHAPE", "GPR", "POWER", "TEMP", "UTIL",
+					      "CLUSTER", "MEM USED", "UUID"};
+	json_t *items = NULL, *g;
+	enum egs_err err = egs_client_gpus(cl, &items);
+	struct ctl_table *t;
+	size_t i;
+
+	if (err)
+		return ctl_fail(c, err, "list gpus");
+	keep_only(items, "clusterName", o->cluster);
+	if (!print_structured(c, items, false, "gpu", "uuid")) {
+		t = ctl_table_new(headers, c->format == CTL_OUT_WIDE ? 10 : 7);
+		json_array_foreach(items, i, g) {
+			char idx[16], pw[32], tc[32], ut[32], mem[32];
+			snprintf(idx, sizeof(idx), "%lld", ctl_int_of(g, "index"));
+			snprintf(pw, sizeof(pw), "%.0fW", json_number_value(json_object_get(g, "powerW")));
+			snprintf(tc, sizeof(tc), "%.0fC", json_number_value(json_object_get(g, "tempC")));
+			snprintf(ut, sizeof(ut), "%.0f%%", json_number_value(json_object_get(g, "utilPct")));
+			snprintf(mem, sizeof(mem), "%lldMi", ctl_int_of(g, "memUsedMiB"));
+			ctl_table_add(t, ctl_str(g, "gpuNodeName"), idx, ctl_str(g, "gpuShape"), or_dash(ctl_str(g, "gprId")),
+				      pw, tc, ut, ctl_str(g, "clusterName"), mem, ctl_str(g, "uuid"));
+		}
+		ctl_table_print(t, stdout);
+		ctl_table_free(t);
+	}
+	json_decref(items);
+	return CTL_OK;
+}
+
+static int get_clusters(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	static const char *const headers[] = {"NAME", "PROJECT", "AGENT", "NODES", "GPUS", "API SERVER", "LAST SEEN"};
+	json_t *items = NULL, *x;
+	struct ctl_table *t;
+	enum egs_err err;
+	size_t i;
+
+	if (o->nnames > 1)
+		return ctl_usage(c, "get clusters takes at most one name");
+	err = egs_client_clusters(cl, &items);
+	if (err)
+		return ctl_fail(c, err, "list clusters");
+	keep_only(items, "clusterName", o->nnames ? o->names[0] : NULL);
+	if (o->nnames > 0 && json_array_size(items) == 0) {
+		json_decref(items);
+		return ctl_errorf(c, CTL_NOT_FOUND, "cluster %s not found", o->names[0]);
+	}
+	if (!print_structured(c, items, o->nnames == 1, "cluster", "clusterName")) {
+		t = ctl_table_new(headers, c->format == CTL_OUT_WIDE ? 7 : 5);
+		json_array_foreach(items, i, x) {
+			char nodes[16], gpus[16];
+			snprintf(nodes, sizeof(nodes), "%lld", ctl_int_of(x, "nodes"));
+			snprintf(gpus, sizeof(gpus), "%lld", ctl_int_of(x, "gpus"));
+			ctl_table_add(t, ctl_str(x, "clusterName"), ctl_str(x, "projectName"),
+				      json_is_true(json_object_get(x, "agentConnected")) ? "Connected" : "Disconnected", nodes,
+				      gpus, or_dash(ctl_str(x, "apiServer")), or_dash(ctl_str(x, "lastSeen")));
+		}
+		ctl_table_print(t, stdout);
+		ctl_table_free(t);
+	}
+	json_decref(items);
+	return CTL_OK;
+}
+
+/* ---- events ---- */
+
+static int get_events(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	static const char *const headers[] = {"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE", "COUNT", "WORKSPACE"};
+	struct egs_client_event_filter f = {o->workspace, o->gpr, o->type, o->since, 0};
+	int64_t now = (int64_t)time(NULL);
+	json_t *items = NULL, *e;
+	struct ctl_table *t;
+	enum egs_err err;
+	long limit = 0;
+	size_t i;
+
+	if (o->limit && !ctl_int(c, "--limit", o->limit, 1, 1000, &limit))
+		return CTL_USAGE;
+	f.limit = (int)limit;
+	err = egs_client_events(cl, &f, &items);
+	if (err)
+		return ctl_fail(c, err, "list events");
+	if (!print_structured(c, items, false, "event", "reason")) {
+		t = ctl_table_new(headers, c->format == CTL_OUT_WIDE ? 7 : 5);
+		json_array_foreach(items, i, e) {
+			json_t *obj = json_object_get(e, "involvedObject");
+			char age[32], what[200], count[16];
+			ctl_age(ctl_str(e, "lastTimestamp"), now, age, sizeof(age));
+			snprintf(what, sizeof(what), "%s/%s", ctl_str(obj, "kind"), ctl_str(obj, "name"));
+			snprintf(count, sizeof(count), "%lld", ctl_int_of(e, "count"));
+			ctl_table_add(t, age, ctl_str(e, "type"), ctl_str(e, "reason"), what, ctl_str(e, "message"), count,
+				      or_dash(ctl_str(e, "workspace")));
+		}
+		ctl_table_print(t, stdout);
+		ctl_table_free(t);
+	}
+	json_decref(items);
+	return CTL_OK;
+}
+
+/* ---- dispatch ---- */
+
+struct resource {
+	const char *names[4];
+	int (*fn)(struct ctl *c, struct egs_client *cl, const struct get_opts *o);
+	bool named; /* takes names after the resource */
+};
+
+static const struct resource resources[] = {
+	{{"gprs", "gpr", "gpuprovisioningrequests", "gpuprovisioningrequest"}, get_gprs, true},
+	{{"workspaces", "workspace", "ws", "sliceworkspaces"}, get_workspaces, true},
+	{{"nodes", "node", "no", NULL}, get_nodes, false},
+	{{"gpus", "gpu", NULL, NULL}, get_gpus, false},
+	{{"clusters", "cluster", NULL, NULL}, get_clusters, true},
+	{{"events", "event", "ev", NULL}, get_events, false},
+	{{"queue", "q", NULL, NULL}, get_queue, false},
+};
+
+static const struct resource *find_resource(const char *name)
+{
+	for (size_t i = 0; i < EGS_ARRAY_LEN(resources); i++)
+		for (size_t j = 0; j < 4 && resources[i].names[j]; j++)
+			if (!strcasecmp(resources[i].names[j], name))
+				return &resources[i];
+	return NULL;
+}
+
+int ctl_cmd_get(struct ctl *c, int argc, char **argv)
+{
+	struct get_opts o = {0};
+	const struct ctl_opt opts[] = {
+		{"workspace", 'w', &o.workspace, NULL, NULL}, {"status", 0, &o.status, NULL, NULL},
+		{"cluster", 0, &o.cluster, NULL, NULL},       {"gpr", 0, &o.gpr, NULL, NULL},
+		{"type", 0, &o.type, NULL, NULL},             {"since", 0, &o.since, NULL, NULL},
+		{"limit", 0, &o.limit, NULL, NULL},           {NULL, 0, NULL, NULL, NULL},
+	};
+	const char *pos[17];
+	const struct resource *r;
+	struct egs_client *cl;
+	int npos, rc;
+	bool help;
+
+	rc = ctl_args(c, argc, argv, 1, opts, pos, 17, &npos, &help);
+	if (rc || help)
+		return ctl_help(rc, help, get_help);
+	if (npos == 0)
+		return ctl_usage(c, "name a resource: gprs, workspaces, nodes, gpus, clusters, events or queue (see --help)");
+	r = find_resource(pos[0]);
+	if (!r)
+		return ctl_usage(c, "unknown resource '%s': use gprs, workspaces, nodes, gpus, clusters, events or queue",
+				 pos[0]);
+	if (npos > 1 && !r->named)
+		return ctl_usage(c, "get %s takes no names (filter with the options of --help)", r->names[0]);
+	for (int i = 1; i < npos; i++)
+		o.names[o.nnames++] = pos[i];
+	cl = ctl_client(c, &rc);
+	return cl ? r->fn(c, cl, &o) : rc;
+}
