@@ -190,6 +190,14 @@ enum egs_err egs_client_gpr_list(struct egs_client *c, const char *workspace, co
 /* POST /api/v1/gpr/waittime: {estimatedStartTime, estimatedWaitTime, items[] per cluster and shape}. */
 enum egs_err egs_client_gpr_waittime(struct egs_client *c, json_t *request, json_t **answer);
 
+/*
+ * GET /api/v1/queue: {items, groups, queueLength}: the waiting GPRs the caller may see in queue order,
+ * each with its global "position" (and "positionInGroup" among those wanting the same cluster and GPU
+ * shape), then the Pending ones without a position.  Servers before the queue route answer
+ * EGS_ERR_NOT_FOUND with errorKey ROUTE_NOT_FOUND.
+ */
+enum egs_err egs_client_queue(struct egs_client *c, json_t **answer);
+
 /* ---- events ---- */
 /* Filters of egs_client_events(); NULL members and limit 0 do not filter. */
 struct egs_client_event_filter {

@@ -255,6 +255,11 @@ enum egs_err egs_client_gpr_waittime(struct egs_client *c, json_t *request, json
 	return simple(c, "POST", "/api/v1/gpr/waittime", request, NULL, answer);
 }
 
+enum egs_err egs_client_queue(struct egs_client *c, json_t **answer)
+{
+	return simple(c, "GET", "/api/v1/queue", NULL, NULL, answer);
+}
+
 enum egs_err egs_client_events(struct egs_client *c, const struct egs_client_event_filter *f, json_t **items)
 {
 	struct path p;

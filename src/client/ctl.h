@@ -160,8 +160,8 @@ int ctl_wait_gpr(struct ctl *c, const char *id, const char *want, int64_t timeou
 const char *ctl_state_name(const char *s);
 /* Monotonic seconds. */
 double ctl_mono(void);
-/* The queue position (1-based) of GPR id among the Queued GPRs the caller sees, ordered by
- * estimated start then priority, and their count; 0 when not queued or unknown. */
+/* The queue position (1-based) of GPR id and the queue's length (GET /api/v1/queue; from the
+ * Queued GPRs the caller sees, by estimated start, on servers without it); 0 when not queued. */
 int ctl_queue_position(struct ctl *c, const char *id, int *of);
 /* Sorts GPR objects into queue order (estimated start, then priority high first, then id). */
 void ctl_sort_queue(json_t *items);

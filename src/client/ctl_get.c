@@ -2,9 +2,9 @@
  * ctl_get.c: `egsctl get RESOURCE [NAME...]`: one listing per resource, as a table (wide adds
  * columns), JSON or YAML ({"items": [...]}, or the object itself for one named object) or names.
  *
- * `get queue` is built here from GET /api/v1/gpr/list: the server has no queue route yet, so the
- * queue is the Queued GPRs the caller may see, ordered by estimated start (the scheduler's order),
- * then the Pending ones (waiting for an admin's approval).
+ * `get queue` shows GET /api/v1/queue: the waiting GPRs in queue order with their global position,
+ * then the Pending ones (waiting for an admin's approval).  Against a server without that route it
+ * falls back to GET /api/v1/gpr/list: the Queued GPRs the caller may see, ordered by estimated start.
  */
 #include "core/common.h"
 #include "core/util.h"
@@ -50,6 +50,8 @@ struct get_opts {
 	int nnames;
 };
 
+static void keep_only(json_t *items, const char *key, const char *value);
+
 /* ---- shared cells ---- */
 
 static const char *or_dash(const char *s)
@@ -63,10 +65,17 @@ static void gpus_cell(json_t *g, char *buf, size_t n)
 	snprintf(buf, n, "%lldx%lld", ctl_int_of(g, "numberOfGPUNodes"), ctl_int_of(g, "numberOfGPUs"));
 }
 
+/* A GPR's provisioningStatus: under status in GPR objects, at the top in queue entries. */
+static const char *state_of(json_t *g)
+{
+	const char *s = ctl_str(g, "provisioningStatus");
+	return *s ? s : ctl_str(json_object_get(g, "status"), "provisioningStatus");
+}
+
 /* The wait of a waiting GPR from the server's estimatedWaitTime ("1h2m0s" -> "1h2m"). */
 static void wait_cell(json_t *g, char *buf, size_t n)
 {
-	const char *state = ctl_str(json_object_get(g, "status"), "provisioningStatus"), *why;
+	const char *state = state_of(g), *why;
 	const char *w = ctl_str(g, "estimatedWaitTime");
 	int64_t secs;
 
@@ -233,13 +242,14 @@ static void print_queue(struct ctl *c, json_t *items)
 	t = ctl_table_new(headers, c->format == CTL_OUT_WIDE ? 11 : 9);
 	json_array_foreach(items, i, g) {
 		char pos[24], gpus[48], wait[32], prio[24];
-		bool queued = !strcmp(ctl_str(json_object_get(g, "status"), "provisioningStatus"), "Queued");
-		snprintf(pos, sizeof(pos), "%zu", i + 1);
+		json_t *p = json_object_get(g, "position");
+		bool queued = !strcmp(state_of(g), "Queued");
+		snprintf(pos, sizeof(pos), "%lld", p ? (long long)json_integer_value(p) : (long long)i + 1);
 		snprintf(prio, sizeof(prio), "%lld", ctl_int_of(g, "priority"));
 		gpus_cell(g, gpus, sizeof(gpus));
 		wait_cell(g, wait, sizeof(wait));
-		ctl_table_add(t, queued ? pos : "-", ctl_str(g, "gprId"), ctl_str(g, "gprName"), ctl_str(g, "sliceName"),
-			      ctl_str(json_object_get(g, "status"), "provisioningStatus"), prio, gpus, wait,
+		ctl_table_add(t, queued && (!p || json_is_integer(p)) ? pos : "-", ctl_str(g, "gprId"), ctl_str(g, "gprName"),
+			      ctl_str(g, "sliceName"), state_of(g), prio, gpus, wait,
 			      or_dash(ctl_str(g, "estimatedStartTime")), or_dash(ctl_str(g, "gpuShape")),
 			      or_dash(ctl_str(g, "clusterName")));
 	}
@@ -247,7 +257,8 @@ static void print_queue(struct ctl *c, json_t *items)
 	ctl_table_free(t);
 }
 
-static int get_queue(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+/* The queue of a server without GET /api/v1/queue, from the GPR listings. */
+static int queue_from_list(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
 {
 	json_t *queued = NULL, *pending = NULL;
 	enum egs_err err = egs_client_gpr_list(cl, o->workspace, "Queued", &queued);
@@ -267,6 +278,29 @@ out:
 	json_decref(queued);
 	json_decref(pending);
 	return rc;
+}
+
+static int get_queue(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	json_t *ans = NULL, *items;
+	enum egs_err err = egs_client_queue(cl, &ans);
+
+	if (err == EGS_ERR_NOT_FOUND && !strcmp(egs_client_errkey(cl), "ROUTE_NOT_FOUND"))
+		return queue_from_list(c, cl, o);
+	if (err)
+		return ctl_fail(c, err, "get the queue");
+	items = json_object_get(ans, "items");
+	if (!json_is_array(items)) {
+		items = json_array();
+		json_object_set_new(ans, "items", items);
+	}
+	keep_only(items, "sliceName", o->workspace);
+	if (c->format == CTL_OUT_JSON || c->format == CTL_OUT_YAML)
+		ctl_print_data(c, ans); /* with the server's groups and queueLength */
+	else
+		print_queue(c, items);
+	json_decref(ans);
+	return CTL_OK;
 }
 
 /* ---- workspaces, nodes, gpus, clusters ---- */

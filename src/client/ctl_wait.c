@@ -102,13 +102,13 @@ void ctl_sort_queue(json_t *items)
 	egs_free(v);
 }
 
-int ctl_queue_position(struct ctl *c, const char *id, int *of)
+/* The position among the Queued GPRs of GET /api/v1/gpr/list, for servers without the queue route. */
+static int position_from_list(struct ctl *c, const char *id, int *of)
 {
 	json_t *items = NULL;
 	int pos = 0;
 
-	*of = 0;
-	if (!c->client || egs_client_gpr_list(c->client, NULL, "Queued", &items) != EGS_OK)
+	if (egs_client_gpr_list(c->client, NULL, "Queued", &items) != EGS_OK)
 		return 0;
 	ctl_sort_queue(items);
 	*of = (int)json_array_size(items);
@@ -116,6 +116,29 @@ int ctl_queue_position(struct ctl *c, const char *id, int *of)
 		if (!strcmp(ctl_str(json_array_get(items, i), "gprId"), id))
 			pos = (int)i + 1;
 	json_decref(items);
+	return pos;
+}
+
+int ctl_queue_position(struct ctl *c, const char *id, int *of)
+{
+	json_t *ans = NULL, *x;
+	enum egs_err err;
+	int pos = 0;
+	size_t i;
+
+	*of = 0;
+	if (!c->client)
+		return 0;
+	err = egs_client_queue(c->client, &ans);
+	if (err == EGS_ERR_NOT_FOUND && !strcmp(egs_client_errkey(c->client), "ROUTE_NOT_FOUND"))
+		return position_from_list(c, id, of);
+	if (err)
+		return 0;
+	*of = (int)ctl_int_of(ans, "queueLength");
+	json_array_foreach(json_object_get(ans, "items"), i, x)
+		if (!strcmp(ctl_str(x, "gprId"), id))
+			pos = (int)ctl_int_of(x, "position");
+	json_decref(ans);
 	return pos;
 }
 

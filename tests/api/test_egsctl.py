@@ -396,12 +396,18 @@ def test_get_queue_is_in_start_order(env):
     c.wait_state(hold, "Provisioned")
     low = c.gpr(sliceName="q-ws", gprName="low", priority=50, gpuShape="Tesla-T4")
     high = c.gpr(sliceName="q-ws", gprName="high", priority=250, gpuShape="Tesla-T4")
-    items = ctl.json("get", "queue", "-w", "q-ws")["items"]
+    q = ctl.json("get", "queue", "-w", "q-ws")
+    items = q["items"]
     assert [g["gprId"] for g in items] == [high, low]
+    assert 1 <= items[0]["position"] < items[1]["position"] <= q["queueLength"]
     assert items[0]["estimatedStartTime"] <= items[1]["estimatedStartTime"]
     table = ctl.ok("get", "queue", "-w", "q-ws").stdout.splitlines()
     assert re.match(r"POS\s+ID\s+NAME", table[0])
-    assert re.match(r"1\s+%s\s+high" % high, table[1]) and re.match(r"2\s+%s\s+low" % low, table[2])
+    assert re.match(r"%d\s+%s\s+high" % (items[0]["position"], high), table[1])
+    assert re.match(r"%d\s+%s\s+low" % (items[1]["position"], low), table[2])
+    # wait shows the same position.
+    p = ctl("wait", "gpr", low, "--timeout=1s")
+    assert p.returncode == TIMEOUT and "Queued: position %d of %d" % (items[1]["position"], q["queueLength"]) in p.stderr
     for g in (low, high):
         ctl.ok("delete", "gpr", g)
     ctl.ok("release", "gpr", hold)
