@@ -1,0 +1,579 @@
+/*
+ * openapi.c: GET /api/v1/openapi.json, the OpenAPI 3.0 description of the whole EGS API, built
+ * from the two tables below on each request (a few hundred objects: well under a millisecond).
+ *
+ * The schemas are written in a compact notation so that the tables read like the API itself:
+ *
+ *   "gprId:s ~exitTimestamp:t status:GprStatus nodes:[s] reason:e(Normal|Warning) webhookUrl:s?"
+ *
+ * One property per word, NAME:TYPE; a leading '~' makes it optional (absent from some answers);
+ * "@Other" copies Other's properties.  TYPE is s (string), t (RFC 3339 date-time string), i
+ * (integer), n (number), b (boolean), any, obj (any object), [TYPE] (array), m(TYPE) (object whose
+ * values are TYPE), e(A|B) (one of these strings), or a schema's Name; a trailing '?' adds null.
+ * Objects are closed (additionalProperties: false): tests/api/test_openapi.py validates the answers
+ * of real calls against this document, so a field added to an answer without being added here fails
+ * the tests.  Keeping that test green is what keeps this description true.
+ *
+ * Invariant: the tables are code; a malformed entry is a bug and trips EGS_ASSERT in the tests.
+ */
+#include "server/server.h"
+
+#include "core/util.h"
+
+#include <event2/buffer.h>
+#include <string.h>
+
+struct schema_def {
+	const char *name;
+	const char *props;
+};
+
+#define STATE "e(Pending|Queued|Provisioning|Provisioned|Releasing|Complete|Cancelled|Rejected|Error|Failed)"
+#define GPR_REQUEST_FIELDS                                                                                        \
+	"~gprName:s ~requestName:s ~sliceName:s ~clusterName:s? ~numberOfGPUs:i ~numberOfGPUNodes:i "             \
+	"~instanceType:s? ~gpuShape:s? ~memoryPerGPU:i? ~memoryPerGpu:i? ~exitDuration:s ~priority:i "            \
+	"~idleTimeOutDuration:s? ~enforceIdleTimeOut:b? ~enableEviction:b? ~requeueOnFailure:b? "                  \
+	"~preferredClusters:[s]? ~enableAutoClusterSelection:b? ~enableAutoGpuSelection:b? ~multiNode:b? "         \
+	"~dedicatedNodes:b? ~enableRDMA:b? ~enableSecondaryNetwork:b? ~gpuSharingMode:s?"
+
+static const struct schema_def schemas[] = {
+	/* envelope pieces */
+	{"ErrorData", "~field:s"},
+	{"Error", "errorKey:s message:s data:ErrorData?"},
+	{"ErrorEnvelope", "statusCode:i status:e(Error) message:s data:any error:Error"},
+	/* auth, keys, projects */
+	{"AuthRequest", "apiKey:s"},
+	{"Token", "token:s"},
+	{"ApiKey", "keyId:s name:s userName:s description:s role:e(Admin|Owner|Viewer|Agent) workspaceName:s? "
+		   "projectName:s? createdAt:t validUntil:t? ~clusterName:s"},
+	{"ApiKeyCreated", "@ApiKey apiKey:s"},
+	{"ApiKeyList", "items:[ApiKey]"},
+	{"ApiKeyRequest", "name:s ~userName:s ~description:s role:e(Admin|Owner|Viewer) ~validity:s ~workspaceName:s "
+			  "~projectName:s"},
+	{"ApiKeyDelete", "~keyId:s ~name:s ~projectName:s"},
+	{"KeyId", "keyId:s"},
+	{"Project", "projectName:s"},
+	{"ProjectList", "items:[Project]"},
+	/* clusters and inventory */
+	{"ClusterRequest", "clusterName:s ~projectName:s ~apiServer:s ~caData:s?"},
+	{"ClusterUpdate", "clusterName:s ~apiServer:s ~caData:s?"},
+	{"ClusterRegistered", "clusterName:s projectName:s agentToken:s"},
+	{"ClusterName", "clusterName:s"},
+	{"Cluster", "clusterName:s projectName:s apiServer:s agentConnected:b lastSeen:t? nodes:i gpus:i"},
+	{"ClusterList", "items:[Cluster]"},
+	{"Allocation", "gprId:s gprName:s sliceName:s totalGPUsAllocated:i allocationTimeStamp:t"},
+	{"NodeGpu", "uuid:s index:i powerW:n tempC:n utilPct:n memUsedMiB:i"},
+	{"Node", "gpuNodeName:s gpuShape:s gpuModelName:s instanceType:s clusterName:s memory:i gpuCount:i "
+		 "availableGPUs:i gpuTempThreshold:n gpuPowerThreshold:n cloudProvider:s region:s "
+		 "nodeHealth:e(Healthy|Unhealthy|Unschedulable) gpuNodeStatus:e(NODE_AVAILABLE|NODE_RESERVED) "
+		 "gpuNodeState:e(NODE_AVAILABLE|NODE_RESERVED) allocation:[Allocation] lastHeartbeat:t? gpus:[NodeGpu]"},
+	{"Inventory", "items:[Node] managedNodes:[Node] unmanagedNodes:[Node]"},
+	{"NodeList", "items:[Node]"},
+	{"WorkspaceHolding", "nodeName:[s] instanceType:s memory:i totalGpus:i gpuShape:s gprId:s clusterName:s"},
+	{"WorkspaceInventory", "items:[WorkspaceHolding]"},
+	{"Gpu", "uuid:s index:i gpuNodeName:s clusterName:s gpuShape:s memory:i gprId:s powerW:n tempC:n utilPct:n "
+		"memUsedMiB:i"},
+	{"GpuList", "items:[Gpu]"},
+	{"ThresholdsRequest", "clusterName:s ~gpuNodeName:s ~gpuTempThreshold:n ~gpuPowerThreshold:n"},
+	{"ThresholdsSet", "clusterName:s nodes:i"},
+	/* workspaces */
+	{"WorkspaceRequest", "workspaceName:s clusters:[s] ~namespaces:[s] ~username:s ~email:s ~projectName:s "
+			     "~description:s"},
+	{"WorkspaceUser", "username:s ~email:s"},
+	{"WorkspaceUpdate", "workspaceName:s ~addNamespaces:[s] ~removeNamespaces:[s] ~addClusters:[s] "
+			    "~removeClusters:[s] ~addUsers:[WorkspaceUser] ~removeUsers:[s] ~description:s ~webhookUrl:s?"},
+	{"WorkspaceRef", "workspaceName:s"},
+	{"KubeConfigRequest", "workspaceName:s clusterName:s"},
+	{"KubeConfig", "kubeConfig:s"},
+	{"WorkspaceNamespace", "namespace:s clusters:[s]"},
+	{"Workspace", "name:s overlayNetworkDeploymentMode:s maxClusters:i sliceDescription:s clusters:[s] "
+		      "namespaces:[WorkspaceNamespace]"},
+	{"WorkspaceDetail", "@Workspace users:[WorkspaceUser] projectName:s"},
+	{"WorkspaceList", "workspaces:[Workspace]"},
+	/* GPRs */
+	{"GprRequest", GPR_REQUEST_FIELDS},
+	{"GprUpdate", "gprId:s ~earlyRelease:b ~extendBy:s " GPR_REQUEST_FIELDS},
+	{"GprRef", "gprId:s"},
+	{"GprReason", "gprId:s ~reason:s"},
+	{"GprUpdated", "gprId:s ~exitTimestamp:t"},
+	{"GprEvicted", "gprId:s provisioningStatus:" STATE},
+	{"GprStatus", "provisioningStatus:" STATE " failureReason:s numGpusAllocated:i startTimestamp:t? "
+		      "completionTimestamp:t? cost:s nodes:[s] internalState:e(Queued|Provisioned|Released) retryCount:i "
+		      "delayedCount:i pendingReason:s? exitTimestamp:t? remainingDuration:s createdTimestamp:t?"},
+	{"Gpr", "gprId:s gprName:s sliceName:s clusterName:s numberOfGPUs:i numberOfGPUNodes:i instanceType:s "
+		"memoryPerGPU:i memoryPerGpu:i priority:i gpuSharingMode:s estimatedStartTime:t? estimatedWaitTime:s? "
+		"exitDuration:s earlyRelease:b gpuShape:s multiNode:b dedicatedNodes:b enableRDMA:b "
+		"enableSecondaryNetwork:b idleTimeOutDuration:s enforceIdleTimeOut:b enableEviction:b requeueOnFailure:b "
+		"preferredClusters:[s] enableAutoClusterSelection:b enableAutoGpuSelection:b status:GprStatus"},
+	{"GprList", "items:[Gpr]"},
+	{"WaitOption", "clusterName:s gpuShape:s instanceType:s estimatedStartTime:t? estimatedWaitTime:s? freeNodes:i "
+		       "totalNodes:i available:b"},
+	{"WaitTime", "estimatedStartTime:t? estimatedWaitTime:s? items:[WaitOption]"},
+	/* queue */
+	{"QueueEntry", "gprId:s gprName:s sliceName:s clusterName:s gpuShape:s instanceType:s numberOfGPUNodes:i "
+		       "numberOfGPUs:i priority:i estimatedStartTime:t? estimatedWaitTime:s? provisioningStatus:" STATE
+		       " position:i? positionInGroup:i? ~pendingReason:s"},
+	{"QueueGroup", "clusterName:s gpuShape:s queued:i nextEstimatedStart:t?"},
+	{"Queue", "items:[QueueEntry] groups:[QueueGroup] queueLength:i"},
+	{"QueueTop", "gprId:s priority:i"},
+	/* events and alerts */
+	{"InvolvedObject", "kind:s name:s"},
+	{"Event", "id:i type:e(Normal|Warning) reason:s involvedObject:InvolvedObject workspace:s? message:s count:i "
+		  "firstTimestamp:t lastTimestamp:t"},
+	{"EventList", "items:[Event] continue:s?"},
+	{"Alert", "id:s reason:s severity:s clusterName:s value:n peak:n threshold:n unit:s since:t lastUpdated:t "
+		  "gpuNodeName:s sliceName:s? gprId:s? ~gpuUuid:s ~gpuIndex:i"},
+	{"AlertList", "items:[Alert] total:i"},
+	/* GPU views */
+	{"GpuRow", "uuid:s index:i gpuNodeName:s clusterName:s gpuShape:s powerW:n tempC:n utilPct:n memUsedMiB:i "
+		   "memTotalMiB:i gpuPowerThreshold:n gpuTempThreshold:n hotspot:b alerts:[s] workloads:[s] sampledAt:t? "
+		   "gprId:s? sliceName:s?"},
+	{"GpuSummary", "gpus:i hotspots:i avgUtilPct:n totalPowerW:n highestPowerGpu:GpuRow? highestTempGpu:GpuRow?"},
+	{"GpuTable", "summary:GpuSummary items:[GpuRow]"},
+	{"SeriesPoint", "t:t? powerW:n tempC:n utilPct:n memUsedMiB:n samples:i"},
+	{"SeriesSummary", "powerMeanW:n powerMaxW:n tempMeanC:n tempMaxC:n utilMeanPct:n utilMaxPct:n memMaxMiB:n"},
+	{"GpuSeries", "uuid:s index:i gpuNodeName:s clusterName:s step:s maxPoints:i since:t? until:t? "
+		      "summary:SeriesSummary? points:[SeriesPoint]"},
+	{"Workload", "name:s namespace:s model:s modelConfig:s? jobType:s? labels:m(s) gpuNodeName:s clusterName:s "
+		     "gprId:s? sliceName:s? summary:GpuSummary gpus:[GpuRow]"},
+	{"WorkloadList", "items:[Workload]"},
+	{"Model", "model:s modelConfig:s? jobType:s? workloads:[s] nodes:[s] gprIds:[s] gpusCommitted:i hotspots:i "
+		  "avgUtilPct:n totalPowerW:n highestPowerGpu:GpuRow? highestTempGpu:GpuRow?"},
+	{"ModelList", "items:[Model]"},
+	{"ObservabilitySettingsUpdate", "~exitWarning:s ~eventRetention:i ~eventTTL:s ~defaultGpuTempThreshold:n "
+					"~defaultGpuPowerThreshold:n ~gpuUtilThreshold:n ~tempHysteresis:n ~powerHysteresis:n "
+					"~utilHysteresis:n ~seriesStep:s ~seriesPoints:i"},
+	{"ObservabilitySettings", "exitWarning:s eventRetention:i eventTTL:s defaultGpuTempThreshold:n "
+				  "defaultGpuPowerThreshold:n gpuUtilThreshold:n tempHysteresis:n powerHysteresis:n "
+				  "utilHysteresis:n seriesStep:s seriesPoints:i"},
+	{"Notifications", "sliceName:s webhookConfigured:b webhookUrl:s? delivered:i failed:i lastDelivered:t? "
+			  "lastFailure:t? lastError:s pending:i"},
+	/* cost, usage, insights */
+	{"PriceChange", "from:t pricePerGpuHour:n"},
+	{"Price", "gpuShape:s pricePerGpuHour:n history:[PriceChange]"},
+	{"Prices", "currency:s items:[Price]"},
+	{"PriceRequest", "gpuShape:s pricePerGpuHour:n ~currency:s"},
+	{"PriceSet", "gpuShape:s pricePerGpuHour:n currency:s from:t"},
+	{"UsageByShape", "gpuShape:s gpuHours:n cost:n"},
+	{"UsageGpr", "gprId:s gprName:s gpuShape:s gpus:i from:t? to:t? gpuHours:n cost:n provisioningStatus:" STATE},
+	{"UsageWorkspace", "sliceName:s gpuHours:n cost:n gprs:i byShape:[UsageByShape] items:[UsageGpr]"},
+	{"Usage", "since:t? until:t? currency:s items:[UsageWorkspace]"},
+	{"InsightPoint", "t:t? demandGpuHours:n capacityGpuHours:n usedGpuHours:n requests:i"},
+	{"InsightSeries", "gpuShape:s clusterName:s capacityGpus:i points:[InsightPoint]"},
+	{"WaitBucket", "t:t? count:i medianSeconds:i p95Seconds:i"},
+	{"WaitedShape", "gpuShape:s requests:i queuedNow:i totalWaitHours:n medianSeconds:i p95Seconds:i"},
+	{"EarlyReleaseRate", "sliceName:s provisioned:i earlyReleased:i rate:n gpuHoursReturned:n"},
+	{"QueueInsights", "since:t? until:t? bucket:s series:[InsightSeries] waitTimes:[WaitBucket] "
+			  "mostWaitedShapes:[WaitedShape] earlyRelease:[EarlyReleaseRate]"},
+	/* admin */
+	{"ClockRequest", "advance:s ~keepHeartbeats:b"},
+	{"Clock", "now:t offsetSeconds:i"},
+	{"Health", "status:s"},
+	/* agents */
+	{"AgentNode", "name:s instanceType:s gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s ~gpus:[obj]"},
+	{"AgentRegister", "~clusterName:s ~agentVersion:s nodes:[AgentNode]"},
+	{"AgentRegistered", "nodes:i heartbeatIntervalSeconds:i"},
+	{"AgentHeartbeat", "~clusterName:s nodes:[obj]"},
+	{"HeartbeatAck", "pendingActions:i"},
+	{"AgentAction", "actionId:s type:e(precheck|attach|detach) gprId:s node:s workspace:s namespaces:[s] "
+			"startTime:t exitTime:t"},
+	{"AgentActions", "actions:[AgentAction]"},
+	{"AgentResult", "~clusterName:s actionId:s type:e(precheck|attach|detach) gprId:s node:s ok:b ~message:s"},
+	{"ActionAck", "actionId:s"},
+};
+
+/* ---- the notation ---- */
+
+static const char *find_props(const char *name, size_t len)
+{
+	for (size_t i = 0; i < EGS_ARRAY_LEN(schemas); i++)
+		if (strlen(schemas[i].name) == len && !strncmp(schemas[i].name, name, len))
+			return schemas[i].props;
+	return NULL;
+}
+
+static json_t *type_expr(const char **p);
+
+/* A schema's $ref (the name must exist). */
+static json_t *ref(const char *name, size_t len)
+{
+	char buf[128];
+
+	EGS_ASSERT(find_props(name, len) && len < 64);
+	snprintf(buf, sizeof(buf), "#/components/schemas/%.*s", (int)len, name);
+	return json_pack("{s:s}", "$ref", buf);
+}
+
+/* e(A|B|C) after the "e(" */
+static json_t *enum_expr(const char **p)
+{
+	json_t *values = json_array();
+
+	for (;;) {
+		size_t n = strcspn(*p, "|)");
+		EGS_ASSERT(n > 0 && (*p)[n]);
+		json_array_append_new(values, json_stringn(*p, n));
+		*p += n + 1;
+		if ((*p)[-1] == ')')
+			break;
+	}
+	return json_pack("{s:s, s:o}", "type", "string", "enum", values);
+}
+
+static json_t *base_expr(const char **p)
+{
+	static const struct {
+		const char *word;
+		const char *json;
+	} words[] = {{"any", "{}"}, {"obj", "{\"type\":\"object\"}"}, {"s", "{\"type\":\"string\"}"},
+		     {"t", "{\"type\":\"string\",\"format\":\"date-time\"}"}, {"i", "{\"type\":\"integer\"}"},
+		     {"n", "{\"type\":\"number\"}"}, {"b", "{\"type\":\"boolean\"}"}};
+	const char *s = *p;
+	size_t n;
+	json_t *inner;
+
+	if (*s == '[' || !strncmp(s, "m(", 2)) {
+		*p += *s == '[' ? 1 : 2;
+		inner = type_expr(p);
+		EGS_ASSERT(**p == (*s == '[' ? ']' : ')'));
+		(*p)++;
+		return *s == '[' ? json_pack("{s:s, s:o}", "type", "array", "items", inner)
+				 : json_pack("{s:s, s:o}", "type", "object", "additionalProperties", inner);
+	}
+	if (!strncmp(s, "e(", 2)) {
+		*p += 2;
+		return enum_expr(p);
+	}
+	n = strcspn(s, " ?])");
+	*p += n;
+	for (size_t i = 0; i < EGS_ARRAY_LEN(words); i++)
+		if (strlen(words[i].word) == n && !strncmp(s, words[i].word, n))
+			return json_loads(words[i].json, 0, NULL);
+	return ref(s, n);
+}
+
+/* TYPE [?]: a trailing '?' admits null (a $ref is wrapped, as OpenAPI 3.0 wants). */
+static json_t *type_expr(const char **p)
+{
+	json_t *t = base_expr(p);
+
+	EGS_ASSERT(t);
+	if (**p != '?')
+		return t;
+	(*p)++;
+	if (json_object_get(t, "$ref"))
+		return json_pack("{s:[o], s:b}", "allOf", t, "nullable", 1);
+	if (json_object_size(t) == 0) /* any: null is in it already */
+		return t;
+	json_object_set_new(t, "nullable", json_true());
+	return t;
+}
+
+/* Adds the properties of the list props to properties/required. */
+static void add_props(const char *props, json_t *properties, json_t *required, int depth)
+{
+	const char *p = props;
+
+	EGS_ASSERT(depth < 4);
+	while (*p) {
+		bool optional = *p == '~';
+		size_t n;
+		if (*p == ' ') {
+			p++;
+			continue;
+		}
+		if (*p == '@') {
+			n = strcspn(p + 1, " ");
+			add_props(find_props(p + 1, n), properties, required, depth + 1);
+			p += n + 1;
+			continue;
+		}
+		p += optional;
+		n = strcspn(p, ":");
+		EGS_ASSERT(p[n] == ':' && n > 0);
+		char name[64];
+		snprintf(name, sizeof(name), "%.*s", (int)n, p);
+		p += n + 1;
+		json_object_set_new(properties, name, type_expr(&p));
+		if (!optional)
+			json_array_append_new(required, json_string(name));
+		EGS_ASSERT(*p == ' ' || *p == '\0');
+	}
+}
+
+static json_t *object_schema(const char *props)
+{
+	json_t *properties = json_object(), *required = json_array();
+	json_t *o = json_pack("{s:s, s:o}", "type", "object", "properties", properties);
+
+	add_props(props, properties, required, 0);
+	if (json_array_size(required))
+		json_object_set_new(o, "required", required);
+	else
+		json_decref(required);
+	json_object_set_new(o, "additionalProperties", json_false());
+	return o;
+}
+
+/* ---- operations ---- */
+
+/* Who may call a route, as the descriptions say it. */
+#define PUBLIC "no authentication"
+#define ALL "Admin, Owner, Viewer"
+#define ADMIN "Admin"
+#define WRITERS "Admin, Owner"
+#define AGENT "Agent (a cluster's agent token)"
+
+enum media { JSON_ENVELOPE, TEXT_PLAIN, EVENT_STREAM, RAW_JSON };
+
+struct op {
+	const char *method, *path, *tag, *roles;
+	const char *query; /* "name name! name:i": '!' required, ":i" integer */
+	const char *body;  /* request schema name, or NULL */
+	const char *data;  /* TYPE of the envelope's data (NULL: null) */
+	enum media media;
+	const char *summary;
+};
+
+#define EV_FILTERS "workspace sliceName gprId node gpuNodeName clusterName type reason kind since until"
+
+static const struct op ops[] = {
+	{"post", "/api/v1/auth", "Auth", PUBLIC, NULL, "AuthRequest", "Token", JSON_ENVELOPE,
+	 "Exchange an API key for a bearer token (its expiry is in the X-Token-Expires-At header)"},
+	{"post", "/api/v1/api-key", "Auth", ADMIN, NULL, "ApiKeyRequest", "ApiKeyCreated", JSON_ENVELOPE,
+	 "Create an API key (the key itself is shown only in this answer)"},
+	{"get", "/api/v1/api-key/list", "Auth", ADMIN, NULL, NULL, "ApiKeyList", JSON_ENVELOPE, "List API keys"},
+	{"delete", "/api/v1/api-key", "Auth", ADMIN, NULL, "ApiKeyDelete", "KeyId", JSON_ENVELOPE,
+	 "Delete an API key (its tokens stop working at once)"},
+	{"post", "/api/v1/projects", "Auth", ADMIN, NULL, "Project", "Project", JSON_ENVELOPE, "Create a project"},
+	{"get", "/api/v1/projects", "Auth", ADMIN, NULL, NULL, "ProjectList", JSON_ENVELOPE, "List projects"},
+	{"post", "/api/v1/clusters", "Clusters", ADMIN, NULL, "ClusterRequest", "ClusterRegistered", JSON_ENVELOPE,
+	 "Register a cluster; the answer holds its agent token, shown only once"},
+	{"put", "/api/v1/clusters", "Clusters", ADMIN, NULL, "ClusterUpdate", "ClusterName", JSON_ENVELOPE,
+	 "Set a cluster's API server URL and CA"},
+	{"get", "/api/v1/clusters", "Clusters", ALL, NULL, NULL, "ClusterList", JSON_ENVELOPE,
+	 "List clusters and whether their agents are connected"},
+	{"post", "/api/v1/slice-workspace", "Workspaces", ADMIN, NULL, "WorkspaceRequest", "WorkspaceRef", JSON_ENVELOPE,
+	 "Create a slice workspace"},
+	{"put", "/api/v1/slice-workspace", "Workspaces", ADMIN, NULL, "WorkspaceUpdate", "Workspace", JSON_ENVELOPE,
+	 "Add or remove clusters, namespaces and users; set the description or webhook"},
+	{"delete", "/api/v1/slice-workspace", "Workspaces", ADMIN, NULL, "WorkspaceRef", "WorkspaceRef", JSON_ENVELOPE,
+	 "Delete a workspace (its waiting GPRs are cancelled; refused while one is active)"},
+	{"get", "/api/v1/slice-workspace", "Workspaces", ALL, "workspaceName!", NULL, "WorkspaceDetail", JSON_ENVELOPE,
+	 "One workspace, with its users and project"},
+	{"get", "/api/v1/slice-workspace/list", "Workspaces", ALL, NULL, NULL, "WorkspaceList", JSON_ENVELOPE,
+	 "List workspaces"},
+	{"post", "/api/v1/slice-workspace/kube-config", "Workspaces", WRITERS, NULL, "KubeConfigRequest", "KubeConfig",
+	 JSON_ENVELOPE, "A kubeconfig for the workspace's namespace on one of its clusters"},
+	{"get", "/api/v1/slice-workspace/kube-config", "Workspaces", WRITERS, NULL, NULL, "KubeConfig", JSON_ENVELOPE,
+	 "The same as POST, for clients that send the KubeConfigRequest body with a GET"},
+	{"get", "/api/v1/inventory/list", "Inventory", ALL, NULL, NULL, "Inventory", JSON_ENVELOPE,
+	 "GPU nodes the caller may see (items; managedNodes and unmanagedNodes for the SDK)"},
+	{"get", "/api/v1/inventory", "Inventory", ALL, "sliceName!", NULL, "WorkspaceInventory", JSON_ENVELOPE,
+	 "What a workspace holds now"},
+	{"get", "/api/v1/nodes", "Inventory", ADMIN, "clusterName", NULL, "NodeList", JSON_ENVELOPE,
+	 "Nodes with their latest GPU samples"},
+	{"get", "/api/v1/gpus", "Inventory", ADMIN, NULL, NULL, "GpuList", JSON_ENVELOPE, "Every GPU with its latest sample"},
+	{"put", "/api/v1/nodes/thresholds", "Inventory", ADMIN, NULL, "ThresholdsRequest", "ThresholdsSet", JSON_ENVELOPE,
+	 "Set the temperature and power alert thresholds of a cluster's nodes (or one node)"},
+	{"post", "/api/v1/gpr", "GPRs", WRITERS, NULL, "GprRequest", "GprRef", JSON_ENVELOPE,
+	 "Create a GPU provision request (422 GPR_UNSATISFIABLE when no node could ever hold it)"},
+	{"put", "/api/v1/gpr", "GPRs", WRITERS, NULL, "GprUpdate", "GprUpdated", JSON_ENVELOPE,
+	 "Change a waiting GPR, release a provisioned one early (earlyRelease) or extend it (extendBy)"},
+	{"delete", "/api/v1/gpr", "GPRs", WRITERS, NULL, "GprRef", "GprRef", JSON_ENVELOPE, "Cancel a waiting GPR"},
+	{"get", "/api/v1/gpr", "GPRs", ALL, "gprId!", NULL, "Gpr", JSON_ENVELOPE, "One GPR with its status"},
+	{"get", "/api/v1/gpr/list", "GPRs", ALL, "sliceName status", NULL, "GprList", JSON_ENVELOPE,
+	 "The GPRs of a workspace (or of every workspace the caller sees)"},
+	{"post", "/api/v1/gpr/waittime", "GPRs", ALL, NULL, "GprRequest", "WaitTime", JSON_ENVELOPE,
+	 "When a request would start, per cluster, GPU shape and instance type, earliest first"},
+	{"post", "/api/v1/gpr/approve", "GPRs", ADMIN, NULL, "GprRef", "GprRef", JSON_ENVELOPE, "Approve a Pending GPR"},
+	{"post", "/api/v1/gpr/reject", "GPRs", ADMIN, NULL, "GprReason", "GprRef", JSON_ENVELOPE, "Reject a Pending GPR"},
+	{"post", "/api/v1/gpr/evict", "GPRs", ADMIN, NULL, "GprReason", "GprEvicted", JSON_ENVELOPE,
+	 "Evict a provisioned GPR, with a reason"},
+	{"get", "/api/v1/queue", "Queue", ALL, "clusterName gpuShape", NULL, "Queue", JSON_ENVELOPE,
+	 "Waiting GPRs in queue order with their global position, then the Pending ones"},
+	{"post", "/api/v1/queue/top", "Queue", ADMIN, NULL, "GprRef", "QueueTop", JSON_ENVELOPE,
+	 "Move a queued GPR to the top of the queue"},
+	{"get", "/api/v1/events", "Events", ALL, EV_FILTERS " limit:i continue", NULL, "EventList", JSON_ENVELOPE,
+	 "Events of the caller's scope, newest first, paged with continue"},
+	{"get", "/api/v1/events/watch", "Events", ALL, EV_FILTERS " resourceVersion", NULL, NULL, EVENT_STREAM,
+	 "The same events as a server-sent event stream (Last-Event-ID resumes)"},
+	{"get", "/api/v1/gpus/table", "Observability", ALL, "sliceName workspace gprId workload namespace sort", NULL,
+	 "GpuTable", JSON_ENVELOPE, "GPUs hottest first, hotspots marked"},
+	{"get", "/api/v1/gpus/series", "Observability", ALL, "uuid! window since until", NULL, "GpuSeries", JSON_ENVELOPE,
+	 "One GPU's time series"},
+	{"get", "/api/v1/workloads", "Observability", ALL, "sliceName workspace gprId", NULL, "WorkloadList", JSON_ENVELOPE,
+	 "AI workloads (pods or processes) with their GPUs"},
+	{"get", "/api/v1/models", "Observability", ALL, "sliceName workspace model", NULL, "ModelList", JSON_ENVELOPE,
+	 "Models: GPUs committed and the hottest GPUs"},
+	{"get", "/api/v1/alerts", "Observability", ALL, "sliceName workspace node reason", NULL, "AlertList", JSON_ENVELOPE,
+	 "Active alerts"},
+	{"get", "/api/v1/settings/observability", "Observability", ADMIN, NULL, NULL, "ObservabilitySettings",
+	 JSON_ENVELOPE, "Observability settings"},
+	{"put", "/api/v1/settings/observability", "Observability", ADMIN, NULL, "ObservabilitySettingsUpdate",
+	 "ObservabilitySettings", JSON_ENVELOPE, "Change observability settings"},
+	{"get", "/api/v1/notifications", "Observability", ALL, "sliceName! workspace", NULL, "Notifications",
+	 JSON_ENVELOPE, "A workspace's webhook and its delivery record"},
+	{"get", "/metrics", "Observability", ALL, NULL, NULL, NULL, TEXT_PLAIN,
+	 "Prometheus metrics (DCGM exporter names, workspace and GPR labels)"},
+	{"get", "/api/v1/prices", "Usage", ALL, NULL, NULL, "Prices", JSON_ENVELOPE, "Price per GPU-hour of each shape"},
+	{"put", "/api/v1/prices", "Usage", ADMIN, NULL, "PriceRequest", "PriceSet", JSON_ENVELOPE,
+	 "Set a shape's price from now on"},
+	{"get", "/api/v1/usage", "Usage", ALL, "sliceName since until", NULL, "Usage", JSON_ENVELOPE,
+	 "GPU-hours, cost and GPRs per workspace"},
+	{"get", "/api/v1/insights/queue", "Usage", ALL, "sliceName since until bucket", NULL, "QueueInsights",
+	 JSON_ENVELOPE, "Demand against capacity, wait times, most waited-for shapes, early releases"},
+	{"post", "/api/v1/debug/clock", "Admin", ADMIN, NULL, "ClockRequest", "Clock", JSON_ENVELOPE,
+	 "Move the clock forward (egsd --dev-clock only; 404 otherwise)"},
+	{"get", "/healthz", "Admin", PUBLIC, NULL, NULL, "Health", JSON_ENVELOPE, "200 when ready"},
+	{"post", "/api/v1/agent/register", "Agent", AGENT, NULL, "AgentRegister", "AgentRegistered", JSON_ENVELOPE,
+	 "An agent registers its cluster's nodes and GPUs"},
+	{"post", "/api/v1/agent/heartbeat", "Agent", AGENT, NULL, "AgentHeartbeat", "HeartbeatAck", JSON_ENVELOPE,
+	 "Node health, GPU samples and workloads"},
+	{"get", "/api/v1/agent/actions", "Agent", AGENT, "wait:i", NULL, "AgentActions", JSON_ENVELOPE,
+	 "Long poll for actions (precheck, attach, detach)"},
+	{"post", "/api/v1/agent/actions/result", "Agent", AGENT, NULL, "AgentResult", "ActionAck", JSON_ENVELOPE,
+	 "The result of one action"},
+	{"get", "/api/v1/openapi.json", "Meta", PUBLIC, NULL, NULL, NULL, RAW_JSON, "This document"},
+};
+
+static json_t *media_schema(const char *type, json_t *schema)
+{
+	return json_pack("{s:{s:o}}", type, "schema", schema);
+}
+
+/* {statusCode: 200, status: "OK", message, data: TYPE}. */
+static json_t *envelope(const char *data)
+{
+	const char *p = data;
+	json_t *d = data ? type_expr(&p) : json_pack("{s:b}", "nullable", 1);
+
+	EGS_ASSERT(!data || *p == '\0');
+	return json_pack("{s:s, s:[s, s, s, s], s:{s:{s:s, s:[i]}, s:{s:s, s:[s]}, s:{s:s}, s:o}, s:b}", "type", "object",
+			 "required", "statusCode", "status", "message", "data", "properties", "statusCode", "type", "integer",
+			 "enum", 200, "status", "type", "string", "enum", "OK", "message", "type", "string", "data", d,
+			 "additionalProperties", 0);
+}
+
+static json_t *success(const struct op *o)
+{
+	switch (o->media) {
+	case TEXT_PLAIN:
+		return media_schema("text/plain", json_pack("{s:s}", "type", "string"));
+	case EVENT_STREAM:
+		return media_schema("text/event-stream", json_pack("{s:s}", "type", "string"));
+	case RAW_JSON:
+		return media_schema("application/json", json_pack("{s:s}", "type", "object"));
+	default:
+		return media_schema("application/json", envelope(o->data));
+	}
+}
+
+static json_t *parameters(const char *query)
+{
+	json_t *list = json_array();
+	const char *p = query;
+
+	while (p && *p) {
+		size_t n = strcspn(p, " !:");
+		char name[64];
+		bool required = false, integer = false;
+		snprintf(name, sizeof(name), "%.*s", (int)n, p);
+		p += n;
+		if (*p == '!')
+			required = true, p++;
+		if (!strncmp(p, ":i", 2))
+			integer = true, p += 2;
+		json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:{s:s}}", "name", name, "in", "query", "required",
+						      required, "schema", "type", integer ? "integer" : "string"));
+		while (*p == ' ')
+			p++;
+	}
+	return list;
+}
+
+static json_t *operation(const struct op *o)
+{
+	char id[128], desc[160];
+	size_t n = 0;
+	json_t *op;
+
+	for (const char *s = o->method; *s && n + 1 < sizeof(id); s++)
+		id[n++] = *s;
+	for (const char *s = o->path + (strncmp(o->path, "/api/v1", 7) ? 0 : 7); *s && n + 1 < sizeof(id); s++)
+		if (*s != '/' && *s != '-' && *s != '.')
+			id[n++] = s[-1] == '/' || s[-1] == '-' || s[-1] == '.' ? (char)(*s & ~0x20) : *s;
+	id[n] = '\0';
+	snprintf(desc, sizeof(desc), "Who may call it: %s.", o->roles);
+	op = json_pack("{s:s, s:s, s:s, s:[s], s:{s:{s:s, s:o}, s:{s:s}}}", "operationId", id, "summary", o->summary,
+		       "description", desc, "tags", o->tag, "responses", "200", "description", "Success", "content",
+		       success(o), "default", "$ref", "#/components/responses/Error");
+	if (o->query)
+		json_object_set_new(op, "parameters", parameters(o->query));
+	if (o->body)
+		json_object_set_new(op, "requestBody",
+				    json_pack("{s:b, s:o}", "required", 1, "content",
+					      media_schema("application/json", ref(o->body, strlen(o->body)))));
+	if (!strcmp(o->roles, PUBLIC))
+		json_object_set_new(op, "security", json_array());
+	return op;
+}
+
+static json_t *components(void)
+{
+	json_t *s = json_object();
+
+	for (size_t i = 0; i < EGS_ARRAY_LEN(schemas); i++)
+		json_object_set_new(s, schemas[i].name, object_schema(schemas[i].props));
+	return json_pack("{s:o, s:{s:{s:s, s:o}}, s:{s:{s:s, s:s}}}", "schemas", s, "responses", "Error", "description",
+			 "An error in the envelope: error.errorKey says which (docs: README's error keys), "
+			 "error.data.field names the field at fault",
+			 "content",
+			 media_schema("application/json", json_pack("{s:s}", "$ref", "#/components/schemas/ErrorEnvelope")),
+			 "securitySchemes", "bearer", "type", "http", "scheme", "bearer");
+}
+
+/* The whole document (a new reference). */
+static json_t *document(void)
+{
+	json_t *paths = json_object();
+
+	for (size_t i = 0; i < EGS_ARRAY_LEN(ops); i++) {
+		json_t *item = json_object_get(paths, ops[i].path);
+		if (!item) {
+			item = json_object();
+			json_object_set_new(paths, ops[i].path, item);
+		}
+		EGS_ASSERT(!json_object_get(item, ops[i].method)); /* one entry per route */
+		json_object_set_new(item, ops[i].method, operation(&ops[i]));
+	}
+	return json_pack("{s:s, s:{s:s, s:s, s:s}, s:[{s:s}], s:[{s:[]}], s:o, s:o}", "openapi", "3.0.3", "info", "title",
+			 "Elastic GPU Service API", "version", "1",
+			 "description",
+			 "The public EGS REST API (v1) as egsd speaks it, and what egsd adds beside it.  Every JSON "
+			 "answer is the envelope {statusCode, status, message, data} (plus error on failures); "
+			 "authenticate with POST /api/v1/auth and send Authorization: Bearer <token>.",
+			 "servers", "url", "/", "security", "bearer", "paths", paths, "components", components());
+}
+
+static void openapi_get(struct egs_req *r)
+{
+	json_t *doc = document();
+	char *text = json_dumps(doc, JSON_COMPACT);
+	struct evbuffer *b = evbuffer_new();
+
+	EGS_ASSERT(text && b);
+	evbuffer_add(b, text, strlen(text));
+	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type", "application/json");
+	evhttp_send_reply(r->ev, 200, "OK", b); /* the document itself: tools read it without an envelope */
+	evbuffer_free(b);
+	free(text);
+	json_decref(doc);
+	egs_obs_request(r->srv, "GET", r->path, 200, r->t0_us);
+	r->ev = NULL;
+}
+
+const struct egs_route egs_routes_openapi[] = {
+	{ EVHTTP_REQ_GET, "/api/v1/openapi.json", openapi_get, true },
+	{ 0, NULL, NULL, false },
+};
