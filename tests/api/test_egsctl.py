@@ -1,9 +1,10 @@
 """egsctl, the real binary, against a real egsd and egs-agents: contexts (two servers), get/describe/
 create/waittime/release/delete, apply -f (idempotent, errors with file:line, every kind), delete -f,
-wait with --timeout (met and timed out, driven by the dev clock), progress lines when piped,
--o json/yaml parsed back, and the documented exit codes."""
+wait with --timeout (met and timed out, driven by the dev clock), progress as plain lines when piped
+and as a live line on a terminal, -o json/yaml parsed back, and the documented exit codes."""
 import json
 import os
+import pty
 import re
 import stat
 import subprocess
@@ -80,6 +81,25 @@ def gpr_doc(name, ws, priority=101, duration="1h", gpus=1, extra=""):
     return ("apiVersion: egs.avesha.io/v1\nkind: GPUProvisioningRequest\nmetadata:\n  name: %s\nspec:\n"
             "  sliceName: %s\n  numberOfGPUNodes: 1\n  numberOfGPUs: %d\n  exitDuration: %s\n  priority: %d\n%s"
             % (name, ws, gpus, duration, priority, extra))
+
+
+def on_terminal(ctl, *args):
+    """Runs egsctl with stderr on a pseudo-terminal; returns (exit code, what it wrote there)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([EGSCTL] + list(args), stdout=subprocess.DEVNULL, stderr=slave,
+                         env=dict(os.environ, EGS_CONFIG=ctl.config))
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO once the child has closed its side
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return p.wait(10), out.decode()
 
 
 def state(c, gid):
@@ -405,9 +425,11 @@ def test_get_queue_is_in_start_order(env):
     assert re.match(r"POS\s+ID\s+NAME", table[0])
     assert re.match(r"%d\s+%s\s+high" % (items[0]["position"], high), table[1])
     assert re.match(r"%d\s+%s\s+low" % (items[1]["position"], low), table[2])
-    # wait shows the same position.
-    p = ctl("wait", "gpr", low, "--timeout=1s")
-    assert p.returncode == TIMEOUT and "Queued: position %d of %d" % (items[1]["position"], q["queueLength"]) in p.stderr
+    # wait shows the same position; on a terminal as a live line redrawn in place.
+    rc, err = on_terminal(ctl, "wait", "gpr", low, "--timeout=2s")
+    assert rc == TIMEOUT
+    assert "Queued: position %d of %d" % (items[1]["position"], q["queueLength"]) in err
+    assert "\r\033[K" in err and err.count("gpr/%s (low) Queued" % low) >= 2, repr(err)
     for g in (low, high):
         ctl.ok("delete", "gpr", g)
     ctl.ok("release", "gpr", hold)
