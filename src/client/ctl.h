@@ -134,7 +134,9 @@ void ctl_age(const char *rfc3339, int64_t now, char *buf, size_t n);
 /* Duration text "1h2m3s" trimmed of zero parts for display ("2h", "1h30m"). */
 void ctl_duration_text(int64_t secs, char *buf, size_t n);
 
-/* ---- commands ---- */
+/* ---- commands ----
+ * Each runs one command: argv is the command line without the command's own name (argv[0] is the
+ * program), options anywhere; each prints its --help on stdout and returns an enum ctl_exit. */
 int ctl_cmd_get(struct ctl *c, int argc, char **argv);
 int ctl_cmd_describe(struct ctl *c, int argc, char **argv);
 int ctl_cmd_create(struct ctl *c, int argc, char **argv);
