@@ -403,7 +403,6 @@ bool egs_can_write_ws(struct egs_req *r, const struct egs_workspace *ws)
 
 /* ---- dispatch ---- */
 
-extern const struct egs_route egs_routes_openapi[]; /* openapi.c; this declaration belongs in server.h */
 static const struct egs_route *const route_tables[] = {
 	egs_routes_auth, egs_routes_workspace, egs_routes_inventory, egs_routes_gpr, egs_routes_agent,
 	egs_routes_admin, egs_routes_queue,

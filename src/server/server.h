@@ -179,6 +179,7 @@ extern const struct egs_route egs_routes_events[];  /* api_events.c */
 extern const struct egs_route egs_routes_observe[]; /* api_observe.c */
 extern const struct egs_route egs_routes_usage[];   /* api_usage.c */
 extern const struct egs_route egs_routes_metrics[]; /* metrics.c */
+extern const struct egs_route egs_routes_openapi[]; /* openapi.c */
 
 /* Agent long polls: wakes the polls of clusters that now have actions (after a commit). */
 void egs_agent_wake_polls(struct egs_server *srv, bool timeouts_only);
