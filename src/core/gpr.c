@@ -285,6 +285,19 @@ void egs_gpr_detach_result(struct egs_state *st, struct egs_node *n, const char 
 		egs_node_set_attached(st, n, "", now);
 }
 
+void egs_gpr_post_check_failed(struct egs_state *st, struct egs_node *n, const char *gpr_id, const char *message,
+			       int64_t now)
+{
+	const struct egs_gpr *g = egs_state_gpr(st, gpr_id);
+	n->health = EGS_HEALTH_UNHEALTHY;
+	n->quarantine_until = now + 300;
+	egs_state_touch(st, EGS_KIND_NODE, n);
+	egs_state_event(st, now, "Warning", "PostExitCheckFailed", "Node", n->key, g ? g->workspace : "",
+			"node %s failed its post-exit check after GPR %s: %s", n->name, gpr_id, message ? message : "");
+	if (strcmp(n->attached_gpr, gpr_id) == 0)
+		egs_node_set_attached(st, n, "", now);
+}
+
 void egs_gpr_expire(struct egs_state *st, struct egs_gpr *g, int64_t now)
 {
 	EGS_ASSERT(g->state == EGS_GPR_PROVISIONED);

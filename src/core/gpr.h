@@ -47,6 +47,11 @@ void egs_gpr_attach_result(struct egs_state *st, struct egs_node *n, const char 
 			   const char *message, int64_t now);
 void egs_gpr_detach_result(struct egs_state *st, struct egs_node *n, const char *gpr_id, bool ok,
 			   const char *message, int64_t now);
+/* A detach that failed its post-exit checks: the agent detached before checking, so the node is
+ * detached from gpr_id at once, then marked Unhealthy for 300 s (quarantine_until) with a Warning
+ * event PostExitCheckFailed carrying message (borrowed, may be NULL). */
+void egs_gpr_post_check_failed(struct egs_state *st, struct egs_node *n, const char *gpr_id, const char *message,
+			       int64_t now);
 /* Reconciles what the agent says is attached to n (heartbeat/registration). */
 void egs_node_set_attached(struct egs_state *st, struct egs_node *n, const char *gpr_id, int64_t now);
 

@@ -101,6 +101,7 @@ struct egs_node {
 	int64_t free_since; /* when it last became free (no holder, nothing attached) */
 	int64_t quarantine_until; /* a failed check keeps it Unhealthy at least until then */
 	int64_t failure_noted;    /* when a NodeFailed warning was written for the current failure */
+	char address[128];        /* "host:port" of the agent's check port from registration, "" = none */
 	bool dirty;
 };
 
@@ -142,6 +143,24 @@ enum {
 	EGS_GPRF_SECONDARY_NET = 1u << 9,
 };
 
+/* The latest check run an agent reported for one node of a GPR in one phase (pre: attach, post:
+ * detach).  `checks` is the validated JSON array text of the run's checks, owned. */
+struct egs_check_run {
+	char node[EGS_KEY_MAX]; /* node key "cluster/name" */
+	bool post;
+	bool ok;
+	int64_t time;
+	char *checks;
+};
+#define EGS_CHECK_RUNS_MAX 64 /* per GPR: the oldest run goes first */
+struct egs_gpr;
+/* Keeps run (node_key, post) of g as the latest for that node and phase, replacing an older one;
+ * copies checks_json (borrowed). */
+void egs_gpr_note_check_run(struct egs_gpr *g, const char *node_key, bool post, bool ok, const char *checks_json,
+			    int64_t now);
+/* Frees g's check runs (the state calls it when it frees g). */
+void egs_gpr_clear_check_runs(struct egs_gpr *g);
+
 /* Further bits of egs_gpr.marks_sent. */
 enum { EGS_MARK_IDLE_WARNED = 1u << 4, EGS_MARK_EXIT_WARNED = 1u << 5 };
 
@@ -180,6 +199,10 @@ struct egs_gpr {
 	int64_t idle_since;  /* since when every GPU it holds stayed under 1% utilisation, 0 = busy */
 	int64_t est_start;   /* planner's estimate, 0 = unknown */
 	size_t heap_idx;   /* position in the queue heap, SIZE_MAX when not queued */
+	/* Owned by the state, not by this struct: freed by egs_gpr_clear_check_runs() when the GPR leaves
+	 * the state, so that a shallow copy of a GPR (PATCH edits one) never frees them. */
+	struct egs_check_run *check_runs;
+	size_t n_check_runs;
 	bool dirty;
 };
 

@@ -173,6 +173,38 @@ void egs_gpr_free(struct egs_gpr *g)
 	free(g);
 }
 
+void egs_gpr_note_check_run(struct egs_gpr *g, const char *node_key, bool post, bool ok, const char *checks_json,
+			    int64_t now)
+{
+	size_t i = 0;
+	while (i < g->n_check_runs && !(g->check_runs[i].post == post && !strcmp(g->check_runs[i].node, node_key)))
+		i++;
+	if (i == g->n_check_runs && i == EGS_CHECK_RUNS_MAX)
+		i = 0; /* full: the oldest goes (runs are kept oldest first) */
+	if (i < g->n_check_runs) {
+		free(g->check_runs[i].checks);
+		memmove(&g->check_runs[i], &g->check_runs[i + 1], (g->n_check_runs - i - 1) * sizeof(*g->check_runs));
+		g->n_check_runs--;
+	}
+	if (!g->check_runs)
+		g->check_runs = egs_calloc(EGS_CHECK_RUNS_MAX, sizeof(*g->check_runs));
+	struct egs_check_run *run = &g->check_runs[g->n_check_runs++];
+	egs_strlcpy(run->node, node_key, sizeof(run->node));
+	run->post = post;
+	run->ok = ok;
+	run->time = now;
+	run->checks = egs_strdup(checks_json);
+}
+
+void egs_gpr_clear_check_runs(struct egs_gpr *g)
+{
+	for (size_t i = 0; i < g->n_check_runs; i++)
+		free(g->check_runs[i].checks);
+	free(g->check_runs);
+	g->check_runs = NULL;
+	g->n_check_runs = 0;
+}
+
 void egs_apikey_free(struct egs_apikey *k)
 {
 	if (!k)
@@ -196,7 +228,10 @@ static void free_obj(enum egs_kind kind, void *obj)
 	case EGS_KIND_CLUSTER: egs_cluster_free(obj); break;
 	case EGS_KIND_NODE: egs_node_free(obj); break;
 	case EGS_KIND_WORKSPACE: egs_workspace_free(obj); break;
-	case EGS_KIND_GPR: egs_gpr_free(obj); break;
+	case EGS_KIND_GPR:
+		egs_gpr_clear_check_runs(obj);
+		egs_gpr_free(obj);
+		break;
 	case EGS_KIND_APIKEY: egs_apikey_free(obj); break;
 	}
 }

@@ -48,6 +48,20 @@ static bool agent_cluster(struct egs_req *r, struct egs_cluster **out)
 	return true;
 }
 
+/* Every node of g with its agent's check address ("" when its agent registered none), so that an agent
+ * can probe peers served by other agents. */
+static json_t *gpr_nodes(const struct egs_state *st, const struct egs_gpr *g)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; g && i < g->nodes.n; i++) {
+		const struct egs_node *m = egs_map_get(&st->nodes, g->nodes.v[i]);
+		if (m)
+			json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "node", m->name, "cluster", m->cluster,
+							   "address", m->address));
+	}
+	return a;
+}
+
 static void append_actions(struct egs_server *srv, const char *cluster, json_t *out)
 {
 	struct egs_state *st = &srv->st;
@@ -83,14 +97,47 @@ static void append_actions(struct egs_server *srv, const char *cluster, json_t *
 		int64_t st_t = g && g->start_ts ? g->start_ts : now;
 		egs_time_format(st_t, start, sizeof(start));
 		egs_time_format(g && g->exit_at ? g->exit_at : st_t + (g ? g->exit_duration_s : 0), exit_s, sizeof(exit_s));
-		json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "actionId", id, "type", type,
-						     "gprId", gid, "node", n->name, "workspace", g ? g->workspace : "",
-						     "namespaces", nss, "startTime", start, "exitTime", exit_s));
+		json_t *act = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "actionId", id, "type", type, "gprId",
+					gid, "node", n->name, "workspace", g ? g->workspace : "", "namespaces", nss,
+					"startTime", start, "exitTime", exit_s);
+		EGS_ASSERT(act);
+		if (!strcmp(type, "attach"))
+			json_object_set_new(act, "gprNodes", gpr_nodes(st, g));
+		json_array_append_new(out, act);
 	}
 }
 
-/* Validates one node object of a registration; replies 422 naming the field on failure. */
-static bool parse_node(struct egs_req *r, json_t *o, size_t i, struct egs_node *n)
+/* "host:port": a host name or IPv4 address (letters, digits, '.', '-', '_') or a bracketed IPv6
+ * address, then a port 1-65535. */
+static bool address_valid(const char *s)
+{
+	const char *colon = strrchr(s, ':');
+	if (!colon || colon == s || strlen(s) > 127)
+		return false;
+	char *end;
+	long port = strtol(colon + 1, &end, 10);
+	if (colon[1] < '0' || colon[1] > '9' || *end || port < 1 || port > 65535)
+		return false;
+	size_t len = (size_t)(colon - s);
+	bool v6 = s[0] == '[';
+	if (v6 && (len < 3 || s[len - 1] != ']'))
+		return false;
+	for (size_t k = v6 ? 1 : 0; k < (v6 ? len - 1 : len); k++) {
+		unsigned char c = (unsigned char)s[k];
+		bool ok = v6 ? (c == ':' || c == '.' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+				(c >= 'A' && c <= 'F'))
+			     : (c == '.' || c == '-' || c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+				(c >= 'A' && c <= 'Z'));
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* Validates one node object of a registration; replies 422 naming the field on failure.  A malformed
+ * attachedGpr does not refuse the registration (an agent with a damaged state file must still be
+ * able to register): it counts as "" and *bad_attached is set, for a warning. */
+static bool parse_node(struct egs_req *r, json_t *o, size_t i, struct egs_node *n, bool *bad_attached)
 {
 	char f[64];
 	int64_t v;
@@ -147,13 +194,22 @@ static bool parse_node(struct egs_req *r, json_t *o, size_t i, struct egs_node *
 		}
 		n->n_gpus = (int)json_array_size(gpus);
 	}
-	json_t *a = json_object_get(o, "attachedGpr");
-	if (a && !json_is_null(a) && (!json_is_string(a) || json_string_length(a) >= EGS_ID_MAX)) {
-		snprintf(f, sizeof(f), "nodes[%zu].attachedGpr", i);
-		egs_reply_invalid(r, f, "%s must be a GPR id or \"\"", f);
-		return false;
+	json_t *addr = json_object_get(o, "address");
+	if (addr && !json_is_null(addr)) {
+		if (!json_is_string(addr) || strlen(json_string_value(addr)) != json_string_length(addr) ||
+		    (json_string_length(addr) && !address_valid(json_string_value(addr)))) {
+			snprintf(f, sizeof(f), "nodes[%zu].address", i);
+			egs_reply_invalid(r, f, "%s must be \"host:port\" (at most 127 characters)", f);
+			return false;
+		}
+		egs_strlcpy(n->address, json_string_value(addr), sizeof(n->address));
 	}
-	egs_strlcpy(n->attached_gpr, a && json_is_string(a) ? json_string_value(a) : "", sizeof(n->attached_gpr));
+	json_t *a = json_object_get(o, "attachedGpr");
+	const char *as = json_is_string(a) ? json_string_value(a) : "";
+	*bad_attached = (a && !json_is_null(a) && !json_is_string(a)) ||
+			(*as && (json_string_length(a) >= EGS_ID_MAX || strlen(as) != json_string_length(a) ||
+				 !egs_label_valid(as, &(const char *){ NULL })));
+	egs_strlcpy(n->attached_gpr, *bad_attached ? "" : as, sizeof(n->attached_gpr));
 	return true;
 }
 
@@ -175,11 +231,12 @@ static void agent_register(struct egs_req *r)
 	}
 	size_t count = json_array_size(nodes);
 	struct egs_node *parsed = egs_calloc(count + 1, sizeof(*parsed));
+	bool *bad_attached = egs_calloc(count + 1, sizeof(*bad_attached));
 	size_t i;
 	json_t *o;
 	bool ok = true;
 	json_array_foreach(nodes, i, o) {
-		if (!(ok = parse_node(r, o, i, &parsed[i])))
+		if (!(ok = parse_node(r, o, i, &parsed[i], &bad_attached[i])))
 			break;
 		for (size_t j = 0; j < i && ok; j++)
 			if (!strcmp(parsed[j].name, parsed[i].name)) {
@@ -195,6 +252,7 @@ static void agent_register(struct egs_req *r)
 		for (size_t j = 0; j < count; j++)
 			free(parsed[j].gpus);
 		free(parsed);
+		free(bad_attached);
 		return;
 	}
 	int64_t now = egs_now(srv);
@@ -217,6 +275,11 @@ static void agent_register(struct egs_req *r)
 		memcpy(n->region, p->region, sizeof(n->region));
 		n->gpu_count = p->gpu_count;
 		n->memory_mib = p->memory_mib;
+		memcpy(n->address, p->address, sizeof(n->address));
+		if (bad_attached[i])
+			egs_state_event(st, now, "Warning", "AttachedGprIgnored", "Node", n->key, NULL,
+					"node %s of cluster %s registered with a malformed attachedGpr; taken as nothing attached",
+					n->name, c->name);
 		if (p->n_gpus) {
 			free(n->gpus);
 			n->gpus = p->gpus;
@@ -246,10 +309,12 @@ static void agent_register(struct egs_req *r)
 	for (size_t j = 0; j < count; j++)
 		free(parsed[j].gpus);
 	free(parsed);
+	free(bad_attached);
 	st->generation++;
 	egs_server_changed(srv);
-	egs_reply_ok(r, json_pack("{s:I, s:i}", "nodes", (json_int_t)count, "heartbeatIntervalSeconds",
-				  (int)(st->cfg.heartbeat_timeout_s / 3 > 0 ? st->cfg.heartbeat_timeout_s / 3 : 1)));
+	egs_reply_ok(r, json_pack("{s:I, s:i, s:[s]}", "nodes", (json_int_t)count, "heartbeatIntervalSeconds",
+				  (int)(st->cfg.heartbeat_timeout_s / 3 > 0 ? st->cfg.heartbeat_timeout_s / 3 : 1),
+				  "features", "checks"));
 }
 
 static double num(json_t *o, const char *k)
@@ -461,9 +526,97 @@ void egs_agent_drop_polls(struct egs_server *srv)
 	egs_vec_cleanup(&srv->polls);
 }
 
+#define MAX_CHECKS 16
+
+static bool bad_check(struct egs_req *r, size_t i, const char *key, const char *why)
+{
+	char f[48];
+	snprintf(f, sizeof(f), "checks[%zu]%s%s", i, *key ? "." : "", key);
+	egs_reply_invalid(r, f, "%s %s", f, why);
+	return false;
+}
+
+static bool in_list(const char *s, const char *const *words)
+{
+	for (; *words; words++)
+		if (!strcmp(s, *words))
+			return true;
+	return false;
+}
+
+static bool one_of(json_t *v, const char *const *words)
+{
+	return json_is_string(v) && in_list(json_string_value(v), words);
+}
+
+/* Validates the optional `checks` of a result whole (422 naming e.g. checks[2].status) and returns
+ * them in *out (caller frees; NULL when absent or empty), with *post_failed telling whether a
+ * post-exit check failed. */
+static bool parse_checks(struct egs_req *r, json_t *checks, json_t **out, bool *post_failed)
+{
+	static const char *const phases[] = { "pre", "post", NULL };
+	static const char *const statuses[] = { "passed", "failed", "skipped", NULL };
+	*out = NULL;
+	*post_failed = false;
+	if (!checks || json_is_null(checks))
+		return true;
+	if (!json_is_array(checks) || json_array_size(checks) > MAX_CHECKS) {
+		egs_reply_invalid(r, "checks", "checks must be a list of at most %d checks", MAX_CHECKS);
+		return false;
+	}
+	size_t i;
+	json_t *c;
+	json_array_foreach(checks, i, c) {
+		if (!json_is_object(c))
+			return bad_check(r, i, "", "must be an object");
+		static const char *const keys[] = { "name", "phase", "status", "output", "durationMs", NULL };
+		const char *key;
+		json_t *v;
+		json_object_foreach(c, key, v)
+			if (!in_list(key, keys))
+				return bad_check(r, i, "", "has an unknown field");
+		json_t *name = json_object_get(c, "name"), *out_s = json_object_get(c, "output");
+		json_t *ms = json_object_get(c, "durationMs");
+		if (!json_is_string(name) || !egs_label_valid(json_string_value(name), &(const char *){ NULL }))
+			return bad_check(r, i, "name", "must be a check name (1-63 letters, digits, '.', '_' or '-')");
+		if (!one_of(json_object_get(c, "phase"), phases))
+			return bad_check(r, i, "phase", "must be pre or post");
+		if (!one_of(json_object_get(c, "status"), statuses))
+			return bad_check(r, i, "status", "must be passed, failed or skipped");
+		if (out_s && !json_is_null(out_s)) {
+			if (!json_is_string(out_s) || json_string_length(out_s) > 255)
+				return bad_check(r, i, "output", "must be a string of at most 255 bytes");
+			const char *t = json_string_value(out_s);
+			for (size_t k = 0; k < json_string_length(out_s); k++)
+				if ((unsigned char)t[k] < 0x20 || t[k] == 0x7f)
+					return bad_check(r, i, "output", "must not contain control characters");
+		}
+		if (ms && !json_is_null(ms) &&
+		    (!json_is_integer(ms) || json_integer_value(ms) < 0 || json_integer_value(ms) > 7LL * 86400 * 1000))
+			return bad_check(r, i, "durationMs", "must be an integer from 0 to 604800000");
+	}
+	if (!json_array_size(checks))
+		return true;
+	*out = json_array();
+	json_array_foreach(checks, i, c) {
+		json_t *out_s = json_object_get(c, "output"), *ms = json_object_get(c, "durationMs");
+		const char *phase = json_string_value(json_object_get(c, "phase"));
+		const char *status = json_string_value(json_object_get(c, "status"));
+		json_array_append_new(*out, json_pack("{s:s, s:s, s:s, s:s, s:I}", "name",
+						      json_string_value(json_object_get(c, "name")), "phase", phase,
+						      "status", status, "output",
+						      json_is_string(out_s) ? json_string_value(out_s) : "", "durationMs",
+						      (json_int_t)(json_is_integer(ms) ? json_integer_value(ms) : 0)));
+		if (!strcmp(phase, "post") && !strcmp(status, "failed"))
+			*post_failed = true;
+	}
+	return true;
+}
+
 static void agent_result(struct egs_req *r)
 {
-	static const char *const allowed[] = { "clusterName", "actionId", "type", "gprId", "node", "ok", "message", NULL };
+	static const char *const allowed[] = { "clusterName", "actionId", "type", "gprId", "node", "ok", "message", "checks",
+					       NULL };
 	struct egs_server *srv = r->srv;
 	struct egs_cluster *c;
 	char type[16], gid[EGS_ID_MAX], node[EGS_NAME_MAX], msg[400], aid[200];
@@ -479,24 +632,37 @@ static void agent_result(struct egs_req *r)
 		egs_reply_invalid(r, "ok", "ok is required");
 		return;
 	}
-	if (!egs_check_name(r, "gprId", gid, false) || !egs_check_name(r, "node", node, false) ||
-	    !egs_check_text(r, "actionId", aid))
+	json_t *checks;
+	bool post_failed;
+	if (!parse_checks(r, json_object_get(r->body, "checks"), &checks, &post_failed))
 		return;
-	struct egs_node *n = egs_state_node(&srv->st, c->name, node);
-	if (!n) {
+	struct egs_node *n = NULL;
+	bool attach = !strcmp(type, "attach");
+	if (!attach && strcmp(type, "detach") != 0)
+		egs_reply_invalid(r, "type", "type must be attach or detach");
+	else if (egs_check_name(r, "gprId", gid, false) && egs_check_name(r, "node", node, false) &&
+		 egs_check_text(r, "actionId", aid) && !(n = egs_state_node(&srv->st, c->name, node)))
 		egs_reply_err(r, EGS_ERR_NOT_FOUND, "NODE_NOT_FOUND", "node", "node %s is not registered in cluster %s", node,
 			      c->name);
+	if (!n) {
+		json_decref(checks);
 		return;
 	}
 	int64_t now = egs_now(srv);
-	if (!strcmp(type, "attach"))
-		egs_gpr_attach_result(&srv->st, n, gid, ok, msg, now);
-	else if (!strcmp(type, "detach"))
-		egs_gpr_detach_result(&srv->st, n, gid, ok, msg, now);
-	else {
-		egs_reply_invalid(r, "type", "type must be attach or detach");
-		return;
+	struct egs_gpr *g = egs_state_gpr(&srv->st, gid);
+	if (g && checks) {
+		char *text = json_dumps(checks, JSON_COMPACT);
+		EGS_ASSERT(text);
+		egs_gpr_note_check_run(g, n->key, !attach, ok, text, now);
+		free(text);
 	}
+	json_decref(checks);
+	if (attach)
+		egs_gpr_attach_result(&srv->st, n, gid, ok, msg, now);
+	else if (!ok && post_failed)
+		egs_gpr_post_check_failed(&srv->st, n, gid, msg, now);
+	else
+		egs_gpr_detach_result(&srv->st, n, gid, ok, msg, now);
 	srv->st.generation++;
 	egs_server_changed(srv);
 	egs_reply_ok(r, json_pack("{s:s}", "actionId", aid));

@@ -52,6 +52,22 @@ static const char *internal_state(enum egs_gpr_state s)
 	}
 }
 
+/* The latest check run of each node and phase, oldest first: [{node, phase, time, ok, checks}]. */
+static json_t *check_runs(const struct egs_gpr *g)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < g->n_check_runs; i++) {
+		const struct egs_check_run *run = &g->check_runs[i];
+		const char *slash = strchr(run->node, '/');
+		json_t *checks = json_loads(run->checks, 0, NULL);
+		EGS_ASSERT(json_is_array(checks)); /* written by api_agent.c from a validated array */
+		json_array_append_new(a, json_pack("{s:s, s:s, s:o, s:b, s:o}", "node", slash ? slash + 1 : run->node,
+						   "phase", run->post ? "post" : "pre", "time", time_or_null(run->time),
+						   "ok", run->ok, "checks", checks));
+	}
+	return a;
+}
+
 json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 {
 	int64_t now = egs_now(srv);
@@ -120,6 +136,8 @@ json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 		"enableAutoGpuSelection", (g->flags & EGS_GPRF_AUTO_GPU) != 0,
 		"status", status);
 	EGS_ASSERT(o);
+	if (g->n_check_runs)
+		json_object_set_new(status, "checks", check_runs(g));
 	if (g->idle_timeout_s)
 		json_object_set_new(o, "idleTimeOutDuration", duration(g->idle_timeout_s));
 	return o;
@@ -162,6 +180,8 @@ json_t *egs_json_node(struct egs_server *srv, const struct egs_node *n)
 		"gpuNodeStatus", state, "gpuNodeState", state, "allocation", alloc,
 		"lastHeartbeat", time_or_null(n->last_heartbeat), "gpus", gpus);
 	EGS_ASSERT(o);
+	if (n->address[0])
+		json_object_set_new(o, "address", json_string(n->address));
 	return o;
 }
 
