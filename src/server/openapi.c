@@ -66,7 +66,7 @@ static const struct schema_def schemas[] = {
 	{"Node", "gpuNodeName:s gpuShape:s gpuModelName:s instanceType:s clusterName:s memory:i gpuCount:i "
 		 "availableGPUs:i gpuTempThreshold:n gpuPowerThreshold:n cloudProvider:s region:s "
 		 "nodeHealth:e(Healthy|Unhealthy|Unschedulable) gpuNodeStatus:e(NODE_AVAILABLE|NODE_RESERVED) "
-		 "gpuNodeState:e(NODE_AVAILABLE|NODE_RESERVED) allocation:[Allocation] lastHeartbeat:t? gpus:[NodeGpu]"},
+		 "gpuNodeState:e(NODE_AVAILABLE|NODE_RESERVED) allocation:[Allocation] lastHeartbeat:t? gpus:[NodeGpu] ~address:s"},
 	{"Inventory", "items:[Node] managedNodes:[Node] unmanagedNodes:[Node]"},
 	{"NodeList", "items:[Node]"},
 	{"WorkspaceHolding", "nodeName:[s] instanceType:s memory:i totalGpus:i gpuShape:s gprId:s clusterName:s"},
@@ -97,9 +97,11 @@ static const struct schema_def schemas[] = {
 	{"GprReason", "gprId:s ~reason:s"},
 	{"GprUpdated", "gprId:s ~exitTimestamp:t"},
 	{"GprEvicted", "gprId:s provisioningStatus:" STATE},
+	{"CheckResult", "name:s phase:e(pre|post) status:e(passed|failed|skipped) ~output:s ~durationMs:i"},
+	{"CheckRun", "node:s phase:e(pre|post) time:t? ok:b checks:[CheckResult]"},
 	{"GprStatus", "provisioningStatus:" STATE " failureReason:s numGpusAllocated:i startTimestamp:t? "
 		      "completionTimestamp:t? cost:s nodes:[s] internalState:e(Queued|Provisioned|Released) retryCount:i "
-		      "delayedCount:i pendingReason:s? exitTimestamp:t? remainingDuration:s createdTimestamp:t?"},
+		      "delayedCount:i pendingReason:s? exitTimestamp:t? remainingDuration:s createdTimestamp:t? ~checks:[CheckRun]"},
 	{"Gpr", "gprId:s gprName:s sliceName:s clusterName:s numberOfGPUs:i numberOfGPUNodes:i instanceType:s "
 		"memoryPerGPU:i memoryPerGpu:i priority:i gpuSharingMode:s estimatedStartTime:t? estimatedWaitTime:s? "
 		"exitDuration:s earlyRelease:b gpuShape:s multiNode:b dedicatedNodes:b enableRDMA:b "
@@ -170,15 +172,16 @@ static const struct schema_def schemas[] = {
 	{"Clock", "now:t offsetSeconds:i"},
 	{"Health", "status:s"},
 	/* agents */
-	{"AgentNode", "name:s instanceType:s gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s ~gpus:[obj]"},
+	{"AgentNode", "name:s instanceType:s gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s ~gpus:[obj] ~address:s ~attachedGpr:any"},
 	{"AgentRegister", "~clusterName:s ~agentVersion:s nodes:[AgentNode]"},
-	{"AgentRegistered", "nodes:i heartbeatIntervalSeconds:i"},
+	{"AgentRegistered", "nodes:i heartbeatIntervalSeconds:i features:[s]"},
 	{"AgentHeartbeat", "~clusterName:s nodes:[obj]"},
 	{"HeartbeatAck", "pendingActions:i"},
 	{"AgentAction", "actionId:s type:e(precheck|attach|detach) gprId:s node:s workspace:s namespaces:[s] "
-			"startTime:t exitTime:t"},
+			"startTime:t exitTime:t ~gprNodes:[GprNode]"},
+	{"GprNode", "node:s cluster:s address:s"},
 	{"AgentActions", "actions:[AgentAction]"},
-	{"AgentResult", "~clusterName:s actionId:s type:e(precheck|attach|detach) gprId:s node:s ok:b ~message:s"},
+	{"AgentResult", "~clusterName:s actionId:s type:e(precheck|attach|detach) gprId:s node:s ok:b ~message:s ~checks:[CheckResult]?"},
 	{"ActionAck", "actionId:s"},
 };
 

@@ -104,8 +104,9 @@ def test_post_exit_check_after_drain_marks_the_node(cluster, tmpdir_path):
     assert st["status"]["nodes"] == ["h100-1"]
     cluster.admin.ok("PUT", "/api/v1/gpr", {"gprId": gid, "earlyRelease": True})
     cluster.wait_state(gid, "Complete")
-    failed = wait_for(lambda: events(cluster, "DetachFailed"), what="DetachFailed event")
-    assert "detached, but post-check storage failed: %s/h100-1: No such file or directory" % store in \
+    failed = wait_for(lambda: events(cluster, "PostExitCheckFailed"), what="PostExitCheckFailed event")
+    assert events(cluster, "DetachFailed") == []
+    assert "post-check storage failed: %s/h100-1: No such file or directory" % store in \
         failed[0]["message"], failed[0]["message"]
     wait_for(lambda: inventory_node(cluster, "h100-1")["nodeHealth"] == "Unhealthy", what="h100-1 Unhealthy")
     assert agent.attach_state()["nodes"] == {}
