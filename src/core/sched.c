@@ -5,7 +5,9 @@
  */
 #include "core/sched.h"
 
+#include "core/fair.h"
 #include "core/gpr.h"
+#include "core/preempt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -664,10 +666,10 @@ void egs_plan_free(struct egs_plan *p)
 	free(p);
 }
 
-int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
+/* One walk over the queue at now (see egs_sched_run); returns the earlier of next and the next
+ * time the walk needs to run again. */
+static int64_t walk(struct egs_state *st, int64_t now, struct egs_plan *keep, int64_t next)
 {
-	int64_t next = due_transitions(st, now);
-
 	struct egs_plan local, *p = keep ? keep : &local;
 	if (keep)
 		plan_cleanup(keep);
@@ -695,10 +697,22 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
 	return next;
 }
 
+int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
+{
+	int64_t next = due_transitions(st, now);
+	int64_t after = walk(st, now, keep, next);
+	/* A high-priority request that could not start may evict its way in; the freed nodes go to it
+	 * in a fresh walk (it comes first in queue order). */
+	if (egs_preempt(st, now))
+		after = walk(st, now, keep, next);
+	return after;
+}
+
 int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, struct egs_plan *p)
 {
 	if (!p || !p->valid || p->st != st || now < p->now ||
-	    (p->last && !egs_queue_before(p->last, g)) || g->state != EGS_GPR_QUEUED)
+	    (p->last && !egs_queue_before(p->last, g)) || g->state != EGS_GPR_QUEUED ||
+	    g->priority >= EGS_PRIORITY_HIGH) /* it may preempt: egs_sched_run decides */
 		return EGS_NEVER - 1;
 	p->now = now;
 	return plan_one(p, g);
@@ -718,9 +732,12 @@ int64_t egs_sched_estimate(struct egs_state *st, const struct egs_gpr *g, int64_
 	struct egs_gpr **order = egs_malloc((nq + 1) * sizeof(*order));
 	egs_queue_sorted(&st->queue, order);
 	int64_t result = EGS_NEVER;
+	double fair = egs_fair_key(st, g->workspace);
 	for (size_t i = 0; i <= nq; i++) {
-		/* g goes after every queued GPR of its priority or higher (it would be the newest). */
-		bool g_here = i == nq || order[i]->priority < g->priority;
+		/* g goes after every queued GPR of a higher priority, or of its priority and a fair key no
+		 * larger than its own (it would be the newest). */
+		bool g_here = i == nq || order[i]->priority < g->priority ||
+			      (order[i]->priority == g->priority && order[i]->fair > fair);
 		const struct egs_gpr *cur = g_here ? g : order[i];
 		struct wsinfo *w = ws_get(&p, cur->workspace);
 		int64_t t = place(&p, cur, w);

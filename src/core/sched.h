@@ -49,7 +49,7 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep);
 
 /* Places g, just queued, with the kept plan p, giving exactly what a full egs_sched_run would give
  * it, provided nothing else changed since p was built (the caller's generation check) and g goes
- * after every queued GPR.  A plan does not age: every time in it is fixed (a free node counts from
+ * after every queued GPR, and is not in the high band (which may preempt).  A plan does not age: every time in it is fixed (a free node counts from
  * when it became free, a provisioning GPR from when it started) and estimates are clamped to now.  Returns g's start (EGS_NEVER when none),
  * or EGS_NEVER - 1 when p cannot be used: then the caller runs egs_sched_run. */
 int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, struct egs_plan *p);
