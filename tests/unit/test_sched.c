@@ -996,6 +996,68 @@ static void test_fair_share_order(void **state)
 	}
 }
 
+/* Wait-time queries served from the kept plan (its snapshots, or the plan itself when the request
+ * goes last) give the same starts and clusters as a fresh walk, for requests of every priority and
+ * fair key, at the plan's second and later (before anything falls due), with GPRs the walk just
+ * started (not yet attached) in the replayed stretch. */
+static void test_estimates_from_kept_plan(void **state)
+{
+	(void)state;
+	size_t compared = 0, never = 0;
+	for (uint64_t seed = 1; seed <= 4; seed++) {
+		struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
+		bool homogeneous = seed % 2 == 0;
+		random_world(st, seed, 6, 12, homogeneous);
+		/* Some workspaces have used GPUs: their GPRs queue with larger fair keys. */
+		for (int w = 0; w < 6; w++) {
+			char ws[16];
+			snprintf(ws, sizeof(ws), "ws%d", w);
+			struct egs_gpr *u = defer(free_gpr, mk_gpr("gpr-used", ws, 1, 8, 3600, 100));
+			u->start_ts = T0 - 7200 + w * 600;
+			egs_fair_charge(st, u, T0 - 3600);
+		}
+		int64_t now = T0;
+		for (size_t i = 0; i < 5000; i++) {
+			struct egs_gpr *g = random_gpr(i, 12, 2, homogeneous, false);
+			g->priority = (int)rng_range(1, 6) * 50;
+			const struct egs_workspace *ws = egs_state_workspace(st, g->workspace);
+			if (egs_sched_capacity(st, g, ws, NULL, 0) < (size_t)g->node_count) {
+				egs_gpr_free(g);
+				continue;
+			}
+			submit(st, g, now);
+		}
+		struct egs_plan *plan = defer(free_plan, egs_plan_new());
+		int64_t next = egs_sched_run(st, now, plan); /* starts some; the agents do not answer yet */
+		assert_true(next > now);
+		for (int prio = 0; prio <= 300; prio += 50) {
+			for (int w = 0; w < 3; w++) {
+				const char *wsname = w == 0 ? "ws0" : w == 1 ? "ws5" : "ws9"; /* ws9: no use */
+				struct egs_gpr *probes[3];
+				for (int j = 0; j < 3; j++) {
+					probes[j] = defer(free_gpr, random_gpr(9000 + (size_t)j, 12, 2, homogeneous, false));
+					probes[j]->priority = prio ? prio : 1;
+					egs_strlcpy(probes[j]->workspace, wsname, sizeof(probes[j]->workspace));
+				}
+				int64_t at = now + (w == 2 ? (next - now) / 2 : 0);
+				int64_t fast[3], slow[3];
+				char fc[3][EGS_NAME_MAX], sc[3][EGS_NAME_MAX];
+				egs_sched_estimates(st, (const struct egs_gpr *const *)probes, 3, at, plan, fast, fc);
+				egs_sched_estimates(st, (const struct egs_gpr *const *)probes, 3, at, NULL, slow, sc);
+				for (int j = 0; j < 3; j++) {
+					assert_int_equal(fast[j], slow[j]);
+					if (slow[j] != EGS_NEVER)
+						assert_string_equal(fc[j], sc[j]);
+					never += slow[j] == EGS_NEVER;
+					compared++;
+				}
+			}
+		}
+		egs_state_clear_changes(st);
+	}
+	assert_true(compared == 4 * 7 * 3 * 3 && never < compared);
+}
+
 /* Three one-node GPRs of priority 50 on three nodes, started 30, 20 and 15 minutes before now: l1
  * and l2 opted in to eviction, l3 did not. */
 static struct egs_state *preempt_world(int64_t *now, struct egs_gpr **l)
@@ -2177,6 +2239,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_estimates_hold_with_fair_share, teardown),
 		cmocka_unit_test_teardown(test_fair_share_key, teardown),
 		cmocka_unit_test_teardown(test_fair_share_order, teardown),
+		cmocka_unit_test_teardown(test_estimates_from_kept_plan, teardown),
 		cmocka_unit_test_teardown(test_preempt_least_lost, teardown),
 		cmocka_unit_test_teardown(test_preempt_guards, teardown),
 		cmocka_unit_test_teardown(test_preempt_counts_free_nodes, teardown),
