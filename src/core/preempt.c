@@ -7,9 +7,13 @@
 #include "core/gpr.h"
 #include "core/sched.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Waiting high-band GPRs examined per run (each costs a pass over the nodes of its clusters). */
+#define PREEMPT_TRIES 32
 
 struct victim {
 	struct egs_gpr *g;
@@ -150,13 +154,24 @@ size_t egs_preempt(struct egs_state *st, int64_t now)
 	size_t nq = egs_queue_len(&st->queue);
 	if (!nq || egs_queue_peek(&st->queue)->priority < EGS_PRIORITY_HIGH)
 		return 0;
+	/* Cheap first: the highest priority any GPR could be evicted by (none: nothing to do). */
+	int lowest = INT_MAX;
+	for (size_t i = 0; i < st->active.len; i++) {
+		const struct egs_gpr *a = st->active.items[i];
+		if (a->state == EGS_GPR_PROVISIONED && (a->flags & EGS_GPRF_EVICTION) &&
+		    now - a->start_ts >= st->cfg.preempt_min_runtime_s && a->priority < lowest)
+			lowest = a->priority;
+	}
+	if (lowest == INT_MAX)
+		return 0;
 	struct egs_gpr **order = egs_malloc(nq * sizeof(*order));
 	egs_queue_sorted(&st->queue, order);
-	size_t evicted = 0;
-	for (size_t i = 0; i < nq && !evicted && order[i]->priority >= EGS_PRIORITY_HIGH; i++) {
+	size_t evicted = 0, tried = 0;
+	for (size_t i = 0; i < nq && !evicted && tried < PREEMPT_TRIES && order[i]->priority >= EGS_PRIORITY_HIGH; i++) {
 		struct egs_gpr *g = order[i];
-		if (g->est_start && g->est_start <= now)
-			continue; /* it starts now, or its nodes are on their way */
+		if ((g->est_start && g->est_start <= now) || g->priority <= lowest)
+			continue; /* it starts now, or its nodes are on their way; or no one is below it */
+		tried++;
 		evicted = preempt_for(st, g, now);
 	}
 	free(order);

@@ -12,6 +12,9 @@
  * so a request whose nodes are on their way evicts no one.  The request's workspace must be free
  * (one provisioned GPR per workspace): evicting would not start it.
  *
+ * At most the first 32 waiting high-band GPRs that a victim could make room for are examined per
+ * run (each costs a pass over the nodes): the others wait for the next run.
+ *
  * Victims are evicted like an admin's eviction (requeued when they asked for requeueOnFailure,
  * else released), with evictedBy naming the preempting GPR and a Warning event on both.  At most one
  * request preempts per call; the plan that runs next gives it the freed nodes, which no lower
