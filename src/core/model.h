@@ -110,6 +110,8 @@ struct egs_ws_namespace {
 	struct egs_strlist clusters;
 };
 
+struct egs_policy; /* core/policy.h */
+
 struct egs_ws_user {
 	char username[EGS_NAME_MAX * 2];
 	char email[EGS_NAME_MAX * 2];
@@ -126,6 +128,8 @@ struct egs_workspace {
 	size_t n_users;
 	int64_t created_at;
 	char *webhook_url; /* Slack-compatible incoming webhook for its events, owned, NULL = none */
+	char *policy_json;         /* its policy as stored (canonical JSON), owned, NULL = none */
+	struct egs_policy *policy; /* the same, parsed (core/policy.h), owned, NULL = none */
 	bool dirty;
 };
 

@@ -6,6 +6,7 @@
 #include "core/state.h"
 
 #include "core/fair.h"
+#include "core/policy.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -155,6 +156,8 @@ void egs_workspace_free(struct egs_workspace *w)
 	free(w->namespaces);
 	free(w->users);
 	free(w->webhook_url);
+	free(w->policy_json);
+	egs_policy_free(w->policy);
 	free(w);
 }
 
