@@ -123,6 +123,8 @@ static const char *const migrations[] = {
 	/* 3: the planner: who preempted a GPR, and the fair-share key it was queued with (NULL = none) */
 	"ALTER TABLE gprs ADD COLUMN evicted_by TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE gprs ADD COLUMN fair_key REAL;",
+	/* 4: a workspace's policy (limits and approvals), canonical JSON written by egsd */
+	"ALTER TABLE workspaces ADD COLUMN policy TEXT;",
 };
 
 int egs_store_schema_version(void)
@@ -444,6 +446,7 @@ static void bind_workspace(struct binder *b, const void *obj)
 	b_json(b, users_json(w));
 	b_int(b, w->created_at);
 	b_text(b, w->webhook_url);
+	b_text(b, w->policy_json);
 }
 
 static void r_namespaces(struct reader *r, struct egs_workspace *w)
@@ -506,6 +509,7 @@ static void read_workspace(struct reader *r, void *obj)
 	r_users(r, w);
 	w->created_at = r_int(r);
 	w->webhook_url = r_dup(r);
+	w->policy_json = r_dup(r); /* parsed by the server at start (api_policy.c) */
 }
 
 static void bind_gpr(struct binder *b, const void *obj)
@@ -706,7 +710,8 @@ static const struct kind_ops kinds[] = {
 	     "temp_threshold,power_threshold,health,gpr_id,attached_gpr,allocated_at,gpus",
 	     "key", node),
 	KIND(EGS_KIND_WORKSPACE, "workspaces",
-	     "name,project,description,clusters,namespaces,users,created_at,webhook_url", "name", workspace),
+	     "name,project,description,clusters,namespaces,users,created_at,webhook_url,policy", "name",
+	     workspace),
 	KIND(EGS_KIND_GPR, "gprs",
 	     "id,name,workspace,cluster,instance_type,gpu_shape,created_by,gpus_per_node,node_count,"
 	     "memory_mib,exit_duration_s,idle_timeout_s,priority,flags,preferred_clusters,state,"

@@ -183,6 +183,9 @@ static struct egs_workspace *mk_workspace(const char *name, bool full)
 	egs_strlcpy(w->users[0].email, "alice@example.com", sizeof(w->users[0].email));
 	egs_strlcpy(w->users[1].username, "bob", sizeof(w->users[1].username));
 	egs_strlcpy(w->users[1].email, "", sizeof(w->users[1].email));
+	w->webhook_url = egs_strdup("https://hooks.example.com/T000/B000");
+	/* The store keeps a policy as text (migration 3); the server parses it at start. */
+	w->policy_json = egs_strdup("{\"maxGPRs\":4,\"softLimits\":{\"maxExitDurationPerGPR\":\"6h0m0s\"}}");
 	return w;
 }
 
@@ -328,6 +331,9 @@ static void cmp_workspace(const struct egs_workspace *a, const struct egs_worksp
 		assert_string_equal(a->users[i].email, b->users[i].email);
 	}
 	assert_int_equal(a->created_at, b->created_at);
+	assert_opt_str(a->webhook_url, b->webhook_url);
+	assert_opt_str(a->policy_json, b->policy_json);
+	assert_null(b->policy); /* parsed by the server, never by the store */
 }
 
 static void cmp_gpr(const struct egs_gpr *a, const struct egs_gpr *b)
