@@ -96,7 +96,7 @@ enum egs_err egs_gpr_submit(struct egs_state *st, struct egs_gpr *g, int64_t now
 	egs_state_touch(st, EGS_KIND_GPR, g);
 	if (g->state == EGS_GPR_PENDING)
 		egs_state_event(st, now, "Normal", "PendingApproval", "GPR", g->id, g->workspace,
-				"GPR %s waits for an admin's approval: %s", g->name, g->pending_reason);
+				"GPR %s created Pending: %s", g->name, g->pending_reason);
 	else
 		egs_state_event(st, now, "Normal", "Queued", "GPR", g->id, g->workspace,
 				"GPR %s created and queued at priority %d", g->name, g->priority);

@@ -6,6 +6,7 @@
 #include "server/server.h"
 
 #include "core/gpr.h"
+#include "core/policy.h"
 #include "core/sched.h"
 #include "core/util.h"
 
@@ -235,7 +236,7 @@ static void gpr_create(struct egs_req *r)
 		return;
 	}
 	struct egs_gpr *g = egs_gpr_new();
-	if (!parse_request(r, g, true) || !check_request(r, g, NULL, true))
+	if (!parse_request(r, g, true) || !check_request(r, g, NULL, true) || !egs_policy_admit(r, g, NULL))
 		goto fail;
 	/* Ids lead with the enqueue sequence, so that rows are appended to the store's B-tree instead of
 	 * touching a random page each (that cut the WAL written per create by ~10x), and end with 16
@@ -512,7 +513,7 @@ static void gpr_update(struct egs_req *r)
 	c->nodes = (struct egs_strlist){ 0 };
 	c->failure_reason = c->pending_reason = NULL;
 	egs_strlist_copy(&c->preferred_clusters, &g->preferred_clusters);
-	if (!parse_request(r, c, false) || !check_request(r, c, NULL, true)) {
+	if (!parse_request(r, c, false) || !check_request(r, c, NULL, true) || !egs_policy_admit(r, c, g)) {
 		egs_gpr_free(c);
 		return;
 	}
@@ -539,8 +540,13 @@ static void gpr_update(struct egs_req *r)
 		egs_state_touch(&srv->st, EGS_KIND_GPR, g);
 		egs_state_event(&srv->st, now, "Normal", "Updated", "GPR", g->id, g->workspace, "GPR %s updated", g->name);
 	}
+	char *hold = c->pending_reason; /* a change over a soft limit of the policy waits for approval */
+	c->pending_reason = NULL;
 	egs_gpr_free(c);
 	egs_gpr_set_priority(&srv->st, g, new_priority, now);
+	if (hold)
+		egs_policy_hold(&srv->st, g, hold, now);
+	free(hold);
 	egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
 }
 

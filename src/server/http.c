@@ -408,6 +408,7 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_admin, egs_routes_queue,
 	egs_routes_events, egs_routes_observe, egs_routes_usage, egs_routes_metrics, /* observability */
 	egs_routes_openapi, /* GET /api/v1/openapi.json */
+	egs_routes_policy,  /* workspace policies and the global limits */
 };
 
 bool egs_path_match(const char *pattern, const char *path)

@@ -21,6 +21,9 @@ static void usage(FILE *f)
 		   "  --preempt-min-runtime SECONDS\n"
 		   "               a GPR must have run this long before a high-priority request may evict it\n"
 		   "               (default 600)\n"
+		   "  --max-nodes-per-gpr N\n"
+		   "               the global hard limit of numberOfGPUNodes (1-1024, default 64) unless an admin\n"
+		   "               sets one (PUT /api/v1/settings/policy; docs/policies.md)\n"
 		   "  --quiet      no access log line per request\n");
 }
 
@@ -32,6 +35,7 @@ int main(int argc, char **argv)
 		{ "quiet", no_argument, NULL, 'q' },        { "help", no_argument, NULL, 'h' },
 		{ "fair-half-life", required_argument, NULL, 'f' },
 		{ "preempt-min-runtime", required_argument, NULL, 'p' },
+		{ "max-nodes-per-gpr", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = "127.0.0.1:8080", *data = "./var";
@@ -40,7 +44,7 @@ int main(int argc, char **argv)
 	memset(&srv, 0, sizeof(srv));
 	srv.log_requests = true;
 	int c;
-	while ((c = getopt_long(argc, argv, "l:d:ct:qhf:p:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:d:ct:qhf:p:n:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': listen = optarg; break;
 		case 'd': data = optarg; break;
@@ -67,6 +71,16 @@ int main(int argc, char **argv)
 				srv.state_cfg.fair_half_life_s = v ? v : -1;
 			else
 				srv.state_cfg.preempt_min_runtime_s = v ? v : -1;
+			break;
+		}
+		case 'n': {
+			char *end;
+			long n = strtol(optarg, &end, 10);
+			if (*end || n < 1 || n > 1024) {
+				fprintf(stderr, "egsd: --max-nodes-per-gpr must be a number from 1 to 1024\n");
+				return 2;
+			}
+			srv.max_nodes_per_gpr = (int)n;
 			break;
 		}
 		case 'q': srv.log_requests = false; break;

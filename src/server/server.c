@@ -5,6 +5,7 @@
  */
 #include "server/server.h"
 
+#include "core/policy.h"
 #include "core/sched.h"
 #include "core/util.h"
 
@@ -244,7 +245,8 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	enum egs_err err = egs_store_open_sqlite(path, &srv->store);
 	if (err)
 		return err;
-	if ((err = egs_store_load(srv->store, &srv->st)) || (err = bootstrap(srv)))
+	if ((err = egs_store_load(srv->store, &srv->st)) || (err = bootstrap(srv)) ||
+	    (err = egs_policy_start(srv))) /* policies: parse the stored ones */
 		return err;
 	/* Time-outs of active GPRs restart with the process: agents get a full period to converge. */
 	for (size_t i = 0; i < srv->st.active.len; i++)
@@ -308,6 +310,7 @@ void egs_server_stop(struct egs_server *srv)
 	egs_store_free(srv->store);
 	egs_plan_free(srv->plan);
 	egs_obs_free(srv);
+	egs_policy_free(srv->policy_global);
 	egs_state_cleanup(&srv->st);
 	free(srv->data_dir);
 	fflush(srv->log);

@@ -45,6 +45,7 @@ struct egs_req {
 };
 
 struct egs_poll; /* a held agent long poll */
+struct egs_policy; /* core/policy.h */
 
 struct egs_server {
 	struct event_base *base;
@@ -73,6 +74,8 @@ struct egs_server {
 	bool stopping;
 	uint64_t requests;
 	struct egs_obs *obs; /* observability runtime (observe.h), owned */
+	struct egs_policy *policy_global; /* the global limits (api_policy.c), owned */
+	int max_nodes_per_gpr;            /* egsd --max-nodes-per-gpr: the global one unless an admin set it */
 };
 
 /* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */
@@ -181,6 +184,7 @@ extern const struct egs_route egs_routes_observe[]; /* api_observe.c */
 extern const struct egs_route egs_routes_usage[];   /* api_usage.c */
 extern const struct egs_route egs_routes_metrics[]; /* metrics.c */
 extern const struct egs_route egs_routes_openapi[]; /* openapi.c */
+extern const struct egs_route egs_routes_policy[];  /* api_policy.c */
 
 /* Agent long polls: wakes the polls of clusters that now have actions (after a commit). */
 void egs_agent_wake_polls(struct egs_server *srv, bool timeouts_only);
@@ -211,6 +215,16 @@ void egs_obs_request(struct egs_server *srv, const char *method, const char *pat
 double egs_gpr_cost(const struct egs_server *srv, const struct egs_gpr *g, int64_t now);
 /* Reads an optional webhook URL field ("" or null clears); replies 422 naming field when bad. */
 bool egs_get_webhook_url(struct egs_req *r, const char *field, char *out, size_t outsz);
+
+/* ---- policies (api_policy.c; docs/policies.md) ---- */
+/* After the store is loaded: parses the global policy and every workspace's; a stored policy that
+ * does not parse is EGS_ERR_STORE (egsd does not start on a store it cannot read). */
+enum egs_err egs_policy_start(struct egs_server *srv);
+/* Applies the workspace's and the global policy to g: a new GPR (old NULL; enableEviction and
+ * requeueOnFailure left unset take the policy's defaults) or the edited copy of waiting GPR old (only
+ * the limits reading the changed fields).  Over a hard limit: replies 422 POLICY_LIMIT_EXCEEDED
+ * naming the field and returns false.  Over a soft limit: sets g->pending_reason (owned by g). */
+bool egs_policy_admit(struct egs_req *r, struct egs_gpr *g, const struct egs_gpr *old);
 
 /* Starts/stops the server: see main.c. */
 enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const char *data_dir, bool dev_clock);
