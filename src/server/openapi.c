@@ -90,6 +90,12 @@ static const struct schema_def schemas[] = {
 		      "namespaces:[WorkspaceNamespace]"},
 	{"WorkspaceDetail", "@Workspace users:[WorkspaceUser] projectName:s"},
 	{"WorkspaceList", "workspaces:[Workspace]"},
+	/* policies */
+	{"PriorityRange", "min:i max:i"},
+	{"PolicyLimits", "~maxGPRs:i? ~maxExitDurationPerGPR:s? ~priorityRange:PriorityRange? ~gpuShapes:[s]? "
+			 "~maxGPUPerGpr:i? ~maxMemoryPerGpr:i? ~concurrentGpuQuota:i? ~maxNodesPerGpr:i?"},
+	{"Policy", "@PolicyLimits ~enableAutoEviction:b? ~requeueOnFailure:b? ~softLimits:PolicyLimits?"},
+	{"WorkspacePolicy", "workspaceName:s @Policy"},
 	/* GPRs */
 	{"GprRequest", GPR_REQUEST_FIELDS},
 	{"GprUpdate", "gprId:s ~earlyRelease:b ~extendBy:s " GPR_REQUEST_FIELDS},
@@ -370,6 +376,17 @@ static const struct op ops[] = {
 	 JSON_ENVELOPE, "A kubeconfig for the workspace's namespace on one of its clusters"},
 	{"get", "/api/v1/slice-workspace/kube-config", "Workspaces", WRITERS, NULL, NULL, "KubeConfig", JSON_ENVELOPE,
 	 "The same as POST, for clients that send the KubeConfigRequest body with a GET"},
+	{"put", "/api/v1/slice-workspace/policy", "Policies", ADMIN, NULL, "WorkspacePolicy", "WorkspacePolicy",
+	 JSON_ENVELOPE, "Set a workspace's policy, replacing the whole of it: hard limits refuse a GPR (422 "
+	 "POLICY_LIMIT_EXCEEDED), softLimits send it to Pending for an admin's approval"},
+	{"get", "/api/v1/slice-workspace/policy", "Policies", ALL, "workspaceName!", NULL, "WorkspacePolicy",
+	 JSON_ENVELOPE, "A workspace's policy (only what it sets)"},
+	{"delete", "/api/v1/slice-workspace/policy", "Policies", ADMIN, NULL, "WorkspaceRef", "WorkspaceRef",
+	 JSON_ENVELOPE, "Clear a workspace's policy (404 POLICY_NOT_FOUND when it has none)"},
+	{"get", "/api/v1/settings/policy", "Policies", ALL, NULL, NULL, "Policy", JSON_ENVELOPE,
+	 "The global policy every workspace obeys (maxNodesPerGpr always set)"},
+	{"put", "/api/v1/settings/policy", "Policies", ADMIN, NULL, "Policy", "Policy", JSON_ENVELOPE,
+	 "Set the global policy, replacing the whole of it (an admin of every project)"},
 	{"get", "/api/v1/inventory/list", "Inventory", ALL, NULL, NULL, "Inventory", JSON_ENVELOPE,
 	 "GPU nodes the caller may see (items; managedNodes and unmanagedNodes for the SDK)"},
 	{"get", "/api/v1/inventory", "Inventory", ALL, "sliceName!", NULL, "WorkspaceInventory", JSON_ENVELOPE,
