@@ -263,7 +263,7 @@ static void global_put(struct egs_req *r)
 {
 	struct egs_server *srv = r->srv;
 	struct egs_policy *p = NULL, *eff = NULL;
-	char field[96], why[400], *text = NULL;
+	char field[96], why[400], *text = NULL, *stored = NULL;
 	const char *bad;
 	enum egs_err err;
 	json_t *j;
@@ -289,7 +289,12 @@ static void global_put(struct egs_req *r)
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(j);
 	EGS_ASSERT(text);
-	if ((err = egs_store_meta_set(srv->store, GLOBAL_KEY, text))) {
+	err = egs_store_meta_get(srv->store, GLOBAL_KEY, &stored);
+	if (!err && !strcmp(stored ? stored : "{}", text)) { /* the same policy again changes nothing */
+		egs_reply_ok(r, egs_policy_json(srv->policy_global));
+		goto out;
+	}
+	if (err || (err = egs_store_meta_set(srv->store, GLOBAL_KEY, text))) {
 		egs_reply_err(r, err, NULL, NULL, "the global policy could not be stored");
 		goto out;
 	}
@@ -300,6 +305,7 @@ static void global_put(struct egs_req *r)
 			text);
 	egs_reply_ok(r, egs_policy_json(srv->policy_global));
 out:
+	free(stored);
 	free(text);
 	egs_policy_free(p);
 	egs_policy_free(eff);

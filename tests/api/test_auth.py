@@ -82,7 +82,11 @@ PROTECTED = [("GET", "/api/v1/gpr/list", None), ("GET", "/api/v1/gpr?gprId=gpr-0
              ("POST", "/api/v1/projects", {"projectName": "p"}), ("GET", "/api/v1/events", None),
              ("GET", "/api/v1/nodes", None), ("GET", "/api/v1/gpus", None),
              ("POST", "/api/v1/agent/register", {"nodes": []}), ("GET", "/api/v1/agent/actions?wait=0", None),
-             ("POST", "/api/v1/debug/clock", {"advance": "1h"})]
+             ("POST", "/api/v1/debug/clock", {"advance": "1h"}),
+             ("PUT", "/api/v1/slice-workspace/policy", {"workspaceName": "w", "maxGPRs": 1}),
+             ("GET", "/api/v1/slice-workspace/policy?workspaceName=w", None),
+             ("DELETE", "/api/v1/slice-workspace/policy", {"workspaceName": "w"}),
+             ("GET", "/api/v1/settings/policy", None), ("PUT", "/api/v1/settings/policy", {"maxNodesPerGpr": 1})]
 
 
 def assert_nothing_stored(egsd):
@@ -399,7 +403,9 @@ def world_view(w):
     return {"ws": a.get("/api/v1/slice-workspace/list"), "clusters": sorted(c["clusterName"] for c in a.get("/api/v1/clusters")["items"]),
             "keys": sorted(k["keyId"] for k in a.get("/api/v1/api-key/list")["items"]),
             "projects": sorted(p["projectName"] for p in a.get("/api/v1/projects")["items"]),
-            "gprs": {g: gpr_view(w, g) for g in (w.ga, w.gb, w.gbq)}}
+            "gprs": {g: gpr_view(w, g) for g in (w.ga, w.gb, w.gbq)},
+            "policies": [a.get("/api/v1/slice-workspace/policy?workspaceName=" + x) for x in ("a", "b")] +
+                        [a.get("/api/v1/settings/policy")]}
 
 
 def gpr_body(ws, **kw):
@@ -469,6 +475,9 @@ ADMIN_ONLY = [("POST", "/api/v1/slice-workspace", {"workspaceName": "evil", "clu
               ("POST", "/api/v1/debug/clock", {"advance": "10h"}),
               ("POST", "/api/v1/gpr/approve", {"gprId": "@GBQ"}), ("POST", "/api/v1/gpr/reject", {"gprId": "@GBQ"}),
               ("GET", "/api/v1/nodes", None), ("GET", "/api/v1/gpus", None),
+              ("PUT", "/api/v1/slice-workspace/policy", {"workspaceName": "a", "maxGPRs": 100}),
+              ("DELETE", "/api/v1/slice-workspace/policy", {"workspaceName": "a"}),
+              ("PUT", "/api/v1/settings/policy", {"maxNodesPerGpr": 1024}),
               ("POST", "/api/v1/agent/register", {"clusterName": "worker-1", "nodes": []}),
               ("POST", "/api/v1/agent/heartbeat", {"clusterName": "worker-1", "nodes": []}),
               ("GET", "/api/v1/agent/actions?wait=0", None),

@@ -22,7 +22,8 @@ ENVELOPE = {"statusCode", "status", "message", "data", "error"}
 # Fields that move by themselves while nothing is changed (clock, heartbeats, samples).
 VOLATILE = {"lastHeartbeat", "estimatedWaitTime", "remainingDuration", "gpus", "lastSeen", "agentConnected"}
 SNAPSHOT_PATHS = ["/api/v1/gpr/list", "/api/v1/slice-workspace/list", "/api/v1/inventory/list", "/api/v1/clusters",
-                  "/api/v1/api-key/list", "/api/v1/projects", "/api/v1/events?limit=1"]
+                  "/api/v1/api-key/list", "/api/v1/projects", "/api/v1/events?limit=1",
+                  "/api/v1/slice-workspace/policy?workspaceName=team-b", "/api/v1/settings/policy"]
 WELLFORMED_UNKNOWN_KEY = "00000000-0000-4000-8000-000000000000"
 
 
@@ -48,7 +49,14 @@ def sort_items(path, data):
 
 
 def snapshot(api):
-    return {p: sort_items(p, scrub(api.get(p))) for p in SNAPSHOT_PATHS}
+    out = {}
+    for p in SNAPSHOT_PATHS:
+        if "workspaceName=team-b" in p:  # servers of their own have no team-b: its 404 is the snapshot then
+            status, doc = api.call("GET", p)
+            out[p] = scrub(doc["data"]) if status == 200 else status
+        else:
+            out[p] = sort_items(p, scrub(api.get(p)))
+    return out
 
 
 def diff(before, after):
@@ -108,6 +116,7 @@ def env():
             c.wait_state(p, "Provisioned")
             q = c.gpr(sliceName="team-b", clusterName="worker-1", exitDuration="1h", gpuShape=H100["gpuModel"])
             q2 = c.gpr(sliceName="team-a", exitDuration="1h")
+            c.admin.ok("PUT", "/api/v1/slice-workspace/policy", POLICY_BASE)  # generous: binds no GPR case
             assert c.status(q)["status"]["provisioningStatus"] == "Queued"
             assert c.status(q2)["status"]["provisioningStatus"] == "Queued"
             owner = c.admin.ok("POST", "/api/v1/api-key", {"name": "owner-a", "role": "Owner", "userName": "o",
@@ -243,7 +252,8 @@ class Route:
         for n, val in [("array", [self.base]), ("string", "x"), ("number", 1), ("null", None), ("true", True)]:
             add("body-" + n, json.dumps(val).encode(), {400}, key="MALFORMED_JSON")
         add("body-empty", b"", {400})
-        add("body-empty-object", b"{}", {400, 422})
+        if not getattr(self, "empty_ok", False):  # (PUT /api/v1/settings/policy {} is a valid policy: no limits)
+            add("body-empty-object", b"{}", {400, 422})
         extra = dict(self.base, bogusField=1)
         add("unknown-field", extra, {422}, "bogusField")
         add("unknown-field-null", dict(self.base, bogusField=None), {422}, "bogusField")
@@ -347,6 +357,42 @@ GPR_SPECIALS = [
                                          if k != "idleTimeOutDuration"}, (422,), "idleTimeOutDuration"),
     ("name-and-requestName-bad", dict({k: v for k, v in GPR_BASE.items() if k != "gprName"}, requestName="a/b"),
      (422,), ("gprName", "requestName")),
+]
+
+
+POLICY_BASE = {"workspaceName": "team-b", "maxGPRs": 1000, "maxExitDurationPerGPR": "100d",
+               "priorityRange": {"min": 1, "max": 1000}, "gpuShapes": [H100["gpuModel"], T4["gpuModel"]],
+               "maxGPUPerGpr": 65536, "maxMemoryPerGpr": 10000000, "concurrentGpuQuota": 1000000, "maxNodesPerGpr": 1024,
+               "enableAutoEviction": False, "requeueOnFailure": False,
+               "softLimits": {"maxExitDurationPerGPR": "99d", "maxGPRs": 999}}
+POLICY_WRONG = [1, True, 1.5, [], "x", ["a"]]  # softLimits and priorityRange are objects
+POLICY_FIELDS = [
+    ("maxGPRs", "int", False, {"min": 0, "max": 1000000, "bad": [1000001]}),
+    ("maxExitDurationPerGPR", "duration", False, {}),
+    ("priorityRange", "str", False, {"wrong": POLICY_WRONG, "more": [
+        ("min-above-max", {"min": 200, "max": 1}, (422,)),
+        ("min-zero", {"min": 0, "max": 10}, (422,), "priorityRange.min"),
+        ("max-huge", {"min": 1, "max": 1001}, (422,), "priorityRange.max"),
+        ("max-missing", {"min": 1}, (422,), "priorityRange.max"),
+        ("min-str", {"min": "1", "max": 10}, (422,), "priorityRange.min"),
+        ("extra", {"min": 1, "max": 10, "step": 1}, (422,), "priorityRange.step"),
+        ("string", "1-200", (422,))]}),
+    ("gpuShapes", "strlist", False, {"more": [("slash", ["a/b"], (422,)), ("too-many", ["s%d" % i for i in range(65)], (422,))]}),
+    ("maxGPUPerGpr", "int", False, {"max": 65536, "bad": [65537]}),
+    ("maxMemoryPerGpr", "int", False, {"max": 10000000, "bad": [10000001]}),
+    ("concurrentGpuQuota", "int", False, {"min": 0, "max": 1000000, "bad": [1000001]}),
+    ("maxNodesPerGpr", "int", False, {"max": 1024, "bad": [1025]}),
+    ("enableAutoEviction", "bool", False, {}),
+    ("requeueOnFailure", "bool", False, {}),
+    ("softLimits", "str", False, {"wrong": POLICY_WRONG, "more": [
+        ("unknown", {"bogus": 1}, (422,), "softLimits.bogus"),
+        ("flag", {"requeueOnFailure": True}, (422,), "softLimits.requeueOnFailure"),
+        ("nested", {"softLimits": {}}, (422,), "softLimits.softLimits"),
+        ("beyond-hard", {"maxGPRs": 1001}, (422,), "softLimits.maxGPRs"),
+        ("neg", {"maxGPRs": -1}, (422,), "softLimits.maxGPRs"),
+        ("range-beyond-hard", {"priorityRange": {"min": 1, "max": 1001}}, (422,), "softLimits.priorityRange.max"),
+        ("shape-not-hard", {"gpuShapes": ["NVIDIA-B200"]}, (422,), "softLimits.gpuShapes"),
+        ("duration-bad", {"maxExitDurationPerGPR": "0s"}, (422,), "softLimits.maxExitDurationPerGPR")]}),
 ]
 
 
@@ -495,6 +541,17 @@ def routes():
         if verb == "reject":
             ga.fields.append(("reason", "text", False, {"base": {"gprId": "@Q", "reason": "no"}}))
         r.append(ga)
+    r.append(Route("policy-put", "PUT", "/api/v1/slice-workspace/policy", POLICY_BASE, [
+        ("workspaceName", "lookup", True, {"lookup": (404,), "more": [
+            ("unknown", "zz-none", (404,), "workspaceName", "WORKSPACE_NOT_FOUND")]})] + POLICY_FIELDS))
+    r.append(Route("policy-delete", "DELETE", "/api/v1/slice-workspace/policy", {"workspaceName": "team-b"}, [
+        ("workspaceName", "lookup", True, {"lookup": (404,), "more": [
+            ("no-policy", "team-a", (404,), "workspaceName", "POLICY_NOT_FOUND")]})]))
+    gp = Route("global-policy-put", "PUT", "/api/v1/settings/policy",
+               {k: v for k, v in POLICY_BASE.items() if k != "workspaceName"}, POLICY_FIELDS)
+    gp.empty_ok = True
+    gp.specials = [("workspaceName", POLICY_BASE, (422,), "workspaceName")]
+    r.append(gp)
     r.append(Route("debug-clock", "POST", "/api/v1/debug/clock", {"advance": "1h"}, [
         ("advance", "duration", True, {})]))
     node = {"name": "t4-1", "instanceType": T4["instanceType"], "gpuModel": T4["gpuModel"], "gpuCount": 4,
@@ -594,6 +651,8 @@ def test_table_covers_every_mutating_route_ten_times():
                 ("POST", "/api/v1/clusters"), ("PUT", "/api/v1/clusters"), ("POST", "/api/v1/gpr"), ("PUT", "/api/v1/gpr"),
                 ("DELETE", "/api/v1/gpr"), ("POST", "/api/v1/gpr/waittime"), ("POST", "/api/v1/gpr/approve"),
                 ("POST", "/api/v1/gpr/reject"), ("POST", "/api/v1/debug/clock"), ("POST", "/api/v1/agent/register"),
+                ("PUT", "/api/v1/slice-workspace/policy"), ("DELETE", "/api/v1/slice-workspace/policy"),
+                ("PUT", "/api/v1/settings/policy"),
                 ("POST", "/api/v1/agent/heartbeat"), ("POST", "/api/v1/agent/actions/result")]
     for m in mutating:
         assert per_route.get(m, 0) >= 10, (m, per_route.get(m))

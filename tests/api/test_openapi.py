@@ -230,6 +230,19 @@ def sweep(c, api):
     agent.heartbeat()
     waiting = c.gpr(sliceName="sw", gprName="waiting", priority=120)
     other = c.gpr(sliceName="sw", gprName="other", priority=110)
+    # Policies: a Pending GPR (with its reason) in the queue and the listings, a refusal, both routes.
+    a.ok("PUT", "/api/v1/slice-workspace/policy", {
+        "workspaceName": "sw", "maxGPRs": 20, "maxExitDurationPerGPR": "12h", "priorityRange": {"min": 1, "max": 300},
+        "gpuShapes": [H100["gpuModel"], A100["gpuModel"]], "maxGPUPerGpr": 64, "maxMemoryPerGpr": 10000,
+        "concurrentGpuQuota": 64, "maxNodesPerGpr": 8, "enableAutoEviction": False, "requeueOnFailure": None,
+        "softLimits": {"maxExitDurationPerGPR": "6h", "priorityRange": {"min": 1, "max": 250}}})
+    a.get("/api/v1/slice-workspace/policy?workspaceName=sw")
+    a.ok("PUT", "/api/v1/settings/policy", {"maxNodesPerGpr": 32, "softLimits": {"maxNodesPerGpr": 16}})
+    a.get("/api/v1/settings/policy")
+    pending = c.gpr(sliceName="sw", gprName="long", exitDuration="8h")
+    rejected = c.gpr(sliceName="sw", gprName="urgent", priority=260)
+    a.call("POST", "/api/v1/gpr", {"gprName": "huge", "sliceName": "sw", "numberOfGPUNodes": 1, "exitDuration": "13h"})
+    a.call("PUT", "/api/v1/slice-workspace/policy", {"workspaceName": "sw", "maxGPRs": -1})
     a.ok("PUT", "/api/v1/gpr", {"gprId": waiting, "priority": 130})
     a.call("PUT", "/api/v1/gpr", {"gprId": held, "extendBy": "30m"})
     a.ok("POST", "/api/v1/gpr/waittime", {"gprName": "q", "sliceName": "sw", "numberOfGPUNodes": 1,
@@ -249,6 +262,11 @@ def sweep(c, api):
     a.ok("PUT", "/api/v1/nodes/thresholds", {"clusterName": "fake-1", "gpuTempThreshold": 90})
     a.ok("PUT", "/api/v1/prices", {"gpuShape": H100["gpuModel"], "pricePerGpuHour": 2.5})
     a.ok("PUT", "/api/v1/settings/observability", {"seriesPoints": 120})
+    a.ok("POST", "/api/v1/gpr/approve", {"gprId": pending})
+    a.ok("POST", "/api/v1/gpr/reject", {"gprId": rejected, "reason": "not that urgent"})
+    a.get("/api/v1/gpr?gprId=" + rejected)
+    a.ok("DELETE", "/api/v1/slice-workspace/policy", {"workspaceName": "sw"})
+    a.ok("PUT", "/api/v1/settings/policy", {})
     a.ok("DELETE", "/api/v1/gpr", {"gprId": other})
     a.ok("POST", "/api/v1/gpr/evict", {"gprId": held, "reason": "maintenance"})
     c.advance("1h")
