@@ -163,6 +163,18 @@ enum egs_err egs_client_workspace_update(struct egs_client *c, json_t *changes, 
 /* DELETE /api/v1/slice-workspace {workspaceName}: cancels its waiting GPRs; EGS_ERR_BUSY while one is active. */
 enum egs_err egs_client_workspace_delete(struct egs_client *c, const char *name);
 
+/* ---- workspace policies (docs/policies.md) ---- */
+/* GET /api/v1/slice-workspace/policy?workspaceName=: *policy receives {workspaceName, ...what it sets}
+ * ({workspaceName} alone when the workspace has no policy). */
+enum egs_err egs_client_policy_get(struct egs_client *c, const char *workspace, json_t **policy);
+/* PUT /api/v1/slice-workspace/policy {workspaceName, maxGPRs, ..., softLimits} (admins): replaces the
+ * whole policy; *policy (may be NULL) receives it as stored. */
+enum egs_err egs_client_policy_set(struct egs_client *c, json_t *body, json_t **policy);
+/* DELETE /api/v1/slice-workspace/policy {workspaceName} (admins): EGS_ERR_NOT_FOUND when it has none. */
+enum egs_err egs_client_policy_delete(struct egs_client *c, const char *workspace);
+/* GET /api/v1/settings/policy: the global policy every workspace obeys (maxNodesPerGpr always set). */
+enum egs_err egs_client_policy_global(struct egs_client *c, json_t **policy);
+
 /* ---- GPU provision requests ---- */
 /*
  * POST /api/v1/gpr.  On success copies the new gprId into id (EGS_CLIENT_ID_MAX bytes).  A request

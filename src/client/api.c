@@ -186,6 +186,34 @@ enum egs_err egs_client_workspace_delete(struct egs_client *c, const char *name)
 	return err;
 }
 
+enum egs_err egs_client_policy_get(struct egs_client *c, const char *workspace, json_t **policy)
+{
+	struct path p;
+
+	path_init(&p, "/api/v1/slice-workspace/policy");
+	path_query(&p, "workspaceName", workspace ? workspace : "");
+	return call_get(c, "GET", &p, NULL, NULL, policy);
+}
+
+enum egs_err egs_client_policy_set(struct egs_client *c, json_t *body, json_t **policy)
+{
+	return simple(c, "PUT", "/api/v1/slice-workspace/policy", body, NULL, policy);
+}
+
+enum egs_err egs_client_policy_delete(struct egs_client *c, const char *workspace)
+{
+	json_t *body = one_field("workspaceName", workspace);
+	enum egs_err err = simple(c, "DELETE", "/api/v1/slice-workspace/policy", body, NULL, NULL);
+
+	json_decref(body);
+	return err;
+}
+
+enum egs_err egs_client_policy_global(struct egs_client *c, json_t **policy)
+{
+	return simple(c, "GET", "/api/v1/settings/policy", NULL, NULL, policy);
+}
+
 enum egs_err egs_client_gpr_create(struct egs_client *c, json_t *request, char id[EGS_CLIENT_ID_MAX])
 {
 	json_t *data = NULL;

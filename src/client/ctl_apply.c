@@ -17,7 +17,9 @@
  *                    Provisioning, Provisioned, Releasing): created when none is live, else the fields
  *                    that differ are PUT while it waits; a provisioned one is left alone with a message.
  *                    earlyRelease: true releases a provisioned one.
- *   WorkspacePolicy  refused: this server has no policy route yet.
+ *   WorkspacePolicy  PUT /api/v1/slice-workspace/policy with the whole policy when it differs (by
+ *                    meaning) from GET's answer; the PUT replaces the policy, so limits the manifest
+ *                    leaves out are cleared.  delete -f sends DELETE.
  */
 #include "core/common.h"
 
@@ -34,8 +36,8 @@ static const char apply_help[] =
 	"usage: egsctl apply -f FILE|DIR|- [-f ...] [--wait [--timeout DURATION]] [--token-dir DIR]\n"
 	"\n"
 	"Creates or updates what YAML manifests describe (GPUProvisioningRequest, SliceWorkspace,\n"
-	"Cluster; several documents per file separated by ---).  Applying the same files again changes\n"
-	"nothing and reports each object \"unchanged\".  Errors name the file and line.\n"
+	"Cluster, WorkspacePolicy; several documents per file separated by ---).  Applying the same files\n"
+	"again changes nothing and reports each object \"unchanged\".  Errors name the file and line.\n"
 	"\n"
 	"options:\n"
 	"  -f, --filename PATH   a manifest file, a directory (*.yaml, *.yml, *.json) or - for stdin\n"
@@ -200,6 +202,8 @@ static int apply_cluster(struct run *r, const struct egs_manifest_obj *o)
 	return CTL_OK;
 }
 
+static int missing(struct run *r, const struct egs_manifest_obj *o);
+
 /* ---- workspaces and policies ---- */
 
 /* "addClusters, description" of the changed fields of a PUT body, for the report. */
@@ -245,10 +249,40 @@ static int apply_workspace(struct run *r, const struct egs_manifest_obj *o)
 	return CTL_OK;
 }
 
-static int policy_unsupported(struct run *r, const struct egs_manifest_obj *o)
+static int apply_policy(struct run *r, const struct egs_manifest_obj *o)
 {
-	return failed(r, o, CTL_FAILED, NULL,
-		      "WorkspacePolicy is not supported by this server yet (no policy route); nothing was done for it");
+	json_t *cur = NULL;
+	enum egs_err err = egs_client_policy_get(r->c->client, o->name, &cur);
+	bool had;
+
+	if (err == EGS_ERR_NOT_FOUND)
+		return failed(r, o, CTL_NOT_FOUND, "workspaceName", "workspace %s does not exist (apply its SliceWorkspace first)",
+			      o->name);
+	if (err)
+		return call_failed(r, o, err, "get");
+	had = json_object_size(cur) > 1; /* more than workspaceName: it has a policy */
+	if (!egs_manifest_policy_differs(o, cur)) {
+		json_decref(cur);
+		report(r, o, "unchanged", NULL, NULL);
+		return CTL_OK;
+	}
+	json_decref(cur);
+	if ((err = egs_client_policy_set(r->c->client, o->body, NULL)) != EGS_OK)
+		return call_failed(r, o, err, "set");
+	report(r, o, had ? "configured" : "created", NULL, NULL);
+	return CTL_OK;
+}
+
+static int delete_policy(struct run *r, const struct egs_manifest_obj *o)
+{
+	enum egs_err err = egs_client_policy_delete(r->c->client, o->name);
+
+	if (err == EGS_ERR_NOT_FOUND) /* no policy, or no workspace at all */
+		return missing(r, o);
+	if (err)
+		return call_failed(r, o, err, "delete");
+	report(r, o, "deleted", NULL, NULL);
+	return CTL_OK;
 }
 
 /* ---- GPRs ---- */
@@ -429,7 +463,7 @@ static int delete_one(struct run *r, const struct egs_manifest_obj *o)
 	case EGS_MANIFEST_GPR:
 		return delete_gpr(r, o);
 	case EGS_MANIFEST_POLICY:
-		return policy_unsupported(r, o);
+		return delete_policy(r, o);
 	case EGS_MANIFEST_CLUSTER:
 		report(r, o, "kept", NULL, "this server has no route to delete a cluster");
 		return CTL_OK;
@@ -457,7 +491,7 @@ static int apply_one(struct run *r, const struct egs_manifest_obj *o)
 	case EGS_MANIFEST_WORKSPACE:
 		return apply_workspace(r, o);
 	case EGS_MANIFEST_POLICY:
-		return policy_unsupported(r, o);
+		return apply_policy(r, o);
 	default:
 		return apply_gpr(r, o);
 	}

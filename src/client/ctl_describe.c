@@ -138,6 +138,36 @@ static void print_gpr(struct ctl *c, json_t *g)
 	print_events(c, ctl_str(g, "gprId"), NULL);
 }
 
+/* "Policy:" and one line per limit set ("  maxGPRs: 4", "  softLimits.maxGPRs: 3"), or "none". */
+static void print_policy(struct ctl *c, const char *ws)
+{
+	json_t *p = NULL, *v, *x;
+	const char *k, *sk;
+	char *text;
+
+	if (egs_client_policy_get(c->client, ws, &p) != EGS_OK) {
+		printf("Policy:         (not readable with this key)\n");
+		return;
+	}
+	printf("Policy:%s\n", json_object_size(p) > 1 ? "" : "         none");
+	json_object_foreach(p, k, v) {
+		if (!strcmp(k, "workspaceName"))
+			continue;
+		if (strcmp(k, "softLimits") != 0) {
+			text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+			printf("  %s: %s\n", k, text ? text : "?");
+			free(text);
+			continue;
+		}
+		json_object_foreach(v, sk, x) {
+			text = json_dumps(x, JSON_COMPACT | JSON_ENCODE_ANY);
+			printf("  softLimits.%s: %s\n", sk, text ? text : "?");
+			free(text);
+		}
+	}
+	json_decref(p);
+}
+
 static void print_workspace(struct ctl *c, json_t *w)
 {
 	json_t *x, *gprs = NULL;
@@ -158,6 +188,7 @@ static void print_workspace(struct ctl *c, json_t *w)
 	json_array_foreach(json_object_get(w, "users"), i, x)
 		printf("  %s%s%s%s\n", ctl_str(x, "username"), *ctl_str(x, "email") ? " <" : "", ctl_str(x, "email"),
 		       *ctl_str(x, "email") ? ">" : "");
+	print_policy(c, ctl_str(w, "name"));
 	printf("Live GPRs:\n");
 	if (egs_client_gpr_list(c->client, ctl_str(w, "name"), NULL, &gprs) == EGS_OK)
 		json_array_foreach(gprs, i, x) {

@@ -27,6 +27,7 @@ static const char get_help[] =
 	"  clusters (cluster)      registered clusters and their agents\n"
 	"  events (ev)             events, newest first\n"
 	"  queue (q)               waiting GPRs in the order they will start\n"
+	"  policies (policy)       workspace policies (NAME is a workspace) and the global one\n"
 	"\n"
 	"options:\n"
 	"  -w, --workspace NAME    only this workspace (gprs, events, queue)\n"
@@ -42,7 +43,8 @@ static const char get_help[] =
 	"  egsctl get gprs -w team-a\n"
 	"  egsctl get queue -o wide\n"
 	"  egsctl get gpr gpr-00000001-ab12 -o yaml\n"
-	"  egsctl get events --type Warning --since 1h\n";
+	"  egsctl get events --type Warning --since 1h\n"
+	"  egsctl get policy team-a -o yaml\n";
 
 struct get_opts {
 	const char *workspace, *status, *cluster, *gpr, *type, *since, *limit;
@@ -459,6 +461,89 @@ static int get_clusters(struct ctl *c, struct egs_client *cl, const struct get_o
 	return CTL_OK;
 }
 
+/* ---- policies ---- */
+
+/* One limit's value as a cell: "1-200", "640GB", "A,B", "6h0m0s", "4"; NULL when v is absent. */
+static const char *limit_cell(const char *key, json_t *v, char *buf, size_t n)
+{
+	if (!v || json_is_null(v))
+		return NULL;
+	if (!strcmp(key, "priorityRange"))
+		snprintf(buf, n, "%lld-%lld", ctl_int_of(v, "min"), ctl_int_of(v, "max"));
+	else if (!strcmp(key, "gpuShapes"))
+		join(v, NULL, buf, n);
+	else if (!strcmp(key, "maxMemoryPerGpr"))
+		snprintf(buf, n, "%lldGB", (long long)json_integer_value(v));
+	else if (json_is_string(v))
+		snprintf(buf, n, "%s", json_string_value(v));
+	else if (json_is_boolean(v))
+		snprintf(buf, n, "default %s", json_is_true(v) ? "true" : "false");
+	else
+		snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+	return buf;
+}
+
+/* Rows WORKSPACE LIMIT HARD SOFT of one policy object (workspace "*" is the global policy). */
+static void policy_rows(struct ctl_table *t, const char *ws, json_t *p)
+{
+	static const char *const keys[] = {"maxGPRs", "maxExitDurationPerGPR", "priorityRange", "gpuShapes",
+					   "maxGPUPerGpr", "maxMemoryPerGpr", "concurrentGpuQuota", "maxNodesPerGpr",
+					   "enableAutoEviction", "requeueOnFailure"};
+	json_t *soft = json_object_get(p, "softLimits");
+	char hard_s[512], soft_s[512];
+	bool any = false;
+
+	for (size_t i = 0; i < EGS_ARRAY_LEN(keys); i++) {
+		const char *h = limit_cell(keys[i], json_object_get(p, keys[i]), hard_s, sizeof(hard_s));
+		const char *sv = limit_cell(keys[i], json_object_get(soft, keys[i]), soft_s, sizeof(soft_s));
+		if (h || sv)
+			ctl_table_add(t, ws, keys[i], or_dash(h), or_dash(sv));
+		any = any || h || sv;
+	}
+	if (!any)
+		ctl_table_add(t, ws, "(no policy)", "-", "-");
+}
+
+static int get_policies(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	static const char *const headers[] = {"WORKSPACE", "LIMIT", "HARD", "SOFT"};
+	json_t *items = json_array(), *ws = NULL, *p, *global = NULL, *w;
+	enum egs_err err = EGS_OK;
+	struct ctl_table *t;
+	size_t i;
+
+	if (o->nnames == 0 && (err = egs_client_workspace_list(cl, &ws)) != EGS_OK)
+		goto fail;
+	for (int j = 0; j < o->nnames && !err; j++)
+		if ((err = egs_client_policy_get(cl, o->names[j], &p)) == EGS_OK)
+			json_array_append_new(items, p);
+	json_array_foreach(ws, i, w) /* every workspace the key sees, those with a policy */
+		if (!err && (err = egs_client_policy_get(cl, ctl_str(w, "name"), &p)) == EGS_OK) {
+			if (json_object_size(p) > 1)
+				json_array_append(items, p);
+			json_decref(p);
+		}
+	if (err || (o->nnames == 0 && (err = egs_client_policy_global(cl, &global)) != EGS_OK))
+		goto fail;
+	json_decref(ws);
+	if (!print_structured(c, items, o->nnames == 1, "workspacepolicy", "workspaceName")) {
+		t = ctl_table_new(headers, 4);
+		if (global)
+			policy_rows(t, "* (global)", global);
+		json_array_foreach(items, i, p)
+			policy_rows(t, ctl_str(p, "workspaceName"), p);
+		ctl_table_print(t, stdout);
+		ctl_table_free(t);
+	}
+	json_decref(global);
+	json_decref(items);
+	return CTL_OK;
+fail:
+	json_decref(ws);
+	json_decref(items);
+	return ctl_fail(c, err, "get policy");
+}
+
 /* ---- events ---- */
 
 static int get_events(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
@@ -512,6 +597,7 @@ static const struct resource resources[] = {
 	{{"clusters", "cluster", NULL, NULL}, get_clusters, true},
 	{{"events", "event", "ev", NULL}, get_events, false},
 	{{"queue", "q", NULL, NULL}, get_queue, false},
+	{{"policies", "policy", "workspacepolicies", "workspacepolicy"}, get_policies, true},
 };
 
 static const struct resource *find_resource(const char *name)
@@ -542,10 +628,10 @@ int ctl_cmd_get(struct ctl *c, int argc, char **argv)
 	if (rc || help)
 		return ctl_help(rc, help, get_help);
 	if (npos == 0)
-		return ctl_usage(c, "name a resource: gprs, workspaces, nodes, gpus, clusters, events or queue (see --help)");
+		return ctl_usage(c, "name a resource: gprs, workspaces, nodes, gpus, clusters, events, queue or policies (see --help)");
 	r = find_resource(pos[0]);
 	if (!r)
-		return ctl_usage(c, "unknown resource '%s': use gprs, workspaces, nodes, gpus, clusters, events or queue",
+		return ctl_usage(c, "unknown resource '%s': use gprs, workspaces, nodes, gpus, clusters, events, queue or policies",
 				 pos[0]);
 	if (npos > 1 && !r->named)
 		return ctl_usage(c, "get %s takes no names (filter with the options of --help)", r->names[0]);

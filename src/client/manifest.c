@@ -89,9 +89,12 @@ static const struct field cluster_fields[] = {
 	{NULL, NULL, T_ANY, false},
 };
 
-/* The fields of ../shared/reference/egs-api.md's workspace policy object. */
+/* The fields of ../shared/reference/egs-api.md's workspace policy object, and egsd's additions
+ * (concurrentGpuQuota, maxNodesPerGpr, softLimits: docs/policies.md).  priorityRange and softLimits
+ * are objects the server checks member by member. */
 static const struct field policy_fields[] = {
-	{"sliceName", "sliceName", T_STR, false},
+	{"workspaceName", "workspaceName", T_STR, false},
+	{"sliceName", "workspaceName", T_STR, false},
 	{"maxGPRs", "maxGPRs", T_INT, false},
 	{"maxExitDurationPerGPR", "maxExitDurationPerGPR", T_DUR, false},
 	{"priorityRange", "priorityRange", T_ANY, false},
@@ -100,6 +103,9 @@ static const struct field policy_fields[] = {
 	{"gpuShapes", "gpuShapes", T_LIST, false},
 	{"maxGPUPerGpr", "maxGPUPerGpr", T_INT, false},
 	{"maxMemoryPerGpr", "maxMemoryPerGpr", T_INT, false},
+	{"concurrentGpuQuota", "concurrentGpuQuota", T_INT, false},
+	{"maxNodesPerGpr", "maxNodesPerGpr", T_INT, false},
+	{"softLimits", "softLimits", T_ANY, false},
 	{NULL, NULL, T_ANY, false},
 };
 
@@ -107,7 +113,7 @@ static const struct field policy_fields[] = {
 static const struct kind_def kinds[] = {
 	[EGS_MANIFEST_CLUSTER] = {"Cluster", "cluster", "clusterName", false, cluster_fields},
 	[EGS_MANIFEST_WORKSPACE] = {"SliceWorkspace", "workspace", "workspaceName", true, ws_fields},
-	[EGS_MANIFEST_POLICY] = {"WorkspacePolicy", "workspacepolicy", "sliceName", true, policy_fields},
+	[EGS_MANIFEST_POLICY] = {"WorkspacePolicy", "workspacepolicy", "workspaceName", true, policy_fields},
 	[EGS_MANIFEST_GPR] = {"GPUProvisioningRequest", "gpr", "gprName", true, gpr_fields},
 };
 
@@ -605,7 +611,8 @@ static bool parse_metadata(struct parse *p, struct doc *d, yaml_node_t *m)
 	return true;
 }
 
-/* The object's name: from spec (gprName via requestName, sliceName of a policy) or metadata.name. */
+/* The object's name: from spec (gprName via requestName, a policy's workspaceName or sliceName) or
+ * metadata.name. */
 static bool settle_name(struct parse *p, struct doc *d)
 {
 	const char *wire = d->def->name_wire;
@@ -779,6 +786,12 @@ enum egs_err egs_manifest_parse(struct egs_manifest *m, const char *text, size_t
 int egs_manifest_line(const struct egs_manifest_obj *o, const char *field)
 {
 	json_t *l = field ? json_object_get(o->lines, field) : NULL;
+	char top[96];
+
+	if (!l && field && strchr(field, '.')) { /* "softLimits.maxGPRs": the line of softLimits */
+		snprintf(top, sizeof(top), "%.*s", (int)strcspn(field, "."), field);
+		l = json_object_get(o->lines, top);
+	}
 	return json_is_integer(l) ? (int)json_integer_value(l) : o->line;
 }
 

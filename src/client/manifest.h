@@ -33,7 +33,7 @@ enum egs_manifest_kind {
 
 struct egs_manifest_obj {
 	enum egs_manifest_kind kind;
-	char *name;    /* the object's key: clusterName, workspaceName, gprName, or the policy's workspace */
+	char *name;    /* the object's key: clusterName, workspaceName, gprName, or the policy's workspaceName */
 	char *source;  /* the file it came from ("<stdin>" for -) */
 	int line;      /* 1-based line where the document's object starts */
 	json_t *body;  /* the create request with wire field names (sliceName, numberOfGPUs, ...) */
@@ -73,7 +73,8 @@ enum egs_err egs_manifest_load(struct egs_manifest *m, const char *path, char *e
  */
 enum egs_err egs_manifest_finish(struct egs_manifest *m, char *err, size_t errsz);
 
-/* The line of wire field `field` in o, or o->line when o does not set it (field may be NULL). */
+/* The line of wire field `field` in o (for "a.b", of a when o has no line for a.b), or o->line when o
+ * does not set it (field may be NULL). */
 int egs_manifest_line(const struct egs_manifest_obj *o, const char *field);
 
 /* "GPUProvisioningRequest", "SliceWorkspace", "Cluster", "WorkspacePolicy"; and short names for
@@ -108,6 +109,15 @@ json_t *egs_manifest_gpr_changes(const struct egs_manifest_obj *o, json_t *curre
  */
 json_t *egs_manifest_ws_changes(const struct egs_manifest_obj *o, json_t *current, bool *changed, char *why,
 				size_t whysz);
+
+/*
+ * Whether the policy that workspace policy manifest o describes differs from current (a GET
+ * /api/v1/slice-workspace/policy answer).  Apply PUTs the whole policy, so every limit counts: one
+ * the manifest leaves out but current sets differs.  Compared by meaning: durations as seconds
+ * ("6h" equals "6h0m0s"), gpuShapes as a set, null as absent, an empty softLimits or gpuShapes as
+ * none.
+ */
+bool egs_manifest_policy_differs(const struct egs_manifest_obj *o, json_t *current);
 
 /*
  * The PUT /api/v1/clusters body for cluster manifest o against current (one item of GET

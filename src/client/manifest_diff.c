@@ -195,3 +195,62 @@ json_t *egs_manifest_cluster_changes(const struct egs_manifest_obj *o, json_t *c
 		json_object_set(body, "caData", ca);
 	return body;
 }
+
+/* ---- workspace policies ---- */
+
+/*
+ * A copy of the limits of policy object p (a manifest body or a server answer) in a form where equal
+ * meaning is equal JSON: workspaceName and nulls dropped, durations as seconds, gpuShapes sorted and
+ * without duplicates (dropped when empty), softLimits normalised the same way (dropped when empty).
+ * Values of an unexpected type are kept as they are, so they compare as different.
+ */
+static json_t *policy_norm(json_t *p, bool top)
+{
+	json_t *out = json_object(), *v;
+	const char *k;
+
+	json_object_foreach(p, k, v) {
+		if (json_is_null(v) || !strcmp(k, "workspaceName"))
+			continue;
+		if (!strcmp(k, "maxExitDurationPerGPR") && json_is_string(v) && duration_of(v)) {
+			json_object_set_new(out, k, json_integer(duration_of(v)));
+		} else if (!strcmp(k, "gpuShapes") && json_is_array(v)) {
+			json_t *sorted = json_array(), *x;
+			size_t i, j;
+			json_array_foreach(v, i, x) { /* insertion sort: a handful of names */
+				bool dup = false;
+				for (j = 0; j < json_array_size(sorted) && !dup; j++)
+					dup = json_equal(json_array_get(sorted, j), x);
+				for (j = 0; !dup && j < json_array_size(sorted); j++)
+					if (json_is_string(x) && strcmp(json_string_value(json_array_get(sorted, j)),
+									json_string_value(x)) > 0)
+						break;
+				if (!dup)
+					json_array_insert(sorted, j, x);
+			}
+			if (json_array_size(sorted))
+				json_object_set_new(out, k, sorted);
+			else
+				json_decref(sorted);
+		} else if (top && !strcmp(k, "softLimits") && json_is_object(v)) {
+			json_t *soft = policy_norm(v, false);
+			if (json_object_size(soft))
+				json_object_set_new(out, k, soft);
+			else
+				json_decref(soft);
+		} else {
+			json_object_set(out, k, v);
+		}
+	}
+	return out;
+}
+
+bool egs_manifest_policy_differs(const struct egs_manifest_obj *o, json_t *current)
+{
+	json_t *want = policy_norm(o->body, true), *have = policy_norm(current, true);
+	bool differs = !json_equal(want, have);
+
+	json_decref(want);
+	json_decref(have);
+	return differs;
+}

@@ -329,13 +329,62 @@ def test_apply_errors_name_file_and_line(env):
     assert p.returncode == FAILED
     assert "%s:19: gpr/job: create: priority must be between 1 and 1000" % path in p.stderr
     assert "workspace/srv-ws created" in p.stdout  # the other objects were applied
-    # WorkspacePolicy is refused with its place in the file.
-    policy = "apiVersion: egs.avesha.io/v1\nkind: WorkspacePolicy\nmetadata: {name: srv-ws}\nspec:\n  maxGPRs: 2\n"
+    # A WorkspacePolicy the server refuses points at the line of the member it names.
+    policy = ("apiVersion: egs.avesha.io/v1\nkind: WorkspacePolicy\nmetadata: {name: srv-ws}\nspec:\n  maxGPRs: 2\n"
+              "  softLimits:\n    maxGPRs: 3\n")
     path = ctl.write("policy.yaml", manifest(ws_doc("srv-ws"), policy))
     p = ctl("apply", "-f", path)
-    assert p.returncode == FAILED and "%s:10: workspacepolicy/srv-ws: WorkspacePolicy is not supported by this " \
-                                      "server yet" % path in p.stderr
+    assert p.returncode == FAILED and "%s:15: workspacepolicy/srv-ws: set: softLimits.maxGPRs 3 is beyond the hard " \
+                                      "maxGPRs 2" % path in p.stderr, p.stderr
     assert p.stdout == "workspace/srv-ws unchanged\n"
+
+
+def policy_doc(ws, body, name_in_spec=False):
+    meta = "metadata: {name: %s}\nspec:\n" % ws if not name_in_spec else "metadata: {}\nspec:\n  sliceName: %s\n" % ws
+    return "apiVersion: egs.avesha.io/v1\nkind: WorkspacePolicy\n" + meta + body
+
+
+def test_apply_workspace_policy(env):
+    c, ctl = env
+    body = ("  maxGPRs: 4\n  maxExitDurationPerGPR: 2d\n  priorityRange: {min: 1, max: 200}\n"
+            "  gpuShapes: [NVIDIA-H100-80GB-HBM3, NVIDIA-H100-80GB-HBM3]\n  maxGPUPerGpr: 16\n  maxMemoryPerGpr: 1280\n"
+            "  concurrentGpuQuota: 16\n  enableAutoEviction: false\n  requeueOnFailure: true\n"
+            "  softLimits:\n    maxExitDurationPerGPR: 6h\n    priorityRange: {max: 150, min: 1}\n")
+    path = ctl.write("pol.yaml", manifest(ws_doc("pol-ws"), policy_doc("pol-ws", body)))
+    assert ctl.ok("apply", "-f", path).stdout == "workspace/pol-ws created\nworkspacepolicy/pol-ws created\n"
+    got = c.admin.get("/api/v1/slice-workspace/policy?workspaceName=pol-ws")
+    assert got["maxExitDurationPerGPR"] == "48h0m0s" and got["gpuShapes"] == [H100["gpuModel"]], got
+    assert got["softLimits"] == {"maxExitDurationPerGPR": "6h0m0s", "priorityRange": {"min": 1, "max": 150}}
+    # Idempotent: the same manifest (spelled differently) changes nothing.
+    assert ctl.ok("apply", "-f", path).stdout == "workspace/pol-ws unchanged\nworkspacepolicy/pol-ws unchanged\n"
+    assert ctl.ok("apply", "-f", ctl.write("pol2.yaml", policy_doc("pol-ws", body.replace("2d", "48h0m0s"),
+                                                                   name_in_spec=True))).stdout == \
+        "workspacepolicy/pol-ws unchanged\n"
+    # The whole policy is the manifest's: a limit left out is cleared.
+    smaller = body.replace("  maxGPRs: 4\n", "")
+    assert ctl.ok("apply", "-f", ctl.write("pol3.yaml", policy_doc("pol-ws", smaller))).stdout == \
+        "workspacepolicy/pol-ws configured\n"
+    assert "maxGPRs" not in c.admin.get("/api/v1/slice-workspace/policy?workspaceName=pol-ws")
+    # get and describe show it.
+    table = ctl.ok("get", "policy", "pol-ws").stdout
+    assert re.search(r"pol-ws\s+priorityRange\s+1-200\s+1-150", table), table
+    assert re.search(r"pol-ws\s+maxMemoryPerGpr\s+1280GB\s+-", table), table
+    assert ctl.json("get", "policy", "pol-ws")["concurrentGpuQuota"] == 16
+    everything = ctl.ok("get", "policies").stdout
+    assert re.search(r"\* \(global\)\s+maxNodesPerGpr\s+64", everything) and "pol-ws" in everything, everything
+    assert "softLimits.maxExitDurationPerGPR: \"6h0m0s\"" in ctl.ok("describe", "workspace", "pol-ws").stdout
+    # A GPR manifest over a hard limit: the server's 422 points at the line of the field it names;
+    # over a soft one it is created Pending.
+    p = ctl("apply", "-f", ctl.write("pol-gpr.yaml", gpr_doc("big", "pol-ws", priority=250)))
+    assert p.returncode == FAILED and "pol-gpr.yaml:10: gpr/big: create: priority 250 is outside the limit " \
+                                      "priorityRange 1-200 of workspace pol-ws's policy" in p.stderr, p.stderr
+    ctl.ok("apply", "-f", ctl.write("pol-gpr2.yaml", gpr_doc("long", "pol-ws", duration="8h")))
+    assert state(c, live(c, "pol-ws", "long")[0]["gprId"]) == "Pending"
+    # delete -f removes the policy (and, after it, the workspace); a second time it is not found.
+    out = ctl.ok("delete", "-f", path).stdout
+    assert "workspacepolicy/pol-ws deleted" in out and "workspace/pol-ws deleted" in out, out
+    p = ctl("delete", "-f", path)
+    assert p.returncode == NOT_FOUND and "workspacepolicy/pol-ws: not found" in p.stderr
 
 
 def test_delete_files(env):

@@ -222,7 +222,8 @@ static void test_policy_and_null_fields(void **state)
 				   "  gpuShapes: [NVIDIA-H100-80GB-HBM3]\n  enableAutoEviction: ~\n"),
 			 EGS_OK);
 	assert_int_equal(m.objs[0].kind, EGS_MANIFEST_POLICY);
-	assert_string_equal(json_string_value(json_object_get(m.objs[0].body, "sliceName")), "team-a");
+	assert_string_equal(json_string_value(json_object_get(m.objs[0].body, "workspaceName")), "team-a");
+	assert_string_equal(m.objs[0].name, "team-a");
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(m.objs[0].body, "priorityRange"), "max")),
 			 200);
 	assert_null(json_object_get(m.objs[0].body, "enableAutoEviction")); /* null = not set */
@@ -365,6 +366,41 @@ static void test_workspace_changes(void **state)
 	egs_manifest_cleanup(&m);
 }
 
+static void test_policy_differs(void **state)
+{
+	struct egs_manifest m = {0};
+	json_t *cur;
+
+	(void)state;
+	assert_int_equal(parse(&m, "apiVersion: egs.avesha.io/v1\nkind: WorkspacePolicy\nmetadata: {name: w}\nspec:\n"
+				   "  maxGPRs: 4\n  maxExitDurationPerGPR: 2d\n  gpuShapes: [B, A, B]\n  requeueOnFailure: ~\n"
+				   "  softLimits: {maxExitDurationPerGPR: 90m, gpuShapes: []}\n"),
+			 EGS_OK);
+	/* The server's canonical answer for the same policy. */
+	cur = json_pack("{s:s, s:i, s:s, s:[s, s], s:{s:s}}", "workspaceName", "w", "maxGPRs", 4, "maxExitDurationPerGPR",
+			"48h0m0s", "gpuShapes", "A", "B", "softLimits", "maxExitDurationPerGPR", "1h30m0s");
+	assert_false(egs_manifest_policy_differs(&m.objs[0], cur));
+	/* A limit the server has and the manifest leaves out differs: apply replaces the whole policy. */
+	json_object_set_new(cur, "concurrentGpuQuota", json_integer(8));
+	assert_true(egs_manifest_policy_differs(&m.objs[0], cur));
+	json_object_del(cur, "concurrentGpuQuota");
+	json_object_set_new(json_object_get(cur, "softLimits"), "maxExitDurationPerGPR", json_string("2h0m0s"));
+	assert_true(egs_manifest_policy_differs(&m.objs[0], cur));
+	json_decref(cur);
+	/* No policy at all: {workspaceName} alone. */
+	cur = json_pack("{s:s}", "workspaceName", "w");
+	assert_true(egs_manifest_policy_differs(&m.objs[0], cur));
+	json_decref(cur);
+	egs_manifest_cleanup(&m);
+	assert_int_equal(parse(&m, "apiVersion: egs.avesha.io/v1\nkind: WorkspacePolicy\nmetadata: {name: w}\nspec: {}\n"),
+			 EGS_OK);
+	cur = json_pack("{s:s}", "workspaceName", "w");
+	assert_false(egs_manifest_policy_differs(&m.objs[0], cur));
+	assert_int_equal(egs_manifest_line(&m.objs[0], "softLimits.maxGPRs"), 1);
+	json_decref(cur);
+	egs_manifest_cleanup(&m);
+}
+
 static void test_cluster_changes(void **state)
 {
 	struct egs_manifest m = {0};
@@ -404,6 +440,7 @@ int main(void)
 		cmocka_unit_test(test_gpr_changes),
 		cmocka_unit_test(test_workspace_changes),
 		cmocka_unit_test(test_cluster_changes),
+		cmocka_unit_test(test_policy_differs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
