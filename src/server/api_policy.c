@@ -10,7 +10,7 @@
  *
  * PUT replaces the whole policy (members left out are unset), so applying the same body twice
  * changes nothing; a refused body changes nothing either.  A workspace's policy is stored in its
- * row (canonical JSON, column `policy`, migration 3) and goes with the workspace; the global one in
+ * row (canonical JSON, column `policy`, migration 4) and goes with the workspace; the global one in
  * the store's meta table.  The global hard maxNodesPerGpr defaults to egsd --max-nodes-per-gpr.
  *
  * Policies are the workspace's, not the caller's: an admin's own GPR in a workspace obeys it too

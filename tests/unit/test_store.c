@@ -184,7 +184,7 @@ static struct egs_workspace *mk_workspace(const char *name, bool full)
 	egs_strlcpy(w->users[1].username, "bob", sizeof(w->users[1].username));
 	egs_strlcpy(w->users[1].email, "", sizeof(w->users[1].email));
 	w->webhook_url = egs_strdup("https://hooks.example.com/T000/B000");
-	/* The store keeps a policy as text (migration 3); the server parses it at start. */
+	/* The store keeps a policy as text (migration 4); the server parses it at start. */
 	w->policy_json = egs_strdup("{\"maxGPRs\":4,\"softLimits\":{\"maxExitDurationPerGPR\":\"6h0m0s\"}}");
 	return w;
 }
