@@ -1,0 +1,257 @@
+/*
+ * report.c: what a replay measured, as text or JSON; see sim.h.
+ *
+ * Utilization is GPU-hours used over GPU-hours available between the first submission and the last
+ * completion.  "Used" counts the GPUs a job asked for (numberOfGPUNodes x numberOfGPUs) from its
+ * start to its release; "held" counts whole nodes, because a node belongs to one GPR at a time, so a
+ * 1-GPU job keeps 7 GPUs idle.  A GPR is late when it started after the estimate it was given at
+ * submission; each late GPR gets the first reason that applies, in this order: an arrival that ranks
+ * ahead of it (higher priority, or equal priority and ranked ahead by the queue) that started before
+ * it; a node failure between its submission and its start; a higher-priority arrival during its wait
+ * that had not started before it (its reservation displaced it); other.
+ */
+#include "sim.h"
+
+#include "core/queue.h"
+#include "core/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const late_names[SIM_LATE_NREASONS] = {
+	"none", "higher_priority_arrival", "equal_priority_ranked_ahead", "node_failure", "higher_priority_reservation",
+	"other",
+};
+
+const char *sim_late_name(enum sim_late r)
+{
+	return (size_t)r < EGS_ARRAY_LEN(late_names) ? late_names[r] : "unknown";
+}
+
+struct stats {
+	size_t started;
+	double wait_mean;
+	int64_t wait_p95, wait_max;
+	double used_gpu_h, held_gpu_h, avail_gpu_h, span_h;
+	size_t est_known, est_unknown, exact, earlier, later;
+	double mae;
+	size_t late[SIM_LATE_NREASONS];
+};
+
+/* Is the late job j explained by an arrival h that ranks ahead of it?  Only jobs submitted after j
+ * and before its start can be such an h.  *reserved is set when a higher-priority h arrived but did
+ * not start before j. */
+static enum sim_late arrival_reason(const struct sim_trace *t, size_t i, bool *reserved)
+{
+	const struct sim_job *j = &t->jobs[i];
+	bool ranked = false;
+	*reserved = false;
+	for (size_t k = i + 1; k < t->n && t->jobs[k].submit < j->start; k++) {
+		const struct sim_job *h = &t->jobs[k];
+		if (h->skipped || h->submit <= j->submit)
+			continue;
+		bool before = h->start && h->start < j->start;
+		if (h->priority > j->priority && before)
+			return SIM_LATE_PRIORITY;
+		if (h->priority > j->priority)
+			*reserved = true;
+		else if (h->priority == j->priority && before && egs_queue_before(h->g, j->g))
+			ranked = true;
+	}
+	return ranked ? SIM_LATE_RANKED : SIM_LATE_NONE;
+}
+
+static bool failure_between(const struct sim_result *r, int64_t from, int64_t to)
+{
+	size_t lo = 0, hi = r->failures; /* first failure after from */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (r->fail_times[mid] <= from)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < r->failures && r->fail_times[lo] < to;
+}
+
+static void attribute(struct sim_trace *t, const struct sim_result *r)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		struct sim_job *j = &t->jobs[i];
+		j->late = SIM_LATE_NONE;
+		if (j->skipped || !j->est_known || !j->start || j->start <= j->est)
+			continue;
+		bool reserved;
+		j->late = arrival_reason(t, i, &reserved);
+		if (j->late == SIM_LATE_NONE && failure_between(r, j->submit, j->start))
+			j->late = SIM_LATE_FAILURE;
+		if (j->late == SIM_LATE_NONE)
+			j->late = reserved ? SIM_LATE_RESERVED : SIM_LATE_OTHER;
+	}
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static void compute(const struct sim_trace *t, const struct sim_opts *o, const struct sim_result *r,
+		    struct stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	int64_t *waits = egs_calloc(t->n + 1, sizeof(*waits));
+	double wait_sum = 0, err_sum = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct sim_job *j = &t->jobs[i];
+		if (j->skipped || !j->start)
+			continue;
+		waits[s->started++] = j->start - j->submit;
+		wait_sum += (double)(j->start - j->submit);
+		double held_s = (double)((j->end ? j->end : r->last_end) - j->start);
+		s->used_gpu_h += j->node_count * j->gpus_per_node * held_s / 3600.0;
+		s->held_gpu_h += j->node_count * SIM_GPUS_PER_NODE * held_s / 3600.0;
+		if (!j->est_known) {
+			s->est_unknown++;
+			continue;
+		}
+		s->est_known++;
+		err_sum += fabs((double)(j->start - j->est));
+		if (j->start == j->est)
+			s->exact++;
+		else if (j->start < j->est)
+			s->earlier++;
+		else
+			s->later++;
+		s->late[j->late]++;
+	}
+	if (s->started) {
+		qsort(waits, s->started, sizeof(*waits), cmp_i64);
+		s->wait_mean = wait_sum / (double)s->started;
+		s->wait_p95 = waits[(size_t)ceil(0.95 * (double)s->started) - 1]; /* nearest rank */
+		s->wait_max = waits[s->started - 1];
+	}
+	if (s->est_known)
+		s->mae = err_sum / (double)s->est_known;
+	s->span_h = (double)(r->last_end - r->first_submit) / 3600.0;
+	s->avail_gpu_h = (double)o->nodes * SIM_GPUS_PER_NODE * s->span_h;
+	free(waits);
+}
+
+static double pct(double part, double whole)
+{
+	return whole > 0 ? 100.0 * part / whole : 0.0;
+}
+
+static const char *dur(int64_t secs, char *buf, size_t n)
+{
+	egs_duration_format(secs, buf, n);
+	return buf;
+}
+
+static void print_text(FILE *out, const struct sim_trace *t, const struct sim_opts *o, const struct sim_result *r,
+		       const struct stats *s)
+{
+	char b1[32], b2[32], b3[32], b4[32];
+	fprintf(out, "egs-sim: %s (%zu jobs, %zu malformed lines skipped)\n", o->trace, t->n, t->malformed);
+	fprintf(out, "mapping: numberOfGPUNodes = ceil(num_gpu/8), numberOfGPUs = min(num_gpu,8); window = duration "
+		     "rounded up to %llds; %s\n",
+		(long long)o->round_s, o->hold_window ? "no early release (nodes held for the whole window)"
+						      : "early release at the real duration");
+	fprintf(out, "         workspace = hash(job_id) mod %ld; priority %d for %.1f%% of jobs by hash, else %d; "
+		     "seed %llu\n",
+		o->workspaces, SIM_PRIO_HIGH, 100.0 * o->high_share, SIM_PRIO_NORMAL, (unsigned long long)o->seed);
+	fprintf(out, "inventory: %ld nodes x %d GPUs (%ld GPUs), one cluster, one shape\n", o->nodes, SIM_GPUS_PER_NODE,
+		o->nodes * SIM_GPUS_PER_NODE);
+	if (o->fail_every_s > 0)
+		fprintf(out, "failures: a node every %llds, Unhealthy for %llds\n", (long long)o->fail_every_s,
+			(long long)o->fail_for_s);
+	else
+		fprintf(out, "failures: none\n");
+	fprintf(out, "\njobs: %zu replayed, %zu skipped (need more than %ld nodes)%s\n", r->replayed, r->skipped,
+		o->nodes, r->stuck ? "; STUCK: GPRs still waited with no event left" : "");
+	fprintf(out, "simulated span: %.1f h (%.1f days)\n", s->span_h, s->span_h / 24);
+	fprintf(out, "utilization: %.1f%% (GPU-hours used %.0f / available %.0f); whole nodes held: %.1f%%\n",
+		pct(s->used_gpu_h, s->avail_gpu_h), s->used_gpu_h, s->avail_gpu_h, pct(s->held_gpu_h, s->avail_gpu_h));
+	fprintf(out, "wait: mean %s, p95 %s, max %s\n", dur((int64_t)llround(s->wait_mean), b1, sizeof(b1)),
+		dur(s->wait_p95, b2, sizeof(b2)), dur(s->wait_max, b3, sizeof(b3)));
+	fprintf(out, "estimates at submission: %zu known, %zu unknown; mean absolute error %s; exact %.1f%%, "
+		     "earlier %.1f%%, later %.1f%%\n",
+		s->est_known, s->est_unknown, dur((int64_t)llround(s->mae), b4, sizeof(b4)), pct((double)s->exact, (double)s->est_known),
+		pct((double)s->earlier, (double)s->est_known), pct((double)s->later, (double)s->est_known));
+	fprintf(out, "late starts: %zu (%.1f%%): higher-priority arrival %zu, equal-priority arrival ranked ahead %zu, "
+		     "node failure %zu, higher-priority reservation %zu, other %zu\n",
+		s->later, pct((double)s->later, (double)s->est_known), s->late[SIM_LATE_PRIORITY],
+		s->late[SIM_LATE_RANKED], s->late[SIM_LATE_FAILURE], s->late[SIM_LATE_RESERVED], s->late[SIM_LATE_OTHER]);
+	fprintf(out, "node failures: %zu injected, %zu NodeReplaced, %zu NodeFailed\n", r->failures, r->replaced,
+		r->node_failed);
+	fprintf(out, "replay: %.3f s wall, %.0f GPRs/s (%zu steps, %zu scheduler runs)\n", r->wall_s,
+		r->wall_s > 0 ? (double)r->replayed / r->wall_s : 0.0, r->steps, r->sched_runs);
+}
+
+static void print_json(FILE *out, const struct sim_trace *t, const struct sim_opts *o, const struct sim_result *r,
+		       const struct stats *s)
+{
+	fprintf(out, "{\"trace\":{\"jobs\":%zu,\"malformed\":%zu},", t->n, t->malformed);
+	fprintf(out, "\"mapping\":{\"nodes\":%ld,\"gpusPerNode\":%d,\"workspaces\":%ld,\"roundSeconds\":%lld,"
+		     "\"earlyRelease\":%s,\"highShare\":%g,\"highPriority\":%d,\"normalPriority\":%d,\"seed\":%llu,"
+		     "\"failEverySeconds\":%lld,\"failForSeconds\":%lld},",
+		o->nodes, SIM_GPUS_PER_NODE, o->workspaces, (long long)o->round_s, o->hold_window ? "false" : "true",
+		o->high_share, SIM_PRIO_HIGH, SIM_PRIO_NORMAL, (unsigned long long)o->seed, (long long)o->fail_every_s,
+		(long long)o->fail_for_s);
+	fprintf(out, "\"replayed\":%zu,\"skipped\":%zu,\"stuck\":%s,\"spanHours\":%.3f,", r->replayed, r->skipped,
+		r->stuck ? "true" : "false", s->span_h);
+	fprintf(out, "\"utilization\":%.6f,\"nodeUtilization\":%.6f,\"gpuHoursUsed\":%.3f,\"gpuHoursAvailable\":%.3f,",
+		s->avail_gpu_h > 0 ? s->used_gpu_h / s->avail_gpu_h : 0.0,
+		s->avail_gpu_h > 0 ? s->held_gpu_h / s->avail_gpu_h : 0.0, s->used_gpu_h, s->avail_gpu_h);
+	fprintf(out, "\"waitSeconds\":{\"mean\":%.3f,\"p95\":%lld,\"max\":%lld},", s->wait_mean,
+		(long long)s->wait_p95, (long long)s->wait_max);
+	fprintf(out, "\"estimates\":{\"known\":%zu,\"unknown\":%zu,\"maeSeconds\":%.3f,\"exact\":%zu,\"earlier\":%zu,"
+		     "\"later\":%zu,\"lateShare\":%.6f,\"lateBy\":{",
+		s->est_known, s->est_unknown, s->mae, s->exact, s->earlier, s->later,
+		s->est_known ? (double)s->later / (double)s->est_known : 0.0);
+	for (int k = SIM_LATE_PRIORITY; k < SIM_LATE_NREASONS; k++)
+		fprintf(out, "%s\"%s\":%zu", k == SIM_LATE_PRIORITY ? "" : ",", sim_late_name((enum sim_late)k), s->late[k]);
+	fprintf(out, "}},\"failures\":{\"injected\":%zu,\"nodeReplaced\":%zu,\"nodeFailed\":%zu},", r->failures,
+		r->replaced, r->node_failed);
+	fprintf(out, "\"replay\":{\"wallSeconds\":%.6f,\"gprsPerSecond\":%.1f,\"steps\":%zu,\"schedulerRuns\":%zu}}\n",
+		r->wall_s, r->wall_s > 0 ? (double)r->replayed / r->wall_s : 0.0, r->steps, r->sched_runs);
+}
+
+/* Times relative to the trace's second 0; -1 where there is none. */
+static long long rel(int64_t v)
+{
+	return v ? (long long)(v - SIM_T0) : -1;
+}
+
+static bool write_jobs(const struct sim_trace *t, const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		return false;
+	}
+	fprintf(f, "job_id,skipped,workspace,priority,num_gpu,nodes,gpus_per_node,submit,duration,window,estimate,"
+		   "start,end,late\n");
+	for (size_t i = 0; i < t->n; i++) {
+		const struct sim_job *j = &t->jobs[i];
+		fprintf(f, "%s,%d,ws-%ld,%d,%d,%d,%d,%lld,%lld,%lld,%lld,%lld,%lld,%s\n", j->name, j->skipped,
+			j->workspace, j->priority, j->gpus, j->node_count, j->gpus_per_node, rel(j->submit),
+			(long long)j->duration, (long long)j->window, j->est_known ? rel(j->est) : -1, rel(j->start),
+			rel(j->end), sim_late_name(j->late));
+	}
+	return fclose(f) == 0;
+}
+
+bool sim_report(struct sim_trace *t, const struct sim_opts *o, const struct sim_result *r, FILE *out)
+{
+	struct stats s;
+	attribute(t, r);
+	compute(t, o, r, &s);
+	if (o->json)
+		print_json(out, t, o, r, &s);
+	else
+		print_text(out, t, o, r, &s);
+	return !o->jobs_out || write_jobs(t, o->jobs_out);
+}
