@@ -7,8 +7,8 @@
  * 1-GPU job keeps 7 GPUs idle.  A GPR is late when it started after the estimate it was given at
  * submission; each late GPR gets the first reason that applies, in this order: an arrival that ranks
  * ahead of it (higher priority, or equal priority and ranked ahead by the queue) that started before
- * it; a node failure between its submission and its start; a higher-priority arrival during its wait
- * that had not started before it (its reservation displaced it); other.
+ * it; a node failed at some time between its submission and its start; an arrival that ranks ahead of
+ * it during its wait but had not started before it (its reservation displaced it); other.
  */
 #include "sim.h"
 
@@ -20,7 +20,7 @@
 #include <string.h>
 
 static const char *const late_names[SIM_LATE_NREASONS] = {
-	"none", "higher_priority_arrival", "equal_priority_ranked_ahead", "node_failure", "higher_priority_reservation",
+	"none", "higher_priority_arrival", "equal_priority_ranked_ahead", "node_failure", "reservation_of_arrival_ahead",
 	"other",
 };
 
@@ -40,8 +40,8 @@ struct stats {
 };
 
 /* Is the late job j explained by an arrival h that ranks ahead of it?  Only jobs submitted after j
- * and before its start can be such an h.  *reserved is set when a higher-priority h arrived but did
- * not start before j. */
+ * and before its start can be such an h.  *reserved is set when such an h arrived but did not start
+ * before j. */
 static enum sim_late arrival_reason(const struct sim_trace *t, size_t i, bool *reserved)
 {
 	const struct sim_job *j = &t->jobs[i];
@@ -49,25 +49,29 @@ static enum sim_late arrival_reason(const struct sim_trace *t, size_t i, bool *r
 	*reserved = false;
 	for (size_t k = i + 1; k < t->n && t->jobs[k].submit < j->start; k++) {
 		const struct sim_job *h = &t->jobs[k];
-		if (h->skipped || h->submit <= j->submit)
+		if (h->skipped || !h->g || h->submit <= j->submit)
 			continue;
 		bool before = h->start && h->start < j->start;
-		if (h->priority > j->priority && before)
-			return SIM_LATE_PRIORITY;
-		if (h->priority > j->priority)
+		bool ahead = h->priority > j->priority || egs_queue_before(h->g, j->g);
+		if (ahead && !before)
 			*reserved = true;
-		else if (h->priority == j->priority && before && egs_queue_before(h->g, j->g))
+		else if (ahead && h->priority > j->priority)
+			return SIM_LATE_PRIORITY;
+		else if (ahead)
 			ranked = true;
 	}
 	return ranked ? SIM_LATE_RANKED : SIM_LATE_NONE;
 }
 
-static bool failure_between(const struct sim_result *r, int64_t from, int64_t to)
+/* Was some node failed at a time in (from, to)?  Failure k keeps its node Unhealthy over
+ * [fail_times[k], fail_times[k] + fail_for): a node failed before from can still cost j its place
+ * when the core swaps it out of a running GPR later, taking a node j was promised. */
+static bool failure_between(const struct sim_result *r, int64_t fail_for, int64_t from, int64_t to)
 {
-	size_t lo = 0, hi = r->failures; /* first failure after from */
+	size_t lo = 0, hi = r->failures; /* the first failure still in effect after from */
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		if (r->fail_times[mid] <= from)
+		if (r->fail_times[mid] + fail_for <= from)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -75,7 +79,7 @@ static bool failure_between(const struct sim_result *r, int64_t from, int64_t to
 	return lo < r->failures && r->fail_times[lo] < to;
 }
 
-static void attribute(struct sim_trace *t, const struct sim_result *r)
+static void attribute(struct sim_trace *t, const struct sim_opts *o, const struct sim_result *r)
 {
 	for (size_t i = 0; i < t->n; i++) {
 		struct sim_job *j = &t->jobs[i];
@@ -84,7 +88,7 @@ static void attribute(struct sim_trace *t, const struct sim_result *r)
 			continue;
 		bool reserved;
 		j->late = arrival_reason(t, i, &reserved);
-		if (j->late == SIM_LATE_NONE && failure_between(r, j->submit, j->start))
+		if (j->late == SIM_LATE_NONE && failure_between(r, o->fail_for_s, j->submit, j->start))
 			j->late = SIM_LATE_FAILURE;
 		if (j->late == SIM_LATE_NONE)
 			j->late = reserved ? SIM_LATE_RESERVED : SIM_LATE_OTHER;
@@ -181,7 +185,7 @@ static void print_text(FILE *out, const struct sim_trace *t, const struct sim_op
 		s->est_known, s->est_unknown, dur((int64_t)llround(s->mae), b4, sizeof(b4)), pct((double)s->exact, (double)s->est_known),
 		pct((double)s->earlier, (double)s->est_known), pct((double)s->later, (double)s->est_known));
 	fprintf(out, "late starts: %zu (%.1f%%): higher-priority arrival %zu, equal-priority arrival ranked ahead %zu, "
-		     "node failure %zu, higher-priority reservation %zu, other %zu\n",
+		     "node failure %zu, reservation of an arrival ahead %zu, other %zu\n",
 		s->later, pct((double)s->later, (double)s->est_known), s->late[SIM_LATE_PRIORITY],
 		s->late[SIM_LATE_RANKED], s->late[SIM_LATE_FAILURE], s->late[SIM_LATE_RESERVED], s->late[SIM_LATE_OTHER]);
 	fprintf(out, "node failures: %zu injected, %zu NodeReplaced, %zu NodeFailed\n", r->failures, r->replaced,
@@ -247,7 +251,7 @@ static bool write_jobs(const struct sim_trace *t, const char *path)
 bool sim_report(struct sim_trace *t, const struct sim_opts *o, const struct sim_result *r, FILE *out)
 {
 	struct stats s;
-	attribute(t, r);
+	attribute(t, o, r);
 	compute(t, o, r, &s);
 	if (o->json)
 		print_json(out, t, o, r, &s);

@@ -35,14 +35,14 @@ struct sim_opts {
 	const char *jobs_out;   /* per-job CSV path, NULL = none (borrowed) */
 };
 
-/* Why a GPR started later than the estimate it got at submission. */
+/* Why a GPR started later than the estimate it got at submission (the first that applies). */
 enum sim_late {
 	SIM_LATE_NONE = 0,
 	SIM_LATE_PRIORITY, /* a higher-priority GPR submitted after it started before it */
 	SIM_LATE_RANKED,   /* an equal-priority GPR submitted after it, ranked ahead (fair share), started before it */
-	SIM_LATE_FAILURE,  /* a node failed between its submission and its start */
-	SIM_LATE_RESERVED, /* a higher-priority GPR submitted after it, not started before it: its reservation
-			    * (nodes held for it until its own start) displaced it */
+	SIM_LATE_FAILURE,  /* a node was failed at some time between its submission and its start */
+	SIM_LATE_RESERVED, /* a GPR that ranks ahead of it arrived while it waited and had not started before it:
+			    * that GPR's reservation (nodes held for it until its own start) displaced it */
 	SIM_LATE_OTHER,
 	SIM_LATE_NREASONS
 };
