@@ -112,8 +112,10 @@ int main(int argc, char **argv)
 	struct sim_trace t;
 	if (!sim_trace_load(&t, &o))
 		return 1;
-	if (!o.nodes)
+	if (!o.nodes) {
 		o.nodes = sim_default_nodes(&t);
+		o.nodes_derived = true;
+	}
 	if (fail_rate > 0 && !o.fail_every_s) {
 		double every = 86400.0 / (fail_rate * (double)o.nodes);
 		o.fail_every_s = every < 1 ? 1 : (int64_t)llround(every);

@@ -30,7 +30,7 @@ const char *sim_late_name(enum sim_late r)
 }
 
 struct stats {
-	size_t started;
+	size_t started, at_once;
 	double wait_mean;
 	int64_t wait_p95, wait_max;
 	double used_gpu_h, held_gpu_h, avail_gpu_h, span_h;
@@ -112,6 +112,7 @@ static void compute(const struct sim_trace *t, const struct sim_opts *o, const s
 		if (j->skipped || !j->start)
 			continue;
 		waits[s->started++] = j->start - j->submit;
+		s->at_once += j->start == j->submit;
 		wait_sum += (double)(j->start - j->submit);
 		double held_s = (double)((j->end ? j->end : r->last_end) - j->start);
 		s->used_gpu_h += j->node_count * j->gpus_per_node * held_s / 3600.0;
@@ -166,8 +167,11 @@ static void print_text(FILE *out, const struct sim_trace *t, const struct sim_op
 	fprintf(out, "         workspace = hash(job_id) mod %ld; priority %d for %.1f%% of jobs by hash, else %d; "
 		     "seed %llu\n",
 		o->workspaces, SIM_PRIO_HIGH, 100.0 * o->high_share, SIM_PRIO_NORMAL, (unsigned long long)o->seed);
-	fprintf(out, "inventory: %ld nodes x %d GPUs (%ld GPUs), one cluster, one shape\n", o->nodes, SIM_GPUS_PER_NODE,
-		o->nodes * SIM_GPUS_PER_NODE);
+	fprintf(out, "inventory: %ld nodes x %d GPUs (%ld GPUs), one cluster, one shape%s\n", o->nodes, SIM_GPUS_PER_NODE,
+		o->nodes * SIM_GPUS_PER_NODE,
+		o->nodes_derived ? " (the 95th percentile over time of the nodes the jobs would hold if each started on "
+				   "arrival)"
+				 : "");
 	if (o->fail_every_s > 0)
 		fprintf(out, "failures: a node every %llds, Unhealthy for %llds\n", (long long)o->fail_every_s,
 			(long long)o->fail_for_s);
@@ -178,8 +182,9 @@ static void print_text(FILE *out, const struct sim_trace *t, const struct sim_op
 	fprintf(out, "simulated span: %.1f h (%.1f days)\n", s->span_h, s->span_h / 24);
 	fprintf(out, "utilization: %.1f%% (GPU-hours used %.0f / available %.0f); whole nodes held: %.1f%%\n",
 		pct(s->used_gpu_h, s->avail_gpu_h), s->used_gpu_h, s->avail_gpu_h, pct(s->held_gpu_h, s->avail_gpu_h));
-	fprintf(out, "wait: mean %s, p95 %s, max %s\n", dur((int64_t)llround(s->wait_mean), b1, sizeof(b1)),
-		dur(s->wait_p95, b2, sizeof(b2)), dur(s->wait_max, b3, sizeof(b3)));
+	fprintf(out, "wait: mean %s, p95 %s, max %s; %.1f%% started on arrival\n",
+		dur((int64_t)llround(s->wait_mean), b1, sizeof(b1)), dur(s->wait_p95, b2, sizeof(b2)),
+		dur(s->wait_max, b3, sizeof(b3)), pct((double)s->at_once, (double)s->started));
 	fprintf(out, "estimates at submission: %zu known, %zu unknown; mean absolute error %s; exact %.1f%%, "
 		     "earlier %.1f%%, later %.1f%%\n",
 		s->est_known, s->est_unknown, dur((int64_t)llround(s->mae), b4, sizeof(b4)), pct((double)s->exact, (double)s->est_known),
@@ -198,10 +203,10 @@ static void print_json(FILE *out, const struct sim_trace *t, const struct sim_op
 		       const struct stats *s)
 {
 	fprintf(out, "{\"trace\":{\"jobs\":%zu,\"malformed\":%zu},", t->n, t->malformed);
-	fprintf(out, "\"mapping\":{\"nodes\":%ld,\"gpusPerNode\":%d,\"workspaces\":%ld,\"roundSeconds\":%lld,"
+	fprintf(out, "\"mapping\":{\"nodes\":%ld,\"nodesDerived\":%s,\"gpusPerNode\":%d,\"workspaces\":%ld,\"roundSeconds\":%lld,"
 		     "\"earlyRelease\":%s,\"highShare\":%g,\"highPriority\":%d,\"normalPriority\":%d,\"seed\":%llu,"
 		     "\"failEverySeconds\":%lld,\"failForSeconds\":%lld},",
-		o->nodes, SIM_GPUS_PER_NODE, o->workspaces, (long long)o->round_s, o->hold_window ? "false" : "true",
+		o->nodes, o->nodes_derived ? "true" : "false", SIM_GPUS_PER_NODE, o->workspaces, (long long)o->round_s, o->hold_window ? "false" : "true",
 		o->high_share, SIM_PRIO_HIGH, SIM_PRIO_NORMAL, (unsigned long long)o->seed, (long long)o->fail_every_s,
 		(long long)o->fail_for_s);
 	fprintf(out, "\"replayed\":%zu,\"skipped\":%zu,\"stuck\":%s,\"spanHours\":%.3f,", r->replayed, r->skipped,
@@ -209,8 +214,8 @@ static void print_json(FILE *out, const struct sim_trace *t, const struct sim_op
 	fprintf(out, "\"utilization\":%.6f,\"nodeUtilization\":%.6f,\"gpuHoursUsed\":%.3f,\"gpuHoursAvailable\":%.3f,",
 		s->avail_gpu_h > 0 ? s->used_gpu_h / s->avail_gpu_h : 0.0,
 		s->avail_gpu_h > 0 ? s->held_gpu_h / s->avail_gpu_h : 0.0, s->used_gpu_h, s->avail_gpu_h);
-	fprintf(out, "\"waitSeconds\":{\"mean\":%.3f,\"p95\":%lld,\"max\":%lld},", s->wait_mean,
-		(long long)s->wait_p95, (long long)s->wait_max);
+	fprintf(out, "\"waitSeconds\":{\"mean\":%.3f,\"p95\":%lld,\"max\":%lld,\"startedOnArrival\":%zu},",
+		s->wait_mean, (long long)s->wait_p95, (long long)s->wait_max, s->at_once);
 	fprintf(out, "\"estimates\":{\"known\":%zu,\"unknown\":%zu,\"maeSeconds\":%.3f,\"exact\":%zu,\"earlier\":%zu,"
 		     "\"later\":%zu,\"lateShare\":%.6f,\"lateBy\":{",
 		s->est_known, s->est_unknown, s->mae, s->exact, s->earlier, s->later,

@@ -23,6 +23,7 @@
 struct sim_opts {
 	const char *trace;      /* CSV path (borrowed) */
 	long nodes;             /* 0 = derive from the trace (sim_default_nodes) */
+	bool nodes_derived;     /* nodes came from sim_default_nodes (said in the report's header) */
 	long workspaces;        /* jobs are hashed into this many workspaces */
 	int64_t round_s;        /* the requested window is the duration rounded up to this */
 	bool hold_window;       /* true: no early release, a job keeps its nodes for its whole window */
