@@ -216,6 +216,11 @@ static void bench_memory(size_t n)
 	struct egs_gpr *one = egs_state_gpr(&st, "gpr-00000000-0000");
 	EGS_ASSERT(one && egs_queue_len(&st.queue) == n);
 	size_t used = (m1.uordblks + m1.hblkhd) - (m0.uordblks + m0.hblkhd);
+	if (!used) {
+		printf("memory: mallinfo2() saw no change: another allocator (a sanitizer's?) serves malloc\n");
+		egs_state_cleanup(&st);
+		return;
+	}
 	double per = (double)used / (double)n;
 	printf("memory: %zu queued GPRs in an egs_state hold %.1f MiB (mallinfo2: uordblks %+.1f MiB, hblkhd %+.1f "
 	       "MiB): %.0f bytes per GPR\n",
