@@ -22,6 +22,8 @@ static void usage(FILE *f)
 		   "  --fail-every S       a node (chosen by hash) fails every S seconds (default: never)\n"
 		   "  --fail-rate R        or: R failures per node per day\n"
 		   "  --fail-for S         a failed node stays Unhealthy S seconds (default 3600)\n"
+		   "  --fair-half-life S   half-life of the usage that orders equal priorities (default: the core's, 1 day);\n"
+		   "                       0 turns fair share off (first come, first served)\n"
 		   "  --seed N             salt of every hash (default 1)\n"
 		   "  --limit N            replay only the first N jobs\n"
 		   "  --jobs FILE          write one CSV line per job (estimate, start, end, late reason)\n"
@@ -60,6 +62,7 @@ static int parse(int argc, char **argv, struct sim_opts *o, double *fail_rate)
 		{ "high-share", required_argument, NULL, 'p' }, { "fail-every", required_argument, NULL, 'f' },
 		{ "fail-rate", required_argument, NULL, 'R' },  { "fail-for", required_argument, NULL, 'F' },
 		{ "seed", required_argument, NULL, 's' },       { "limit", required_argument, NULL, 'l' },
+		{ "fair-half-life", required_argument, NULL, 'H' },
 		{ "jobs", required_argument, NULL, 'j' },       { "json", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },             { NULL, 0, NULL, 0 },
 	};
@@ -77,6 +80,7 @@ static int parse(int argc, char **argv, struct sim_opts *o, double *fail_rate)
 		case 'R': ok = real(optarg, 1e-9, 1e6, fail_rate); break;
 		case 'F': ok = num(optarg, 1, 1LL << 40, &v), o->fail_for_s = v; break;
 		case 's': ok = num(optarg, 0, INT64_MAX, &v), o->seed = (uint64_t)v; break;
+		case 'H': ok = num(optarg, 0, 100LL * 365 * 86400, &v), o->fair_half_life_s = v ? v : -1; break;
 		case 'l': ok = num(optarg, 1, INT64_MAX, &v), o->limit = (long)v; break;
 		case 'j': o->jobs_out = optarg; break;
 		case 'J': o->json = true; break;

@@ -337,7 +337,9 @@ static void collect(struct sim *s)
 bool sim_replay(struct sim_trace *t, const struct sim_opts *o, struct sim_result *r)
 {
 	struct sim s = { .o = o, .t = t, .r = r, .nnodes = o->nodes, .next_fail = EGS_NEVER };
-	struct egs_state_config cfg = { .heartbeat_timeout_s = SIM_HEARTBEAT_TIMEOUT, .event_retention = 128 };
+	struct egs_state_config cfg = { .heartbeat_timeout_s = SIM_HEARTBEAT_TIMEOUT,
+					.event_retention = 128,
+					.fair_half_life_s = o->fair_half_life_s };
 	memset(r, 0, sizeof(*r));
 	s.st = egs_calloc(1, sizeof(*s.st));
 	egs_state_init(s.st, &cfg);

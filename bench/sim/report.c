@@ -5,14 +5,17 @@
  * completion.  "Used" counts the GPUs a job asked for (numberOfGPUNodes x numberOfGPUs) from its
  * start to its release; "held" counts whole nodes, because a node belongs to one GPR at a time, so a
  * 1-GPU job keeps 7 GPUs idle.  A GPR is late when it started after the estimate it was given at
- * submission; each late GPR gets the first reason that applies, in this order: an arrival that ranks
- * ahead of it (higher priority, or equal priority and ranked ahead by the queue) that started before
- * it; a node failed at some time between its submission and its start; an arrival that ranks ahead of
- * it during its wait but had not started before it (its reservation displaced it); other.
+ * submission.  Its reasons, in this order: an arrival that ranks ahead of it (higher priority, or equal
+ * priority and ranked ahead by the queue) that started before it; a node failed at some time between
+ * its submission and its start; an arrival that ranks ahead of it during its wait but had not started
+ * before it (its reservation displaced it); other, when none applies.  Each late GPR is counted under
+ * the first reason that applies and, separately, under every one that does: reasons overlap (with fair
+ * share and a high band, most long waits see both kinds of arrival ahead).
  */
 #include "sim.h"
 
 #include "core/queue.h"
+#include "core/state.h"
 #include "core/util.h"
 
 #include <math.h>
@@ -36,31 +39,30 @@ struct stats {
 	double used_gpu_h, held_gpu_h, avail_gpu_h, span_h;
 	size_t est_known, est_unknown, exact, earlier, later;
 	double mae;
-	size_t late[SIM_LATE_NREASONS];
+	size_t late[SIM_LATE_NREASONS];     /* by the first reason that applies: they add up to `later` */
+	size_t late_any[SIM_LATE_NREASONS]; /* by every reason that applies */
 };
 
-/* Is the late job j explained by an arrival h that ranks ahead of it?  Only jobs submitted after j
- * and before its start can be such an h.  *reserved is set when such an h arrived but did not start
- * before j. */
-static enum sim_late arrival_reason(const struct sim_trace *t, size_t i, bool *reserved)
+/* The reasons among arrivals that apply to the late job j: an h that ranks ahead of it (higher
+ * priority, or equal and ranked ahead by the queue) submitted after it, which started before it or
+ * did not (then only its reservation can have displaced j).  Only jobs submitted after j and before
+ * its start can be such an h. */
+static unsigned arrival_reasons(const struct sim_trace *t, size_t i)
 {
 	const struct sim_job *j = &t->jobs[i];
-	bool ranked = false;
-	*reserved = false;
+	unsigned bits = 0;
 	for (size_t k = i + 1; k < t->n && t->jobs[k].submit < j->start; k++) {
 		const struct sim_job *h = &t->jobs[k];
-		if (h->skipped || !h->g || h->submit <= j->submit)
+		if (h->skipped || !h->g || h->submit <= j->submit || !egs_queue_before(h->g, j->g))
 			continue;
-		bool before = h->start && h->start < j->start;
-		bool ahead = h->priority > j->priority || egs_queue_before(h->g, j->g);
-		if (ahead && !before)
-			*reserved = true;
-		else if (ahead && h->priority > j->priority)
-			return SIM_LATE_PRIORITY;
-		else if (ahead)
-			ranked = true;
+		if (!h->start || h->start >= j->start)
+			bits |= 1u << SIM_LATE_RESERVED;
+		else if (h->priority > j->priority)
+			bits |= 1u << SIM_LATE_PRIORITY;
+		else
+			bits |= 1u << SIM_LATE_RANKED;
 	}
-	return ranked ? SIM_LATE_RANKED : SIM_LATE_NONE;
+	return bits;
 }
 
 /* Was some node failed at a time in (from, to)?  Failure k keeps its node Unhealthy over
@@ -84,14 +86,15 @@ static void attribute(struct sim_trace *t, const struct sim_opts *o, const struc
 	for (size_t i = 0; i < t->n; i++) {
 		struct sim_job *j = &t->jobs[i];
 		j->late = SIM_LATE_NONE;
+		j->late_all = 0;
 		if (j->skipped || !j->est_known || !j->start || j->start <= j->est)
 			continue;
-		bool reserved;
-		j->late = arrival_reason(t, i, &reserved);
-		if (j->late == SIM_LATE_NONE && failure_between(r, o->fail_for_s, j->submit, j->start))
-			j->late = SIM_LATE_FAILURE;
-		if (j->late == SIM_LATE_NONE)
-			j->late = reserved ? SIM_LATE_RESERVED : SIM_LATE_OTHER;
+		j->late_all = arrival_reasons(t, i);
+		if (failure_between(r, o->fail_for_s, j->submit, j->start))
+			j->late_all |= 1u << SIM_LATE_FAILURE;
+		if (!j->late_all)
+			j->late_all = 1u << SIM_LATE_OTHER;
+		j->late = (enum sim_late)__builtin_ctz(j->late_all);
 	}
 }
 
@@ -130,6 +133,8 @@ static void compute(const struct sim_trace *t, const struct sim_opts *o, const s
 		else
 			s->later++;
 		s->late[j->late]++;
+		for (int k = 0; k < SIM_LATE_NREASONS; k++)
+			s->late_any[k] += (j->late_all >> k) & 1u;
 	}
 	if (s->started) {
 		qsort(waits, s->started, sizeof(*waits), cmp_i64);
@@ -167,6 +172,12 @@ static void print_text(FILE *out, const struct sim_trace *t, const struct sim_op
 	fprintf(out, "         workspace = hash(job_id) mod %ld; priority %d for %.1f%% of jobs by hash, else %d; "
 		     "seed %llu\n",
 		o->workspaces, SIM_PRIO_HIGH, 100.0 * o->high_share, SIM_PRIO_NORMAL, (unsigned long long)o->seed);
+	if (r->st->cfg.fair_half_life_s > 0)
+		fprintf(out, "         equal priorities: fair share, usage half-life %llds (--fair-half-life 0: first come, "
+			     "first served)\n",
+			(long long)r->st->cfg.fair_half_life_s);
+	else
+		fprintf(out, "         equal priorities: first come, first served (fair share off)\n");
 	fprintf(out, "inventory: %ld nodes x %d GPUs (%ld GPUs), one cluster, one shape%s\n", o->nodes, SIM_GPUS_PER_NODE,
 		o->nodes * SIM_GPUS_PER_NODE,
 		o->nodes_derived ? " (the 95th percentile over time of the nodes the jobs would hold if each started on "
@@ -193,6 +204,10 @@ static void print_text(FILE *out, const struct sim_trace *t, const struct sim_op
 		     "node failure %zu, reservation of an arrival ahead %zu, other %zu\n",
 		s->later, pct((double)s->later, (double)s->est_known), s->late[SIM_LATE_PRIORITY],
 		s->late[SIM_LATE_RANKED], s->late[SIM_LATE_FAILURE], s->late[SIM_LATE_RESERVED], s->late[SIM_LATE_OTHER]);
+	fprintf(out, "  every reason that applies (a late start may have several): higher-priority arrival %zu, "
+		     "equal-priority ranked ahead %zu, node failure %zu, reservation of an arrival ahead %zu\n",
+		s->late_any[SIM_LATE_PRIORITY], s->late_any[SIM_LATE_RANKED], s->late_any[SIM_LATE_FAILURE],
+		s->late_any[SIM_LATE_RESERVED]);
 	fprintf(out, "node failures: %zu injected, %zu NodeReplaced, %zu NodeFailed\n", r->failures, r->replaced,
 		r->node_failed);
 	fprintf(out, "replay: %.3f s wall, %.0f GPRs/s (%zu steps, %zu scheduler runs)\n", r->wall_s,
@@ -205,10 +220,10 @@ static void print_json(FILE *out, const struct sim_trace *t, const struct sim_op
 	fprintf(out, "{\"trace\":{\"jobs\":%zu,\"malformed\":%zu},", t->n, t->malformed);
 	fprintf(out, "\"mapping\":{\"nodes\":%ld,\"nodesDerived\":%s,\"gpusPerNode\":%d,\"workspaces\":%ld,\"roundSeconds\":%lld,"
 		     "\"earlyRelease\":%s,\"highShare\":%g,\"highPriority\":%d,\"normalPriority\":%d,\"seed\":%llu,"
-		     "\"failEverySeconds\":%lld,\"failForSeconds\":%lld},",
+		     "\"failEverySeconds\":%lld,\"failForSeconds\":%lld,\"fairHalfLifeSeconds\":%lld},",
 		o->nodes, o->nodes_derived ? "true" : "false", SIM_GPUS_PER_NODE, o->workspaces, (long long)o->round_s, o->hold_window ? "false" : "true",
 		o->high_share, SIM_PRIO_HIGH, SIM_PRIO_NORMAL, (unsigned long long)o->seed, (long long)o->fail_every_s,
-		(long long)o->fail_for_s);
+		(long long)o->fail_for_s, (long long)(r->st->cfg.fair_half_life_s > 0 ? r->st->cfg.fair_half_life_s : 0));
 	fprintf(out, "\"replayed\":%zu,\"skipped\":%zu,\"stuck\":%s,\"spanHours\":%.3f,", r->replayed, r->skipped,
 		r->stuck ? "true" : "false", s->span_h);
 	fprintf(out, "\"utilization\":%.6f,\"nodeUtilization\":%.6f,\"gpuHoursUsed\":%.3f,\"gpuHoursAvailable\":%.3f,",
@@ -222,6 +237,10 @@ static void print_json(FILE *out, const struct sim_trace *t, const struct sim_op
 		s->est_known ? (double)s->later / (double)s->est_known : 0.0);
 	for (int k = SIM_LATE_PRIORITY; k < SIM_LATE_NREASONS; k++)
 		fprintf(out, "%s\"%s\":%zu", k == SIM_LATE_PRIORITY ? "" : ",", sim_late_name((enum sim_late)k), s->late[k]);
+	fprintf(out, "},\"lateAnyReason\":{");
+	for (int k = SIM_LATE_PRIORITY; k < SIM_LATE_NREASONS; k++)
+		fprintf(out, "%s\"%s\":%zu", k == SIM_LATE_PRIORITY ? "" : ",", sim_late_name((enum sim_late)k),
+			s->late_any[k]);
 	fprintf(out, "}},\"failures\":{\"injected\":%zu,\"nodeReplaced\":%zu,\"nodeFailed\":%zu},", r->failures,
 		r->replaced, r->node_failed);
 	fprintf(out, "\"replay\":{\"wallSeconds\":%.6f,\"gprsPerSecond\":%.1f,\"steps\":%zu,\"schedulerRuns\":%zu}}\n",

@@ -30,6 +30,7 @@ struct sim_opts {
 	double high_share;      /* share of jobs (by hash) in the high priority band */
 	int64_t fail_every_s;   /* a node fails every this many seconds, 0 = never */
 	int64_t fail_for_s;     /* a failed node stays Unhealthy this long */
+	int64_t fair_half_life_s; /* the core's fair-share half-life; 0 = the core's default, < 0 = off */
 	uint64_t seed;          /* salts every hash: same seed, same workload */
 	long limit;             /* replay only the first limit jobs, 0 = all */
 	bool json;
@@ -64,7 +65,8 @@ struct sim_job {
 	bool est_known;
 	int64_t est;             /* estimated start right after submit + plan */
 	int64_t start, end;      /* provisioned and complete (virtual), 0 = never */
-	enum sim_late late;
+	enum sim_late late;      /* the first reason that applies */
+	unsigned late_all;       /* every reason that applies: bit (1u << reason) */
 };
 
 struct sim_trace {

@@ -3,9 +3,9 @@ simulator's bookkeeping (estimates, starts, utilization, late-start reasons) and
 planner's promise that without arrivals ahead, failures and early releases every GPR starts exactly at
 the estimate it got at submission.
 
-Fair-share ordering (equal priorities ordered by workspace usage) could only reorder GPRs queued after
-a GPR has completed; the exact-estimate traces submit everything before the first completion, so they
-hold with or without it."""
+Fair share (equal priorities ordered by workspace usage, on by default) lets a later arrival from a
+less-used workspace go ahead, and usage is only charged when a GPR completes: the exact-estimate trace
+submits everything before the first completion, so it holds either way."""
 import csv
 import json
 import os
@@ -71,6 +71,25 @@ def test_higher_priority_arrival_is_blamed(tmp_path):
     assert rep["estimates"]["later"] == 1 and late["higher_priority_arrival"] == 1 and late["other"] == 0
 
 
+def test_fair_share_arrival_is_blamed(tmp_path):
+    # One node.  a (ws-0) runs 0..3600 and charges ws-0's usage; c is promised 3600.  b (ws-0, used)
+    # queues at 4000 and is promised 7200; d (ws-1, never used) arrives at 5000 and, with fair share,
+    # ranks ahead of b at equal priority: d starts at 7200, b at 10800.  First come, first served
+    # (--fair-half-life 0) keeps b's promise.
+    rows = [("a", 0, 3600, 8, 150, 0), ("c", 10, 3600, 8, 150, 2), ("b", 4000, 3600, 8, 150, 0),
+            ("d", 5000, 3600, 8, 150, 1)]
+    rep, jobs = run_sim(tmp_path, rows, "--nodes", 1)
+    assert rep["mapping"]["fairHalfLifeSeconds"] > 0
+    assert int(jobs["b"]["estimate"]) == 7200 and int(jobs["b"]["start"]) == 10800
+    assert int(jobs["d"]["start"]) == 7200
+    assert jobs["b"]["late"] == "equal_priority_ranked_ahead"
+    assert rep["estimates"]["later"] == 1 and rep["estimates"]["lateBy"]["other"] == 0
+    rep, jobs = run_sim(tmp_path, rows, "--nodes", 1, "--fair-half-life", 0)
+    assert rep["mapping"]["fairHalfLifeSeconds"] == 0
+    assert int(jobs["b"]["start"]) == 7200 and int(jobs["d"]["start"]) == 10800
+    assert rep["estimates"]["later"] == 0
+
+
 def test_node_failure_is_blamed(tmp_path):
     # One node, failing at 3600 (first submission + --fail-every) for 600 s: b, promised 3600, starts
     # at 4200.  Nothing can replace a failed node here, so the core writes NodeFailed twice: for a, whose
@@ -118,6 +137,7 @@ def random_trace(n=300, seed=7):
 
 # (extra flags, the late-start reasons allowed besides the fair-share ones, whether some must be late)
 RANDOM_CASES = {
+    "fifo-early-releases-only": (("--high-share", 0, "--fair-half-life", 0), (), False),
     "early-releases-only": (("--high-share", 0), (), False),
     "failures": (("--high-share", 0, "--round", 1, "--fail-every", 5000, "--fail-for", 1800), ("node_failure",), True),
     "priorities": (("--high-share", 0.2, "--round", 1), ("higher_priority_arrival",), True),
@@ -142,7 +162,9 @@ def test_random_trace_invariants(tmp_path, case):
         assert count == 0 or reason in allowed + fair, (reason, count)
     if some_late:
         assert est["later"] > 0  # the case really exercises its reason
-    if case == "early-releases-only":
+    if case.startswith("fifo"):
+        assert est["later"] == 0  # no arrival ahead of anyone, no failure: no promise broken
+    if "early-releases-only" in case:
         assert est["earlier"] > 0  # releases only ever move starts earlier
     for r in jobs.values():
         if r["skipped"] == "1":
