@@ -160,10 +160,9 @@ static const char *dur(int64_t secs, char *buf, size_t n)
 	return buf;
 }
 
-static void print_text(FILE *out, const struct sim_trace *t, const struct sim_opts *o, const struct sim_result *r,
-		       const struct stats *s)
+/* The workload and the inventory: how the trace was mapped. */
+static void print_header(FILE *out, const struct sim_trace *t, const struct sim_opts *o, const struct sim_result *r)
 {
-	char b1[32], b2[32], b3[32], b4[32];
 	fprintf(out, "egs-sim: %s (%zu jobs, %zu malformed lines skipped)\n", o->trace, t->n, t->malformed);
 	fprintf(out, "mapping: numberOfGPUNodes = ceil(num_gpu/8), numberOfGPUs = min(num_gpu,8); window = duration "
 		     "rounded up to %llds; %s\n",
@@ -188,6 +187,13 @@ static void print_text(FILE *out, const struct sim_trace *t, const struct sim_op
 			(long long)o->fail_for_s);
 	else
 		fprintf(out, "failures: none\n");
+}
+
+static void print_text(FILE *out, const struct sim_trace *t, const struct sim_opts *o, const struct sim_result *r,
+		       const struct stats *s)
+{
+	char b1[32], b2[32], b3[32], b4[32];
+	print_header(out, t, o, r);
 	fprintf(out, "\njobs: %zu replayed, %zu skipped (need more than %ld nodes)%s\n", r->replayed, r->skipped,
 		o->nodes, r->stuck ? "; STUCK: GPRs still waited with no event left" : "");
 	fprintf(out, "simulated span: %.1f h (%.1f days)\n", s->span_h, s->span_h / 24);
