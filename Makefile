@@ -30,8 +30,8 @@ LIBAGENT  := $(BUILD)/lib/libegsagent.a
 BINS      := $(BUILD)/bin/egsd $(BUILD)/bin/egs-agent $(BUILD)/bin/egsctl
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps test unit api run clean format bench bench-planner
-all: deps-check $(BINS)
+.PHONY: all deps test unit api run clean format bench bench-planner bench-queue egs-sim sim
+all: deps-check $(BINS) $(BUILD)/bench/egs-sim
 
 deps-check:
 	@pkg-config --exists $(PKGS) || ./scripts/deps.sh
@@ -98,6 +98,20 @@ $(BUILD)/bench/bench_plan: $(call obj,bench/planner/bench_plan.c) $(LIBCORE)
 
 bench-planner: deps-check $(BUILD)/bench/bench_plan
 	$(BUILD)/bench/bench_plan
+
+# The trace simulator (bench/sim/README.md); `make all` builds it too, for tests/api/test_sim.py.
+$(BUILD)/bench/egs-sim: $(call obj,$(wildcard bench/sim/*.c)) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+egs-sim: deps-check $(BUILD)/bench/egs-sim
+sim: egs-sim
+	$(BUILD)/bench/egs-sim
+
+$(BUILD)/bench/bench_queue: $(call obj,bench/queue/bench_queue.c) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+bench-queue: deps-check $(BUILD)/bench/bench_queue
+	$(BUILD)/bench/bench_queue
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
