@@ -15,6 +15,8 @@
  */
 #include "store/store.h"
 
+#include "core/share.h"
+
 #include <jansson.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -119,6 +121,9 @@ static const char *const migrations[] = {
 	"CREATE INDEX events_time ON events(time);",
 	/* 2: a Slack-compatible webhook per workspace (observability) */
 	"ALTER TABLE workspaces ADD COLUMN webhook_url TEXT;",
+	/* GPU sharing: a shared GPR's request and shares, JSON {"request": 120, "devices": {"<uuid>": 60}}
+	 * (NULL for dedicated GPRs).  Meant as migration 4, after workspace policies' 3: renumber at merge. */
+	"ALTER TABLE gprs ADD COLUMN shares TEXT;",
 };
 
 int egs_store_schema_version(void)
@@ -504,6 +509,52 @@ static void read_workspace(struct reader *r, void *obj)
 	w->webhook_url = r_dup(r);
 }
 
+/* A shared GPR's request and shares (core/share_gpr.h) as JSON text; NULL for a dedicated GPR. */
+static void b_shares(struct binder *b, const struct egs_gpr *g)
+{
+	if (!g->share_centi) {
+		b_text(b, NULL);
+		return;
+	}
+	json_t *devices = json_object();
+	for (int i = 0; devices && i < g->n_shares; i++)
+		if (json_object_set_new(devices, g->shares[i].uuid, json_integer(g->shares[i].centi))) {
+			json_decref(devices);
+			devices = NULL;
+		}
+	b_json(b, devices ? json_pack("{s:i, s:o}", "request", g->share_centi, "devices", devices) : NULL);
+}
+
+static void r_shares(struct reader *r, struct egs_gpr *g)
+{
+	int col = r->i++;
+	const char *s = (const char *)sqlite3_column_text(r->stmt, col);
+	if (!s)
+		return;
+	json_t *v = json_loadb(s, (size_t)sqlite3_column_bytes(r->stmt, col), 0, NULL), *devices, *c;
+	json_int_t request = 0;
+	const char *uuid;
+	if (json_unpack(v, "{s:I, s:o}", "request", &request, "devices", &devices) || request < 1 ||
+	    request > EGS_SHARE_DEV_MAX * EGS_SHARE_WHOLE || !json_is_object(devices) ||
+	    json_object_size(devices) > EGS_SHARE_DEV_MAX) {
+		r_fail(r, col, "not a JSON object {request, devices}");
+		goto out;
+	}
+	g->share_centi = (int)request;
+	g->shares = egs_calloc(json_object_size(devices) + 1, sizeof(*g->shares));
+	json_object_foreach(devices, uuid, c) {
+		struct egs_gpu_share *sh = &g->shares[g->n_shares++];
+		if (!json_is_integer(c) || json_integer_value(c) < 1 || json_integer_value(c) > EGS_SHARE_WHOLE ||
+		    !egs_strlcpy(sh->uuid, uuid, sizeof(sh->uuid))) {
+			r_fail(r, col, "a device share is not 1..100 hundredths of a GPU");
+			break;
+		}
+		sh->centi = (int)json_integer_value(c);
+	}
+out:
+	json_decref(v);
+}
+
 static void bind_gpr(struct binder *b, const void *obj)
 {
 	const struct egs_gpr *g = obj;
@@ -534,6 +585,7 @@ static void bind_gpr(struct binder *b, const void *obj)
 	b_int(b, (int64_t)g->seq);
 	b_strlist(b, &g->nodes);
 	b_int(b, g->marks_sent);
+	b_shares(b, g);
 }
 
 static void read_gpr(struct reader *r, void *obj)
@@ -569,6 +621,7 @@ static void read_gpr(struct reader *r, void *obj)
 	g->seq = (uint64_t)r_int(r);
 	r_strlist(r, &g->nodes);
 	g->marks_sent = (unsigned)r_int(r);
+	r_shares(r, g);
 }
 
 static void bind_apikey(struct binder *b, const void *obj)
@@ -699,7 +752,7 @@ static const struct kind_ops kinds[] = {
 	     "id,name,workspace,cluster,instance_type,gpu_shape,created_by,gpus_per_node,node_count,"
 	     "memory_mib,exit_duration_s,idle_timeout_s,priority,flags,preferred_clusters,state,"
 	     "failure_reason,pending_reason,created_at,start_ts,exit_at,completion_ts,retry_count,"
-	     "delayed_count,seq,nodes,marks_sent",
+	     "delayed_count,seq,nodes,marks_sent,shares",
 	     "seq, id", gpr),
 	KIND(EGS_KIND_APIKEY, "api_keys",
 	     "id,name,user_name,description,role,project,workspace,cluster,hash,created_at,expires_at",
