@@ -83,6 +83,7 @@ unit: deps-check $(FAKE_NVML) $(UNITS)
 test: deps-check
 	$(MAKE) SAN=1 OPT=-O1 BUILD=build/san unit
 	$(MAKE) all
+	/usr/bin/python3 -m pytest -q -x -p no:cacheprovider sdk/python/tests
 	cd tests/api && /usr/bin/python3 -m pytest -q -x -p no:cacheprovider .
 
 run: all

@@ -2,6 +2,7 @@
  * gpr.c: GPR lifecycle transitions; see gpr.h.  Pure: no I/O, time comes in as `now`.
  */
 #include "core/gpr.h"
+#include "core/fair.h"
 #include "core/share_gpr.h"
 #include "core/util.h"
 
@@ -61,9 +62,12 @@ void egs_gpr_set_state(struct egs_state *st, struct egs_gpr *g, enum egs_gpr_sta
 	g->phase_since = now;
 	if (s == EGS_GPR_QUEUED && !egs_queue_contains(&st->queue, g)) {
 		g->seq = g->seq ? g->seq : st->next_seq++;
+		g->fair = egs_fair_key(st, g->workspace);
 		egs_queue_push(&st->queue, g);
 	}
 	bool is_active = egs_gpr_is_active(g);
+	if (was_active && !is_active && g->start_ts)
+		egs_fair_charge(st, g, now); /* its GPU time counts against its workspace's next turn */
 	if (is_active && !was_active)
 		egs_vec_push(&st->active, g);
 	else if (!is_active && was_active)
@@ -88,6 +92,7 @@ enum egs_err egs_gpr_submit(struct egs_state *st, struct egs_gpr *g, int64_t now
 		return EGS_ERR_EXISTS;
 	g->created_at = now;
 	g->seq = st->next_seq++;
+	g->fair = egs_fair_key(st, g->workspace);
 	g->state = g->pending_reason ? EGS_GPR_PENDING : EGS_GPR_QUEUED;
 	EGS_ASSERT(egs_state_add_gpr(st, g) == EGS_OK);
 	g->phase_since = now;
@@ -365,6 +370,7 @@ enum egs_err egs_gpr_evict(struct egs_state *st, struct egs_gpr *g, const char *
 	free(g->failure_reason);
 	g->failure_reason = egs_strdup(reason);
 	if (g->flags & EGS_GPRF_REQUEUE) {
+		egs_fair_charge(st, g, now);
 		let_go_of_nodes(st, g, now);
 		egs_strlist_cleanup(&g->nodes);
 		g->start_ts = g->exit_at = 0;

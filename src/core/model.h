@@ -182,6 +182,7 @@ struct egs_gpr {
 	char instance_type[EGS_NAME_MAX]; /* "" = any */
 	char gpu_shape[EGS_NAME_MAX];     /* "" = any */
 	char created_by[EGS_ID_MAX];      /* API key id */
+	char evicted_by[EGS_ID_MAX];      /* the GPR that preempted it last ("" = none) */
 	int gpus_per_node;
 	int node_count;
 	int64_t memory_mib; /* minimum per GPU, MiB */
@@ -208,6 +209,8 @@ struct egs_gpr {
 	int64_t phase_since; /* when it entered its current state (provisioning timeout) */
 	int64_t idle_since;  /* since when every GPU it holds stayed under 1% utilisation, 0 = busy */
 	int64_t est_start;   /* planner's estimate, 0 = unknown */
+	double fair;         /* its workspace's usage key when it was queued (core/fair.h), -inf =
+			      * none; persisted */
 	size_t heap_idx;   /* position in the queue heap, SIZE_MAX when not queued */
 	/* Owned by the state, not by this struct: freed by egs_gpr_clear_check_runs() when the GPR leaves
 	 * the state, so that a shallow copy of a GPR (PATCH edits one) never frees them. */

@@ -24,6 +24,8 @@ bool egs_queue_before(const struct egs_gpr *a, const struct egs_gpr *b)
 {
 	if (a->priority != b->priority)
 		return a->priority > b->priority;
+	if (a->fair != b->fair)
+		return a->fair < b->fair;
 	return a->seq < b->seq;
 }
 
@@ -126,9 +128,12 @@ static int cmp_order(const void *a, const void *b)
 	return egs_queue_before(x, y) ? -1 : 1;
 }
 
-static int cmp_seq(const void *a, const void *b)
+/* Within one priority: fair key, then seq. */
+static int cmp_fair_seq(const void *a, const void *b)
 {
 	const struct egs_gpr *x = *(struct egs_gpr *const *)a, *y = *(struct egs_gpr *const *)b;
+	if (x->fair != y->fair)
+		return x->fair < y->fair ? -1 : 1;
 	return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
@@ -139,7 +144,7 @@ void egs_queue_sorted(const struct egs_queue *q, struct egs_gpr **out)
 	if (!q->len)
 		return;
 	/* Priorities are small integers: bucket by priority (counting sort), then order each bucket by
-	 * seq, which is cheaper than a comparison sort of the whole queue. */
+	 * fair key and seq, which is cheaper than a comparison sort of the whole queue. */
 	size_t *count = egs_calloc(SORT_MAX_PRIORITY + 2, sizeof(*count));
 	for (size_t i = 0; i < q->len; i++) {
 		int pr = q->heap[i]->priority;
@@ -158,7 +163,7 @@ void egs_queue_sorted(const struct egs_queue *q, struct egs_gpr **out)
 	size_t start = 0;
 	for (size_t i = 1; i <= q->len; i++) {
 		if (i == q->len || out[i]->priority != out[start]->priority) {
-			qsort(out + start, i - start, sizeof(*out), cmp_seq);
+			qsort(out + start, i - start, sizeof(*out), cmp_fair_seq);
 			start = i;
 		}
 	}

@@ -1,6 +1,7 @@
 /*
  * queue.h: the GPR priority queue (the seeds' QueueMgr): an indexed binary max-heap of borrowed
- * GPRs ordered by (priority desc, seq asc), so equal priorities are first come, first served.
+ * GPRs ordered by (priority desc, fair asc, seq asc): among equal priorities the workspace with the
+ * least recent GPU use goes first (core/fair.h), then first come, first served.
  *
  * Each GPR records its heap position in gpr->heap_idx (SIZE_MAX when not queued), which makes
  * delete and reprioritise O(log n) without a search.  Peek is O(1).
@@ -35,7 +36,7 @@ static inline bool egs_queue_contains(const struct egs_queue *q, const struct eg
 	return g->heap_idx < q->len && q->heap[g->heap_idx] == g;
 }
 
-/* True when a goes before b: higher priority, then earlier seq. */
+/* True when a goes before b: higher priority, then lower fair key, then earlier seq. */
 bool egs_queue_before(const struct egs_gpr *a, const struct egs_gpr *b);
 
 /* Fills out (caller-provided, egs_queue_len entries) with the queued GPRs in queue order.

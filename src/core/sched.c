@@ -5,7 +5,9 @@
  */
 #include "core/sched.h"
 
+#include "core/fair.h"
 #include "core/gpr.h"
+#include "core/preempt.h"
 #include "core/share_gpr.h"
 
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 struct pool;
+struct snap;
 
 struct slot {
 	struct egs_node *n;
@@ -58,8 +61,26 @@ struct egs_plan {
 	struct slot **tmp;     /* scratch of place() */
 	struct pool **match;   /* scratch of place(): one cluster's matching pools */
 	const struct egs_gpr *last; /* the last GPR placed, in queue order */
+	struct egs_gpr **order;    /* every GPR placed, in queue order (the walk's, then appended) */
+	size_t norder, caporder;
+	struct snap *snaps;        /* the walk's state every SNAP_EVERY GPRs (wait-time queries) */
+	size_t nsnaps;
 	bool valid;
 	int share_take[EGS_SHARE_DEV_MAX]; /* place() of a shared GPR: its shares of p->chosen[0] */
+	bool shared; /* some slot has a share timeline (snapshots do not keep them) */
+};
+
+/* The state of a walk before the GPR at order[pos]: enough to rebuild the plan there without
+ * walking order[0 .. pos) again.  Slots and heap entries are stored as indexes into p->slots. */
+#define SNAP_EVERY 2048
+struct snap {
+	size_t pos;
+	int64_t *free_at;
+	bool *free_now;
+	uint32_t *heaps; /* every pool's heap in turn, p->pools[j].n entries each */
+	size_t *heap_n;
+	struct wsinfo *wsv;
+	size_t nws;
 };
 
 bool egs_node_schedulable(const struct egs_state *st, const struct egs_node *n, int64_t now)
@@ -68,17 +89,23 @@ bool egs_node_schedulable(const struct egs_state *st, const struct egs_node *n, 
 	       now - n->last_heartbeat <= st->cfg.heartbeat_timeout_s;
 }
 
+/* The node-level half of egs_node_matches: GPU shape, instance type, GPUs per node, memory. */
+static bool shape_matches(const struct egs_gpr *g, const struct egs_node *n)
+{
+	if (n->gpu_count < g->gpus_per_node || n->memory_mib < g->memory_mib)
+		return false;
+	if (g->gpu_shape[0] && strcmp(g->gpu_shape, n->gpu_shape) != 0)
+		return false;
+	return !g->instance_type[0] || strcmp(g->instance_type, n->instance_type) == 0;
+}
+
 bool egs_node_matches(const struct egs_gpr *g, const struct egs_workspace *ws, const struct egs_node *n)
 {
 	if (g->cluster[0] && strcmp(g->cluster, n->cluster) != 0)
 		return false;
 	if (ws && !egs_strlist_has(&ws->clusters, n->cluster))
 		return false;
-	if (g->gpu_shape[0] && strcmp(g->gpu_shape, n->gpu_shape) != 0)
-		return false;
-	if (g->instance_type[0] && strcmp(g->instance_type, n->instance_type) != 0)
-		return false;
-	return n->gpu_count >= g->gpus_per_node && n->memory_mib >= g->memory_mib;
+	return shape_matches(g, n);
 }
 
 size_t egs_sched_capacity(const struct egs_state *st, const struct egs_gpr *g, const struct egs_workspace *ws,
@@ -384,7 +411,91 @@ static void plan_cleanup(struct egs_plan *p)
 	free(p->match);
 	free(p->wsv);
 	egs_map_cleanup(&p->ws);
+	for (size_t i = 0; i < p->nsnaps; i++) {
+		struct snap *s = &p->snaps[i];
+		free(s->free_at);
+		free(s->free_now);
+		free(s->heaps);
+		free(s->heap_n);
+		free(s->wsv);
+	}
+	free(p->snaps);
+	free(p->order);
 	memset(p, 0, sizeof(*p));
+}
+
+static void snap_take(struct egs_plan *p, size_t pos)
+{
+	if (p->nsnaps % 16 == 0)
+		p->snaps = egs_realloc(p->snaps, (p->nsnaps + 16) * sizeof(*p->snaps));
+	struct snap *s = &p->snaps[p->nsnaps++];
+	s->pos = pos;
+	s->free_at = egs_malloc((p->nslots + 1) * sizeof(*s->free_at));
+	s->free_now = egs_malloc(p->nslots + 1);
+	s->heaps = egs_malloc((p->nslots + 1) * sizeof(*s->heaps));
+	s->heap_n = egs_malloc((p->npools + 1) * sizeof(*s->heap_n));
+	for (size_t i = 0; i < p->nslots; i++) {
+		s->free_at[i] = p->slots[i].free_at;
+		s->free_now[i] = p->slots[i].free_now;
+	}
+	size_t k = 0;
+	for (size_t j = 0; j < p->npools; j++) {
+		s->heap_n[j] = p->pools[j].n;
+		for (size_t h = 0; h < p->pools[j].n; h++)
+			s->heaps[k++] = (uint32_t)(p->pools[j].heap[h] - p->slots);
+	}
+	s->nws = p->nws;
+	s->wsv = egs_malloc((p->nws + 1) * sizeof(*s->wsv));
+	memcpy(s->wsv, p->wsv, p->nws * sizeof(*s->wsv));
+}
+
+/* Makes q a copy of p as it stood at snapshot s (q is uninitialised; release with plan_cleanup). */
+static void snap_restore(struct egs_plan *q, const struct egs_plan *p, const struct snap *s, int64_t now)
+{
+	memset(q, 0, sizeof(*q));
+	q->st = p->st;
+	q->now = now;
+	q->nslots = p->nslots;
+	q->slots = egs_malloc((p->nslots + 1) * sizeof(*q->slots));
+	memcpy(q->slots, p->slots, p->nslots * sizeof(*q->slots));
+	q->npools = p->npools;
+	q->pools = egs_calloc(p->npools + 1, sizeof(*q->pools));
+	size_t k = 0;
+	for (size_t j = 0; j < p->npools; j++) {
+		struct pool *d = &q->pools[j];
+		*d = p->pools[j];
+		d->n = d->cap = s->heap_n[j];
+		d->heap = egs_malloc((d->cap + 1) * sizeof(*d->heap));
+		for (size_t h = 0; h < d->n; h++) {
+			struct slot *x = &q->slots[s->heaps[k++]];
+			d->heap[h] = x;
+			x->hidx = h;
+		}
+	}
+	for (size_t i = 0; i < q->nslots; i++) {
+		q->slots[i].free_at = s->free_at[i];
+		q->slots[i].free_now = s->free_now[i];
+		q->slots[i].pool = q->pools + (p->slots[i].pool - p->pools);
+	}
+	q->chosen = egs_calloc(q->nslots + 1, sizeof(*q->chosen));
+	q->tmp = egs_calloc(q->nslots + 1, sizeof(*q->tmp));
+	q->match = egs_calloc(q->nslots + 1, sizeof(*q->match));
+	q->capws = 2 * s->nws + 16;
+	q->nws = s->nws;
+	q->wsv = egs_malloc(q->capws * sizeof(*q->wsv));
+	memcpy(q->wsv, s->wsv, s->nws * sizeof(*q->wsv));
+	egs_map_init(&q->ws);
+	for (size_t i = 0; i < q->nws; i++)
+		egs_map_put(&q->ws, q->wsv[i].name, &q->wsv[i]);
+}
+
+static void order_push(struct egs_plan *p, struct egs_gpr *g)
+{
+	if (p->norder == p->caporder) {
+		p->caporder = p->caporder ? 2 * p->caporder : 64;
+		p->order = egs_realloc(p->order, p->caporder * sizeof(*p->order));
+	}
+	p->order[p->norder++] = g;
 }
 
 static size_t preferred_rank(const struct egs_gpr *g, const char *cluster)
@@ -430,6 +541,7 @@ static void share_slot_init(struct egs_plan *p, struct slot *s)
 	s->ded_free_at = s->free_at;
 	if (!egs_share_node_busy(n))
 		return;
+	p->shared = true;
 	s->sh = egs_calloc(1, sizeof(*s->sh));
 	egs_share_timeline_init(s->sh, n->gpu_count < EGS_SHARE_DEV_MAX ? n->gpu_count : EGS_SHARE_DEV_MAX);
 	int take[EGS_SHARE_DEV_MAX];
@@ -486,6 +598,7 @@ static void reserve_shared(struct egs_plan *p, const struct egs_gpr *g, struct w
 		s->sh = egs_calloc(1, sizeof(*s->sh));
 		egs_share_timeline_init(s->sh, s->n->gpu_count);
 	}
+	p->shared = true;
 	egs_share_timeline_add(s->sh, t, end, p->share_take);
 	s->free_now = false;
 	if (end > s->free_at) {
@@ -523,8 +636,13 @@ static int64_t place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo 
 			a = b;
 			continue;
 		}
+		/* The cluster's tests once per cluster, the node's per pool (strcmp was a third of a walk). */
+		if (ws && !egs_strlist_has(&ws->clusters, p->pools[a].proto->cluster)) {
+			a = b;
+			continue;
+		}
 		for (size_t j = a; j < b; j++)
-			if (egs_node_matches(g, ws, p->pools[j].proto))
+			if (shape_matches(g, p->pools[j].proto))
 				m[nm++] = &p->pools[j];
 		if (nm && k_first(m, nm, k, p->tmp)) {
 			int64_t t = p->tmp[k - 1]->free_at;
@@ -782,10 +900,10 @@ void egs_plan_free(struct egs_plan *p)
 	free(p);
 }
 
-int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
+/* One walk over the queue at now (see egs_sched_run); returns the earlier of next and the next
+ * time the walk needs to run again. */
+static int64_t walk(struct egs_state *st, int64_t now, struct egs_plan *keep, int64_t next)
 {
-	int64_t next = due_transitions(st, now);
-
 	struct egs_plan local, *p = keep ? keep : &local;
 	if (keep)
 		plan_cleanup(keep);
@@ -799,6 +917,8 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
 	struct egs_gpr **order = egs_malloc((nq + 1) * sizeof(*order));
 	egs_queue_sorted(&st->queue, order);
 	for (size_t i = 0; i < nq; i++) {
+		if (keep && i % SNAP_EVERY == 0)
+			snap_take(p, i);
 		int64_t t = plan_one(p, order[i]);
 		/* A GPR started just now is due again at its provisioning time-out. */
 		if (order[i]->state == EGS_GPR_PROVISIONING)
@@ -806,19 +926,38 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
 		if (t != EGS_NEVER && t > now && t < next)
 			next = t;
 	}
-	free(order);
+	if (keep) {
+		p->order = order;
+		p->norder = nq;
+		p->caporder = nq + 1;
+	} else {
+		free(order);
+	}
 	p->valid = keep != NULL;
 	if (!keep)
 		plan_cleanup(p);
 	return next;
 }
 
+int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
+{
+	int64_t next = due_transitions(st, now);
+	int64_t after = walk(st, now, keep, next);
+	/* A high-priority request that could not start may evict its way in; the freed nodes go to it
+	 * in a fresh walk (it comes first in queue order). */
+	if (egs_preempt(st, now))
+		after = walk(st, now, keep, next);
+	return after;
+}
+
 int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, struct egs_plan *p)
 {
 	if (!p || !p->valid || p->st != st || now < p->now || g->share_centi ||
-	    (p->last && !egs_queue_before(p->last, g)) || g->state != EGS_GPR_QUEUED)
+	    (p->last && !egs_queue_before(p->last, g)) || g->state != EGS_GPR_QUEUED ||
+	    g->priority >= EGS_PRIORITY_HIGH) /* it may preempt: egs_sched_run decides */
 		return EGS_NEVER - 1;
 	p->now = now;
+	order_push(p, g);
 	return plan_one(p, g);
 }
 
@@ -828,32 +967,105 @@ void egs_plan_invalidate(struct egs_plan *p)
 		p->valid = false;
 }
 
-int64_t egs_sched_estimate(struct egs_state *st, const struct egs_gpr *g, int64_t now, char *cluster_out)
+/* True when queued GPR q goes before a hypothetical GPR of priority prio and fair key fair: it
+ * would be the newest of its priority and key. */
+static bool before_probe(const struct egs_gpr *q, int prio, double fair)
 {
+	return q->priority > prio || (q->priority == prio && q->fair <= fair);
+}
+
+/* Places each probe on plan b (which stands right before where they go) without reserving. */
+static void place_probes(struct egs_plan *b, const struct egs_gpr *const *probes, size_t n, int64_t now,
+			 int64_t *out, char (*clusters)[EGS_NAME_MAX])
+{
+	for (size_t j = 0; j < n; j++) {
+		int64_t t = place(b, probes[j], ws_get(b, probes[j]->workspace));
+		if (t != EGS_NEVER && t < now)
+			t = now;
+		out[j] = t;
+		if (clusters)
+			egs_strlcpy(clusters[j], t != EGS_NEVER ? b->chosen[0]->n->cluster : "", EGS_NAME_MAX);
+	}
+}
+
+/* The fast path: positions a plan from the kept one (its last snapshot before the probes' place,
+ * then at most SNAP_EVERY GPRs replayed); false when the kept plan cannot serve. */
+static bool estimate_kept(struct egs_plan *kept, const struct egs_gpr *const *probes, size_t n, int64_t now,
+			  double fair, int64_t *out, char (*clusters)[EGS_NAME_MAX])
+{
+	if (!kept || !kept->valid || now < kept->now || kept->shared)
+		return false; /* snapshots keep no share timelines: a fresh walk answers */
+	for (size_t j = 0; j < n; j++)
+		if (probes[j]->share_centi)
+			return false;
+	int prio = probes[0]->priority;
+	size_t lo = 0, hi = kept->norder; /* the first entry that does not go before the probes */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (before_probe(kept->order[mid], prio, fair))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == kept->norder) { /* they go last: the kept plan stands right there */
+		place_probes(kept, probes, n, now, out, clusters);
+		return true;
+	}
+	const struct snap *s = NULL;
+	for (size_t i = 0; i < kept->nsnaps && kept->snaps[i].pos <= lo; i++)
+		s = &kept->snaps[i];
+	if (!s)
+		return false;
+	struct egs_plan q;
+	snap_restore(&q, kept, s, now);
+	for (size_t i = s->pos; i < lo; i++) {
+		const struct egs_gpr *g = kept->order[i];
+		struct wsinfo *w = ws_get(&q, g->workspace);
+		int64_t t = place(&q, g, w);
+		/* One the walk started holds its nodes from when it started (a full plan now sees it
+		 * provisioning since then). */
+		if (t != EGS_NEVER && g->state == EGS_GPR_PROVISIONING)
+			t = g->phase_since;
+		if (t != EGS_NEVER)
+			reserve(&q, g, w, t);
+	}
+	place_probes(&q, probes, n, now, out, clusters);
+	plan_cleanup(&q);
+	return true;
+}
+
+void egs_sched_estimates(struct egs_state *st, const struct egs_gpr *const *probes, size_t n, int64_t now,
+			 struct egs_plan *kept, int64_t *out, char (*clusters)[EGS_NAME_MAX])
+{
+	if (!n)
+		return;
+	double fair = egs_fair_key(st, probes[0]->workspace);
+	if (kept && kept->st == st && estimate_kept(kept, probes, n, now, fair, out, clusters))
+		return;
 	struct egs_plan p;
 	plan_init(&p, st, now);
 	size_t nq = egs_queue_len(&st->queue);
 	struct egs_gpr **order = egs_malloc((nq + 1) * sizeof(*order));
 	egs_queue_sorted(&st->queue, order);
-	int64_t result = EGS_NEVER;
-	for (size_t i = 0; i <= nq; i++) {
-		/* g goes after every queued GPR of its priority or higher (it would be the newest). */
-		bool g_here = i == nq || order[i]->priority < g->priority;
-		const struct egs_gpr *cur = g_here ? g : order[i];
-		struct wsinfo *w = ws_get(&p, cur->workspace);
-		int64_t t = place(&p, cur, w);
+	for (size_t i = 0; i < nq && before_probe(order[i], probes[0]->priority, fair); i++) {
+		struct wsinfo *w = ws_get(&p, order[i]->workspace);
+		int64_t t = place(&p, order[i], w);
 		if (t != EGS_NEVER)
-			reserve(&p, cur, w, t);
-		if (g_here) {
-			result = t;
-			if (cluster_out && t != EGS_NEVER)
-				egs_strlcpy(cluster_out, p.chosen[0]->n->cluster, EGS_NAME_MAX);
-			break;
-		}
+			reserve(&p, order[i], w, t);
 	}
 	free(order);
+	place_probes(&p, probes, n, now, out, clusters);
 	plan_cleanup(&p);
-	return result;
+}
+
+int64_t egs_sched_estimate(struct egs_state *st, const struct egs_gpr *g, int64_t now, char *cluster_out)
+{
+	int64_t t;
+	char cl[1][EGS_NAME_MAX];
+	egs_sched_estimates(st, &g, 1, now, NULL, &t, cl);
+	if (cluster_out && t != EGS_NEVER)
+		egs_strlcpy(cluster_out, cl[0], EGS_NAME_MAX);
+	return t;
 }
 
 void egs_sched_dry_starts(struct egs_state *st, int64_t now, int64_t *out, struct egs_gpr **order)

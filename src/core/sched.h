@@ -49,7 +49,7 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep);
 
 /* Places g, just queued, with the kept plan p, giving exactly what a full egs_sched_run would give
  * it, provided nothing else changed since p was built (the caller's generation check) and g goes
- * after every queued GPR.  A plan does not age: every time in it is fixed (a free node counts from
+ * after every queued GPR, and is not in the high band (which may preempt).  A plan does not age: every time in it is fixed (a free node counts from
  * when it became free, a provisioning GPR from when it started) and estimates are clamped to now.  Returns g's start (EGS_NEVER when none),
  * or EGS_NEVER - 1 when p cannot be used: then the caller runs egs_sched_run. */
 int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, struct egs_plan *p);
@@ -58,6 +58,16 @@ int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, s
  * returns its estimated start (EGS_NEVER when nothing can hold it now); *cluster_out (optional,
  * EGS_NAME_MAX bytes) receives the cluster it would start on. */
 int64_t egs_sched_estimate(struct egs_state *st, const struct egs_gpr *g, int64_t now, char *cluster_out);
+
+/* The same for n hypothetical GPRs that share g's priority and workspace (so they would take the
+ * same place in the queue, e.g. one request asked of every cluster and shape): out[j] receives
+ * probes[j]'s start (EGS_NEVER when none), clusters[j] (optional) its cluster.  With kept, the plan
+ * of the last egs_sched_run (and appends) that the caller knows to be current (nothing changed since:
+ * the generation check of egs_sched_append), the walk is not repeated: the plan is rebuilt from the
+ * snapshot it keeps every 2,048 GPRs before the probes' place, or used as it stands when they go
+ * last.  Same answers as without it. */
+void egs_sched_estimates(struct egs_state *st, const struct egs_gpr *const *probes, size_t n, int64_t now,
+			 struct egs_plan *kept, int64_t *out, char (*clusters)[EGS_NAME_MAX]);
 
 /* The start every queued GPR would get from a full plan at now, without changing anything: out
  * (caller-provided, egs_queue_len entries) receives them in queue order, EGS_NEVER where none;

@@ -5,8 +5,10 @@
  */
 #include "core/state.h"
 
+#include "core/fair.h"
 #include "core/share_gpr.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +165,7 @@ struct egs_gpr *egs_gpr_new(void)
 {
 	struct egs_gpr *g = egs_calloc(1, sizeof(*g));
 	g->heap_idx = SIZE_MAX;
+	g->fair = -INFINITY;
 	return g;
 }
 
@@ -266,7 +269,13 @@ void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg)
 	st->cfg.provision_timeout_s = 300;
 	st->cfg.heartbeat_timeout_s = 15;
 	st->cfg.event_retention = 10000;
+	st->cfg.fair_half_life_s = 86400;
+	st->cfg.preempt_min_runtime_s = 600;
 	if (cfg) {
+		if (cfg->preempt_min_runtime_s)
+			st->cfg.preempt_min_runtime_s = cfg->preempt_min_runtime_s < 0 ? 0 : cfg->preempt_min_runtime_s;
+		if (cfg->fair_half_life_s)
+			st->cfg.fair_half_life_s = cfg->fair_half_life_s;
 		if (cfg->retry_limit > 0)
 			st->cfg.retry_limit = cfg->retry_limit;
 		if (cfg->provision_timeout_s > 0)
@@ -283,6 +292,7 @@ void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg)
 	egs_map_init(&st->gprs);
 	egs_map_init(&st->apikeys);
 	egs_map_init(&st->apikeys_by_hash);
+	egs_map_init(&st->fair);
 	egs_queue_init(&st->queue);
 	st->events = egs_calloc(st->cfg.event_retention, sizeof(*st->events));
 	st->next_seq = 1;
@@ -304,6 +314,9 @@ void egs_state_cleanup(struct egs_state *st)
 	for (size_t i = 0; egs_map_next(&st->apikeys_by_hash, &i, NULL, &v);)
 		free(v);
 	egs_map_cleanup(&st->apikeys_by_hash);
+	for (size_t i = 0; egs_map_next(&st->fair, &i, NULL, &v);)
+		free(v);
+	egs_map_cleanup(&st->fair);
 	egs_queue_cleanup(&st->queue);
 	free_map(&st->projects, EGS_KIND_PROJECT);
 	free_map(&st->clusters, EGS_KIND_CLUSTER);
@@ -356,8 +369,11 @@ enum egs_err egs_state_add_gpr(struct egs_state *st, struct egs_gpr *g)
 		return err;
 	if (g->seq >= st->next_seq)
 		st->next_seq = g->seq + 1;
-	if (g->state == EGS_GPR_QUEUED)
+	if (g->state == EGS_GPR_QUEUED) {
 		egs_queue_push(&st->queue, g);
+	} else if (egs_gpr_state_terminal(g->state)) {
+		egs_fair_note_loaded(st, g);
+	}
 	else if (g->state == EGS_GPR_PROVISIONING || g->state == EGS_GPR_PROVISIONED ||
 		 g->state == EGS_GPR_RELEASING)
 		egs_vec_push(&st->active, g);

@@ -30,12 +30,17 @@ struct egs_state_config {
 	int64_t provision_timeout_s;  /* attach must finish within this (default 300) */
 	int64_t heartbeat_timeout_s;  /* node without heartbeat is Unschedulable after this (default 15) */
 	size_t event_retention;       /* events kept in memory for listing (default 10000) */
+	int64_t fair_half_life_s;     /* half-life of the usage that orders equal priorities (default
+				       * 86400); negative turns fairness off */
+	int64_t preempt_min_runtime_s; /* a GPR runs this long before it may be preempted (default
+					* 600); negative: at once */
 };
 
 struct egs_state {
 	struct egs_state_config cfg;
 	struct egs_map projects, clusters, nodes, workspaces, gprs, apikeys;
 	struct egs_map apikeys_by_hash; /* hex of the key hash -> egs_apikey */
+	struct egs_map fair;            /* workspace name -> its usage key (core/fair.h) */
 	struct egs_queue queue;         /* GPRs in EGS_GPR_QUEUED */
 	struct egs_vec active;          /* GPRs in Provisioning, Provisioned or Releasing */
 	struct egs_vec changes;         /* struct egs_change*, this turn's mutations */

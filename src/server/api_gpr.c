@@ -359,13 +359,30 @@ static void gpr_waittime(struct egs_req *r)
 		    !n->attached_shared.n)
 			o->free_nodes++;
 	}
-	struct egs_gpr probe = *g;
+	/* One probe per option that has enough nodes, all asked of the plan at once: they take the same
+	 * place in the queue.  The plan kept by the last run serves them when nothing changed since. */
+	struct egs_gpr *probes = egs_calloc(nopts + 1, sizeof(*probes));
+	const struct egs_gpr **ask = egs_calloc(nopts + 1, sizeof(*ask));
+	int64_t *starts = egs_calloc(nopts + 1, sizeof(*starts));
+	size_t nask = 0;
 	for (size_t j = 0; j < nopts; j++) {
-		egs_strlcpy(probe.cluster, opts[j].cluster, sizeof(probe.cluster));
-		egs_strlcpy(probe.gpu_shape, opts[j].shape, sizeof(probe.gpu_shape));
-		egs_strlcpy(probe.instance_type, opts[j].itype, sizeof(probe.instance_type));
-		opts[j].start = opts[j].total_nodes >= g->node_count ? egs_sched_estimate(st, &probe, now, NULL) : EGS_NEVER;
+		opts[j].start = EGS_NEVER;
+		if (opts[j].total_nodes < g->node_count)
+			continue;
+		struct egs_gpr *probe = &probes[j];
+		*probe = *g; /* shares g's lists: read only */
+		egs_strlcpy(probe->cluster, opts[j].cluster, sizeof(probe->cluster));
+		egs_strlcpy(probe->gpu_shape, opts[j].shape, sizeof(probe->gpu_shape));
+		egs_strlcpy(probe->instance_type, opts[j].itype, sizeof(probe->instance_type));
+		ask[nask++] = probe;
 	}
+	egs_sched_estimates(st, ask, nask, now, srv->planned_gen == st->generation ? srv->plan : NULL, starts, NULL);
+	for (size_t j = 0, k = 0; j < nopts; j++)
+		if (opts[j].total_nodes >= g->node_count)
+			opts[j].start = starts[k++];
+	free(starts);
+	free(ask);
+	free(probes);
 	qsort(opts, nopts, sizeof(*opts), cmp_option);
 	json_t *items = json_array();
 	for (size_t j = 0; j < nopts; j++) {

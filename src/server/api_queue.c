@@ -6,6 +6,7 @@
  */
 #include "server/server.h"
 
+#include "core/fair.h"
 #include "core/util.h"
 
 #include <stdlib.h>
@@ -42,6 +43,10 @@ static json_t *entry(struct egs_req *r, const struct egs_gpr *g, size_t pos, siz
 	json_object_set_new(keep, "positionInGroup", gpos ? json_integer((json_int_t)gpos) : json_null());
 	if (g->pending_reason)
 		json_object_set_new(keep, "pendingReason", json_string(g->pending_reason));
+	/* What orders equal priorities (core/fair.h): the workspace's GPU-hours before this GPR was
+	 * queued, decayed to now. */
+	json_object_set_new(keep, "workspaceRecentGpuHours",
+			    json_real(egs_fair_decayed(&r->srv->st, g->fair, egs_now(r->srv))));
 	json_decref(o);
 	return keep;
 }

@@ -10,11 +10,17 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: egsd --listen HOST:PORT --data DIR [--dev-clock] [--token-ttl SECONDS] [--quiet]\n"
+	fprintf(f, "usage: egsd --listen HOST:PORT --data DIR [--dev-clock] [--token-ttl SECONDS] [--quiet] [options]\n"
 		   "  --listen     address to serve the API on (default 127.0.0.1:8080)\n"
 		   "  --data       data directory: egs.db (SQLite) and admin.key (default ./var)\n"
 		   "  --dev-clock  a test clock that stands still and moves only by POST /api/v1/debug/clock\n"
 		   "  --token-ttl  lifetime of bearer tokens from /api/v1/auth (default 3600)\n"
+		   "  --fair-half-life SECONDS\n"
+		   "               half-life of the GPU usage that orders equal priorities (default 86400;\n"
+		   "               0 turns fairness off: first come, first served)\n"
+		   "  --preempt-min-runtime SECONDS\n"
+		   "               a GPR must have run this long before a high-priority request may evict it\n"
+		   "               (default 600)\n"
 		   "  --quiet      no access log line per request\n");
 }
 
@@ -24,6 +30,8 @@ int main(int argc, char **argv)
 		{ "listen", required_argument, NULL, 'l' }, { "data", required_argument, NULL, 'd' },
 		{ "dev-clock", no_argument, NULL, 'c' },    { "token-ttl", required_argument, NULL, 't' },
 		{ "quiet", no_argument, NULL, 'q' },        { "help", no_argument, NULL, 'h' },
+		{ "fair-half-life", required_argument, NULL, 'f' },
+		{ "preempt-min-runtime", required_argument, NULL, 'p' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = "127.0.0.1:8080", *data = "./var";
@@ -32,7 +40,7 @@ int main(int argc, char **argv)
 	memset(&srv, 0, sizeof(srv));
 	srv.log_requests = true;
 	int c;
-	while ((c = getopt_long(argc, argv, "l:d:ct:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:d:ct:qhf:p:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': listen = optarg; break;
 		case 'd': data = optarg; break;
@@ -44,6 +52,21 @@ int main(int argc, char **argv)
 				fprintf(stderr, "egsd: --token-ttl must be a positive number of seconds\n");
 				return 2;
 			}
+			break;
+		}
+		case 'f':
+		case 'p': {
+			char *end;
+			long long v = strtoll(optarg, &end, 10);
+			if (*end || !*optarg || v < 0 || v > 100LL * 365 * 86400) {
+				fprintf(stderr, "egsd: --%s must be a number of seconds\n",
+					c == 'f' ? "fair-half-life" : "preempt-min-runtime");
+				return 2;
+			}
+			if (c == 'f')
+				srv.state_cfg.fair_half_life_s = v ? v : -1;
+			else
+				srv.state_cfg.preempt_min_runtime_s = v ? v : -1;
 			break;
 		}
 		case 'q': srv.log_requests = false; break;

@@ -101,7 +101,7 @@ static const struct schema_def schemas[] = {
 	{"CheckRun", "node:s phase:e(pre|post) time:t? ok:b checks:[CheckResult]"},
 	{"GprStatus", "provisioningStatus:" STATE " failureReason:s numGpusAllocated:n startTimestamp:t? "
 		      "completionTimestamp:t? cost:s nodes:[s] internalState:e(Queued|Provisioned|Released) retryCount:i "
-		      "delayedCount:i pendingReason:s? exitTimestamp:t? remainingDuration:s createdTimestamp:t? ~checks:[CheckRun]"},
+		      "delayedCount:i pendingReason:s? exitTimestamp:t? remainingDuration:s createdTimestamp:t? ~checks:[CheckRun] evictedBy:s?"},
 	{"Gpr", "gprId:s gprName:s sliceName:s clusterName:s numberOfGPUs:n numberOfGPUNodes:i instanceType:s "
 		"memoryPerGPU:i memoryPerGpu:i priority:i gpuSharingMode:e(Dedicated|Shared) estimatedStartTime:t? "
 		"estimatedWaitTime:s? "
@@ -115,7 +115,7 @@ static const struct schema_def schemas[] = {
 	/* queue */
 	{"QueueEntry", "gprId:s gprName:s sliceName:s clusterName:s gpuShape:s instanceType:s numberOfGPUNodes:i "
 		       "numberOfGPUs:n priority:i estimatedStartTime:t? estimatedWaitTime:s? provisioningStatus:" STATE
-		       " position:i? positionInGroup:i? ~pendingReason:s"},
+		       " position:i? positionInGroup:i? ~pendingReason:s workspaceRecentGpuHours:n"},
 	{"QueueGroup", "clusterName:s gpuShape:s queued:i nextEstimatedStart:t?"},
 	{"Queue", "items:[QueueEntry] groups:[QueueGroup] queueLength:i"},
 	{"QueueTop", "gprId:s priority:i"},

@@ -236,7 +236,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 		srv->token_ttl_s = 3600;
 	if (!srv->log)
 		srv->log = stderr;
-	egs_state_init(&srv->st, NULL);
+	egs_state_init(&srv->st, &srv->state_cfg);
 	srv->plan = egs_plan_new();
 
 	char path[4096];

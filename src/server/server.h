@@ -56,6 +56,7 @@ struct egs_server {
 	int64_t dev_clock_base; /* the dev clock's time at start (it stands still) */
 	int64_t clock_offset;   /* seconds the dev clock was advanced */
 	int64_t token_ttl_s;
+	struct egs_state_config state_cfg; /* scheduler settings from the command line (0 = default) */
 	unsigned char token_secret[crypto_auth_KEYBYTES];
 	struct event *commit_ev; /* lowest priority: commit then flush */
 	struct event *plan_ev;   /* timer: run the scheduler */

@@ -145,6 +145,7 @@ json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 	EGS_ASSERT(o);
 	if (g->n_check_runs)
 		json_object_set_new(status, "checks", check_runs(g));
+	json_object_set_new(status, "evictedBy", g->evicted_by[0] ? json_string(g->evicted_by) : json_null());
 	if (g->idle_timeout_s)
 		json_object_set_new(o, "idleTimeOutDuration", duration(g->idle_timeout_s));
 	return o;

@@ -18,6 +18,7 @@
 #include "core/share.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,8 +122,11 @@ static const char *const migrations[] = {
 	"CREATE INDEX events_time ON events(time);",
 	/* 2: a Slack-compatible webhook per workspace (observability) */
 	"ALTER TABLE workspaces ADD COLUMN webhook_url TEXT;",
-	/* GPU sharing: a shared GPR's request and shares, JSON {"request": 120, "devices": {"<uuid>": 60}}
-	 * (NULL for dedicated GPRs).  Meant as migration 4, after workspace policies' 3: renumber at merge. */
+	/* 3: the planner: who preempted a GPR, and the fair-share key it was queued with (NULL = none) */
+	"ALTER TABLE gprs ADD COLUMN evicted_by TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE gprs ADD COLUMN fair_key REAL;",
+	/* 4: GPU sharing: a shared GPR's request and shares, JSON {"request": 120, "devices": {"<uuid>": 60}}
+	 * (NULL for dedicated GPRs).  Workspace policies' migration may land before it: renumber at merge. */
 	"ALTER TABLE gprs ADD COLUMN shares TEXT;",
 };
 
@@ -585,6 +589,11 @@ static void bind_gpr(struct binder *b, const void *obj)
 	b_int(b, (int64_t)g->seq);
 	b_strlist(b, &g->nodes);
 	b_int(b, g->marks_sent);
+	b_text(b, g->evicted_by);
+	if (g->fair == -INFINITY) /* SQLite keeps no infinities */
+		b_text(b, NULL);
+	else
+		b_real(b, g->fair);
 	b_shares(b, g);
 }
 
@@ -621,6 +630,9 @@ static void read_gpr(struct reader *r, void *obj)
 	g->seq = (uint64_t)r_int(r);
 	r_strlist(r, &g->nodes);
 	g->marks_sent = (unsigned)r_int(r);
+	r_str(r, g->evicted_by, sizeof(g->evicted_by));
+	g->fair = sqlite3_column_type(r->stmt, r->i) == SQLITE_NULL ? -INFINITY : sqlite3_column_double(r->stmt, r->i);
+	r->i++;
 	r_shares(r, g);
 }
 
@@ -752,7 +764,7 @@ static const struct kind_ops kinds[] = {
 	     "id,name,workspace,cluster,instance_type,gpu_shape,created_by,gpus_per_node,node_count,"
 	     "memory_mib,exit_duration_s,idle_timeout_s,priority,flags,preferred_clusters,state,"
 	     "failure_reason,pending_reason,created_at,start_ts,exit_at,completion_ts,retry_count,"
-	     "delayed_count,seq,nodes,marks_sent,shares",
+	     "delayed_count,seq,nodes,marks_sent,evicted_by,fair_key,shares",
 	     "seq, id", gpr),
 	KIND(EGS_KIND_APIKEY, "api_keys",
 	     "id,name,user_name,description,role,project,workspace,cluster,hash,created_at,expires_at",

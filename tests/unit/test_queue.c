@@ -1,6 +1,6 @@
 /*
  * test_queue.c: the indexed binary heap of core/queue.h against a naive reference (an unordered
- * array searched linearly for the first GPR by priority desc, seq asc).  Long random sequences of
+ * array searched linearly for the first GPR by priority desc, fair-share key asc, seq asc).  Long random sequences of
  * push, remove, set_priority (up, down, unchanged), pop and peek run under several fixed seeds, and
  * after every operation the heap must agree with the reference on length and first element, keep
  * its position index exact (heap[i]->heap_idx == i, SIZE_MAX when not queued) and its heap order,
@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,8 @@ static bool ref_before(const struct egs_gpr *a, const struct egs_gpr *b)
 {
 	if (a->priority != b->priority)
 		return a->priority > b->priority;
+	if (a->fair != b->fair)
+		return a->fair < b->fair;
 	return a->seq < b->seq;
 }
 
@@ -168,6 +171,9 @@ static void random_run(uint64_t seed, size_t npool, int nprio, size_t nops, size
 				/* Mostly a fresh seq; sometimes the old one, as a retried GPR keeps its place. */
 				if (!g->seq || rng_below(4))
 					g->seq = ++seq;
+				/* The workspace's usage key: none (-inf) or one of a few values, many ties. */
+				static const double keys[] = { -INFINITY, 1.5, 2.0, 40.25 };
+				g->fair = keys[rng_below(4)];
 				egs_queue_push(&q, g);
 				ref_add(&r, g);
 				counts[0]++;

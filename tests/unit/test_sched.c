@@ -22,10 +22,12 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fair.h"
 #include "core/gpr.h"
 #include "core/sched.h"
 #include "core/state.h"
@@ -123,13 +125,17 @@ static void free_plan(void *p)
 	egs_plan_free(p);
 }
 
+/* The fair-share half-life of the states state_new makes (0 = the default; < 0 = off). */
+static int64_t fair_half_life;
+
 /* A state with the given settings (0 = the default), freed by done() or the teardown. */
 static struct egs_state *state_new(int retry_limit, int64_t provision_timeout_s, int64_t heartbeat_timeout_s)
 {
 	struct egs_state_config cfg = { .retry_limit = retry_limit,
 					.provision_timeout_s = provision_timeout_s,
 					.heartbeat_timeout_s = heartbeat_timeout_s,
-					.event_retention = 0 };
+					.event_retention = 0,
+					.fair_half_life_s = fair_half_life };
 	struct egs_state *st = egs_calloc(1, sizeof(*st));
 	egs_state_init(st, &cfg);
 	return defer(free_state, st);
@@ -781,6 +787,26 @@ static void record_estimates(struct workload *wl, int64_t now)
 	}
 }
 
+/* GPRs that started later than estimated because fair share put a later arrival ahead of them. */
+static size_t fair_overtakes;
+
+/* True when fairness is on and a GPR that arrived after wl->g[i] was ordered before it: only such
+ * an arrival (a higher priority, or the same priority from a workspace that used fewer GPU-hours)
+ * may move a start. */
+static bool overtaken(const struct workload *wl, size_t i)
+{
+	const struct egs_gpr *g = wl->g[i];
+	if (wl->st->cfg.fair_half_life_s <= 0)
+		return false;
+	for (size_t j = 0; j < wl->n; j++) {
+		const struct egs_gpr *h = wl->g[j];
+		if (wl->arrive[j] > wl->arrive[i] &&
+		    (h->priority > g->priority || (h->priority == g->priority && h->fair < g->fair)))
+			return true;
+	}
+	return false;
+}
+
 /*
  * Runs a workload of n GPRs to completion.  all_at_once: every GPR arrives at T0 with random
  * priorities; otherwise they trickle in over a few hours at one priority (each newcomer is last
@@ -833,6 +859,11 @@ static size_t run_workload(uint64_t seed, size_t n, int nnodes, int nws, int max
 	for (size_t i = 0; i < n; i++) {
 		struct egs_gpr *g = wl.g[i];
 		assert_int_equal(g->state, EGS_GPR_COMPLETE);
+		if (g->start_ts != wl.est[i] && overtaken(&wl, i)) {
+			assert_true(g->start_ts > wl.est[i]);
+			fair_overtakes++;
+			continue;
+		}
 		if (g->start_ts != wl.est[i] && wrong++ < 2) {
 			fprintf(stderr, "seed %llu: %s (prio %d, %d node(s), %s) estimated %+lld, started %+lld\n",
 				(unsigned long long)seed, g->id, g->priority, g->node_count, g->workspace,
@@ -849,12 +880,14 @@ static size_t run_workload(uint64_t seed, size_t n, int nnodes, int nws, int max
 static void test_estimates_hold_one_shape(void **state)
 {
 	(void)state;
+	fair_half_life = -1; /* off: each newcomer of one priority is last in line */
 	size_t wrong = 0;
 	for (uint64_t seed = 1; seed <= 8; seed++) {
 		wrong += run_workload(seed, 30, 4, 2, 2, true, true);
 		wrong += run_workload(seed, 30, 4, 5, 3, true, true);
 		wrong += run_workload(seed, 30, 4, 5, 2, true, false);
 	}
+	fair_half_life = 0;
 	assert_int_equal(wrong, 0);
 }
 
@@ -862,14 +895,274 @@ static void test_estimates_hold_one_shape(void **state)
 static void test_estimates_hold_mixed_nodes(void **state)
 {
 	(void)state;
+	fair_half_life = -1;
 	size_t wrong = 0;
 	for (uint64_t seed = 1; seed <= 8; seed++) {
 		wrong += run_workload(seed, 40, 3, 4, 2, false, true);
 		wrong += run_workload(seed, 40, 3, 4, 2, false, false); /* trickling arrivals */
 	}
+	fair_half_life = 0;
 	if (wrong)
 		fprintf(stderr, "%zu GPR(s) did not start at their estimate\n", wrong);
 	assert_int_equal(wrong, 0);
+}
+
+/* Fair share on (the default): newcomers of one priority from workspaces that used less go ahead.
+ * A start may then move, but only later, and only when such a newcomer overtook it. */
+static void test_estimates_hold_with_fair_share(void **state)
+{
+	(void)state;
+	fair_overtakes = 0;
+	size_t wrong = 0;
+	for (uint64_t seed = 1; seed <= 8; seed++) {
+		wrong += run_workload(seed, 30, 4, 5, 2, true, false);
+		wrong += run_workload(seed, 40, 3, 4, 2, false, false);
+	}
+	assert_int_equal(wrong, 0);
+	assert_true(fair_overtakes > 0); /* fairness did reorder some of these workloads */
+}
+
+/* The fair-share key: GPU-hours decayed with the half-life (one day by default), dated at the end
+ * of use; the order it gives does not change as time passes. */
+static void test_fair_share_key(void **state)
+{
+	(void)state;
+	struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
+	const int64_t day = 86400;
+	struct egs_gpr *a = mk_gpr("gpr-a", "wa", 1, 2, 4 * 3600, 100); /* 2 GPUs x 4h = 8 GPU-hours */
+	struct egs_gpr *b = mk_gpr("gpr-b", "wb", 1, 1, 2 * 3600, 100); /* 1 GPU x 2h = 2 GPU-hours */
+	defer(free_gpr, a);
+	defer(free_gpr, b);
+	assert_true(egs_fair_key(st, "wa") == -INFINITY);
+	a->start_ts = T0;
+	egs_fair_charge(st, a, T0 + 4 * 3600);
+	b->start_ts = T0 + 3 * day + 2 * 3600;
+	egs_fair_charge(st, b, T0 + 3 * day + 4 * 3600);
+	int64_t now = T0 + 3 * day + 4 * 3600;
+	/* wa: 8 GPU-hours three half-lives ago = 1; wb: 2 GPU-hours now = 2: wa goes first. */
+	assert_true(fabs(egs_fair_decayed(st, egs_fair_key(st, "wa"), now) - 1.0) < 1e-9);
+	assert_true(fabs(egs_fair_decayed(st, egs_fair_key(st, "wb"), now) - 2.0) < 1e-9);
+	assert_true(egs_fair_key(st, "wa") < egs_fair_key(st, "wb"));
+	assert_true(fabs(egs_fair_decayed(st, egs_fair_key(st, "wb"), now + day) - 1.0) < 1e-9);
+	/* More use adds up: another 8 GPU-hours of wa now makes it 9. */
+	a->start_ts = now - 4 * 3600;
+	egs_fair_charge(st, a, now);
+	assert_true(fabs(egs_fair_decayed(st, egs_fair_key(st, "wa"), now) - 9.0) < 1e-9);
+	assert_true(egs_fair_key(st, "wa") > egs_fair_key(st, "wb"));
+	/* A GPR that never started charges nothing; a workspace without use has no key. */
+	a->start_ts = 0;
+	egs_fair_charge(st, a, now);
+	assert_true(fabs(egs_fair_decayed(st, egs_fair_key(st, "wa"), now) - 9.0) < 1e-9);
+	assert_true(egs_fair_decayed(st, egs_fair_key(st, "nobody"), now) == 0);
+	/* Years of keys stay finite (log domain). */
+	b->start_ts = T0 + 3000 * day;
+	egs_fair_charge(st, b, T0 + 3000 * day + 3600);
+	assert_true(isfinite(egs_fair_key(st, "wb")));
+	assert_true(fabs(egs_fair_decayed(st, egs_fair_key(st, "wb"), T0 + 3000 * day + 3600) - 1.0) < 1e-6);
+}
+
+/* Equal priorities through the scheduler: the workspace that used less starts first even though it
+ * asked later; with fairness off it is first come, first served. */
+static void test_fair_share_order(void **state)
+{
+	(void)state;
+	for (int on = 0; on <= 1; on++) {
+		fair_half_life = on ? 0 : -1;
+		struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
+		fair_half_life = 0;
+		add_h100(st, "c1", "n1", T0);
+		add_ws(st, "heavy", "c1", NULL);
+		add_ws(st, "light", "c1", NULL);
+		add_ws(st, "other", "c1", NULL);
+		int64_t now = T0;
+		struct egs_gpr *h1 = submit(st, mk_gpr("gpr-h1", "heavy", 1, 8, 3600, 100), now);
+		settle(st, now);
+		assert_int_equal(h1->state, EGS_GPR_PROVISIONED);
+		now += 3600;
+		settle(st, now); /* h1 ends: heavy has used 8 GPU-hours */
+		assert_int_equal(h1->state, EGS_GPR_COMPLETE);
+		struct egs_gpr *o1 = submit(st, mk_gpr("gpr-o1", "other", 1, 8, 3600, 100), now);
+		settle(st, now);
+		assert_int_equal(o1->state, EGS_GPR_PROVISIONED);
+		now += 60;
+		struct egs_gpr *h4 = submit(st, mk_gpr("gpr-h4", "heavy", 1, 8, 3600, 100), now);
+		struct egs_gpr *l1 = submit(st, mk_gpr("gpr-l1", "light", 1, 8, 3600, 100), now);
+		settle(st, now);
+		int64_t first = T0 + 2 * 3600, second = T0 + 3 * 3600;
+		assert_int_equal(on ? l1->est_start : h4->est_start, first);
+		assert_int_equal(on ? h4->est_start : l1->est_start, second);
+		egs_state_clear_changes(st);
+		done(st);
+	}
+}
+
+/* Wait-time queries served from the kept plan (its snapshots, or the plan itself when the request
+ * goes last) give the same starts and clusters as a fresh walk, for requests of every priority and
+ * fair key, at the plan's second and later (before anything falls due), with GPRs the walk just
+ * started (not yet attached) in the replayed stretch. */
+static void test_estimates_from_kept_plan(void **state)
+{
+	(void)state;
+	size_t compared = 0, never = 0;
+	for (uint64_t seed = 1; seed <= 4; seed++) {
+		struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
+		bool homogeneous = seed % 2 == 0;
+		random_world(st, seed, 6, 12, homogeneous);
+		/* Some workspaces have used GPUs: their GPRs queue with larger fair keys. */
+		for (int w = 0; w < 6; w++) {
+			char ws[16];
+			snprintf(ws, sizeof(ws), "ws%d", w);
+			struct egs_gpr *u = defer(free_gpr, mk_gpr("gpr-used", ws, 1, 8, 3600, 100));
+			u->start_ts = T0 - 7200 + w * 600;
+			egs_fair_charge(st, u, T0 - 3600);
+		}
+		int64_t now = T0;
+		for (size_t i = 0; i < 5000; i++) {
+			struct egs_gpr *g = random_gpr(i, 12, 2, homogeneous, false);
+			g->priority = (int)rng_range(1, 6) * 50;
+			const struct egs_workspace *ws = egs_state_workspace(st, g->workspace);
+			if (egs_sched_capacity(st, g, ws, NULL, 0) < (size_t)g->node_count) {
+				egs_gpr_free(g);
+				continue;
+			}
+			submit(st, g, now);
+		}
+		struct egs_plan *plan = defer(free_plan, egs_plan_new());
+		int64_t next = egs_sched_run(st, now, plan); /* starts some; the agents do not answer yet */
+		assert_true(next > now);
+		for (int prio = 0; prio <= 300; prio += 50) {
+			for (int w = 0; w < 3; w++) {
+				const char *wsname = w == 0 ? "ws0" : w == 1 ? "ws5" : "ws9"; /* ws9: no use */
+				struct egs_gpr *probes[3];
+				for (int j = 0; j < 3; j++) {
+					probes[j] = defer(free_gpr, random_gpr(9000 + (size_t)j, 12, 2, homogeneous, false));
+					probes[j]->priority = prio ? prio : 1;
+					egs_strlcpy(probes[j]->workspace, wsname, sizeof(probes[j]->workspace));
+				}
+				int64_t at = now + (w == 2 ? (next - now) / 2 : 0);
+				int64_t fast[3], slow[3];
+				char fc[3][EGS_NAME_MAX], sc[3][EGS_NAME_MAX];
+				egs_sched_estimates(st, (const struct egs_gpr *const *)probes, 3, at, plan, fast, fc);
+				egs_sched_estimates(st, (const struct egs_gpr *const *)probes, 3, at, NULL, slow, sc);
+				for (int j = 0; j < 3; j++) {
+					assert_int_equal(fast[j], slow[j]);
+					if (slow[j] != EGS_NEVER)
+						assert_string_equal(fc[j], sc[j]);
+					never += slow[j] == EGS_NEVER;
+					compared++;
+				}
+			}
+		}
+		egs_state_clear_changes(st);
+	}
+	assert_true(compared == 4 * 7 * 3 * 3 && never < compared);
+}
+
+/* Three one-node GPRs of priority 50 on three nodes, started 30, 20 and 15 minutes before now: l1
+ * and l2 opted in to eviction, l3 did not. */
+static struct egs_state *preempt_world(int64_t *now, struct egs_gpr **l)
+{
+	struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
+	const char *ws[] = { "wa", "wb", "wc", "hi", "hi2" };
+	for (size_t i = 0; i < 5; i++)
+		add_ws(st, ws[i], "c1", NULL);
+	add_h100(st, "c1", "n1", T0);
+	add_h100(st, "c1", "n2", T0);
+	add_h100(st, "c1", "n3", T0);
+	int64_t t = T0;
+	int64_t offset[] = { 0, 600, 900 };
+	for (size_t i = 0; i < 3; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "gpr-l%zu", i + 1);
+		l[i] = mk_gpr(id, ws[i], 1, 8, 10 * 3600, 50);
+		if (i < 2)
+			l[i]->flags |= EGS_GPRF_EVICTION;
+		submit(st, l[i], T0 + offset[i]);
+		settle(st, T0 + offset[i]);
+		assert_int_equal(l[i]->state, EGS_GPR_PROVISIONED);
+		t = T0 + offset[i];
+	}
+	*now = t + 900; /* l1 has run 30 minutes, l2 20, l3 15 */
+	return st;
+}
+
+/* A high-band request takes the node of the opted-in GPR that has run least (least work lost),
+ * which shows evictedBy; the request starts on its node. */
+static void test_preempt_least_lost(void **state)
+{
+	(void)state;
+	int64_t now;
+	struct egs_gpr *l[3];
+	struct egs_state *st = preempt_world(&now, l);
+	l[1]->flags |= EGS_GPRF_REQUEUE;
+	struct egs_gpr *h = submit(st, mk_gpr("gpr-h", "hi", 1, 8, 3600, 250), now);
+	settle(st, now);
+	assert_int_equal(h->state, EGS_GPR_PROVISIONED);
+	assert_string_equal(h->nodes.v[0], "c1/n2");
+	assert_string_equal(l[1]->evicted_by, "gpr-h");
+	assert_int_equal(l[1]->state, EGS_GPR_QUEUED); /* it asked to be requeued */
+	assert_int_equal(l[0]->state, EGS_GPR_PROVISIONED);
+	assert_int_equal(l[2]->state, EGS_GPR_PROVISIONED);
+	assert_string_equal(l[0]->evicted_by, "");
+	check_consistency(st);
+}
+
+/* No preemption: a medium-band request, a victim that ran less than the minimum, victims of equal
+ * priority, a request whose own workspace is busy, or one for which nodes are already coming back. */
+static void test_preempt_guards(void **state)
+{
+	(void)state;
+	int64_t now;
+	struct egs_gpr *l[3];
+	for (int c = 0; c < 4; c++) {
+		struct egs_state *st = preempt_world(&now, l);
+		int prio = c == 0 ? 200 : 250;
+		int64_t at = c == 1 ? T0 + 900 + 120 : now; /* c 1: l2 has run 7 minutes (< 10), l1 ... */
+		if (c == 1)
+			l[0]->flags &= ~EGS_GPRF_EVICTION; /* ... and l1 may not be evicted */
+		if (c == 2)
+			l[0]->priority = l[1]->priority = 250;
+		const char *ws = c == 3 ? "wa" : "hi"; /* c 3: its workspace holds l1 */
+		struct egs_gpr *h = submit(st, mk_gpr("gpr-h", ws, 1, 8, 3600, prio), at);
+		settle(st, at);
+		assert_int_equal(h->state, EGS_GPR_QUEUED);
+		for (int i = 0; i < 3; i++) {
+			assert_int_equal(l[i]->state, EGS_GPR_PROVISIONED);
+			assert_string_equal(l[i]->evicted_by, "");
+		}
+		egs_state_clear_changes(st);
+		done(st);
+	}
+}
+
+/* A two-node request with one node already free evicts one GPR, not two; a second high request
+ * right after does not evict again for nodes already on their way. */
+static void test_preempt_counts_free_nodes(void **state)
+{
+	(void)state;
+	int64_t now;
+	struct egs_gpr *l[3];
+	struct egs_state *st = preempt_world(&now, l);
+	add_h100(st, "c1", "n4", now);
+	struct egs_gpr *h = submit(st, mk_gpr("gpr-h", "hi", 2, 8, 3600, 250), now);
+	sched_run(st, now); /* evicts; the agent has not detached yet */
+	assert_int_equal(h->state, EGS_GPR_QUEUED);
+	assert_int_equal(h->est_start, now);
+	assert_string_equal(l[1]->evicted_by, "gpr-h");
+	assert_int_equal(l[1]->state, EGS_GPR_RELEASING);
+	assert_int_equal(l[0]->state, EGS_GPR_PROVISIONED);
+	sched_run(st, now); /* nothing more to evict while n2 is on its way */
+	assert_int_equal(l[0]->state, EGS_GPR_PROVISIONED);
+	settle(st, now);
+	assert_int_equal(h->state, EGS_GPR_PROVISIONED);
+	assert_int_equal(l[1]->state, EGS_GPR_COMPLETE);
+	/* The next high request finds l1 (30+ minutes) the only opted-in GPR left. */
+	struct egs_gpr *h2 = submit(st, mk_gpr("gpr-h2", "hi2", 1, 8, 3600, 300), now);
+	settle(st, now);
+	assert_int_equal(h2->state, EGS_GPR_PROVISIONED);
+	assert_string_equal(l[0]->evicted_by, "gpr-h2");
+	assert_int_equal(l[2]->state, EGS_GPR_PROVISIONED); /* never opted in */
+	check_consistency(st);
 }
 
 /*
@@ -1837,7 +2130,7 @@ static void test_append_matches_full_plan(void **state)
 		int64_t at = now + (int64_t)(seed % 2);
 		for (int probe = 0; probe < 4; probe++) {
 			struct egs_gpr *g = random_gpr(200 + (size_t)probe, 4, 2, homogeneous, false);
-			g->priority = 1; /* below everything queued: it goes last */
+			g->priority = 4 - probe; /* below everything queued, fair share or not: it goes last */
 			int64_t est = egs_sched_estimate(st, g, at, NULL);
 			submit(st, g, at);
 			int64_t got = egs_sched_append(st, g, at, plan);
@@ -1943,6 +2236,13 @@ int main(void)
 		cmocka_unit_test_teardown(test_reservation_no_starvation, teardown),
 		cmocka_unit_test_teardown(test_estimates_hold_one_shape, teardown),
 		cmocka_unit_test_teardown(test_estimates_hold_mixed_nodes, teardown),
+		cmocka_unit_test_teardown(test_estimates_hold_with_fair_share, teardown),
+		cmocka_unit_test_teardown(test_fair_share_key, teardown),
+		cmocka_unit_test_teardown(test_fair_share_order, teardown),
+		cmocka_unit_test_teardown(test_estimates_from_kept_plan, teardown),
+		cmocka_unit_test_teardown(test_preempt_least_lost, teardown),
+		cmocka_unit_test_teardown(test_preempt_guards, teardown),
+		cmocka_unit_test_teardown(test_preempt_counts_free_nodes, teardown),
 		cmocka_unit_test_teardown(test_estimate_holds_when_a_node_frees, teardown),
 		cmocka_unit_test_teardown(test_early_release_random, teardown),
 		cmocka_unit_test_teardown(test_early_release_never_later_two_clusters, teardown),

@@ -379,6 +379,50 @@ static void test_remediation_moves_shares(void **state)
 	assert_false(egs_share_node_busy(n1));
 }
 
+/* A probe like g, not in the state (for estimates). */
+static struct egs_gpr probe_of(const struct egs_gpr *g, int priority)
+{
+	struct egs_gpr p = *g;
+	p.heap_idx = SIZE_MAX;
+	p.nodes = (struct egs_strlist){ 0 };
+	p.shares = NULL;
+	p.share_node = NULL;
+	p.priority = priority;
+	return p;
+}
+
+static void test_kept_plan_estimates_agree(void **state)
+{
+	struct egs_state *st = &((struct world *)*state)->st;
+	add_node(st, "n1", 2, true);
+	add_node(st, "n2", 2, true);
+	struct egs_gpr *a = submit(st, "gpr-a", "wa", 150, 0, HOUR, T0);
+	struct egs_gpr *b = submit(st, "gpr-b", "wb", 150, 0, 2 * HOUR, T0);
+	struct egs_gpr *c = submit(st, "gpr-c", "wc", 100, 0, HOUR, T0);
+	struct egs_gpr *d = submit(st, "gpr-d", "wd", 0, 2, HOUR, T0);
+	struct egs_plan *kept = egs_plan_new();
+	egs_sched_run(st, T0, kept);
+	assert_int_equal(a->state, EGS_GPR_PROVISIONING);
+	assert_int_equal(b->state, EGS_GPR_PROVISIONING);
+	assert_int_equal(c->est_start, T0 + HOUR); /* when A leaves */
+	assert_int_equal(d->est_start, T0 + 2 * HOUR); /* when n1 is free of A and C */
+	/* Shared and dedicated probes, at every priority: the kept plan answers as a fresh walk does. */
+	struct egs_gpr probes[4] = { probe_of(c, 300), probe_of(c, 1), probe_of(d, 300), probe_of(d, 1) };
+	for (int i = 0; i < 4; i++) {
+		const struct egs_gpr *one = &probes[i];
+		int64_t fresh, from_kept;
+		char cl[1][EGS_NAME_MAX];
+		egs_sched_estimates(st, &one, 1, T0, NULL, &fresh, cl);
+		egs_sched_estimates(st, &one, 1, T0, kept, &from_kept, cl);
+		assert_int_equal(fresh, from_kept);
+		assert_int_equal(fresh, egs_sched_estimate(st, one, T0, NULL));
+	}
+	/* And a new shared GPR is refused by the append (a full walk places it). */
+	struct egs_gpr *e = submit(st, "gpr-e", "we", 50, 0, HOUR, T0);
+	assert_int_equal(egs_sched_append(st, e, T0, kept), EGS_NEVER - 1);
+	egs_plan_free(kept);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -388,6 +432,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_agent_reports_reconcile, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reload_links_shares, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remediation_moves_shares, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_plan_estimates_agree, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
