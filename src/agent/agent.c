@@ -174,8 +174,13 @@ static json_t *register_body(struct egs_agent *a)
 	for (size_t i = 0; i < a->dev->n_nodes; i++) {
 		const struct egs_dev_node *n = &a->dev->nodes[i];
 		char gpr[128];
+		struct egs_strlist shared = {0};
 		egs_backend_attached_gpr(a->be, n->name, gpr, sizeof(gpr));
-		json_array_append_new(nodes, egs_report_register_node(n, gpr, n->address[0] ? n->address : a->address));
+		egs_backend_shared_gprs(a->be, n->name, &shared);
+		json_t *o = egs_report_register_node(n, gpr, n->address[0] ? n->address : a->address);
+		egs_report_add_sharing(o, &shared, true);
+		egs_strlist_cleanup(&shared);
+		json_array_append_new(nodes, o);
 	}
 	return json_pack("{s:s, s:s, s:o}", "clusterName", a->cluster, "agentVersion", EGS_AGENT_VERSION,
 			 "nodes", nodes);
@@ -199,11 +204,14 @@ static json_t *heartbeat_body(struct egs_agent *a)
 	size_t nn = a->dev->n_nodes, *counts = egs_calloc(nn + 1, sizeof(*counts));
 	struct egs_gpu_proc *procs = egs_calloc(nn * WORKLOADS_MAX + 1, sizeof(*procs));
 	char(*gprs)[128] = egs_calloc(nn + 1, sizeof(*gprs));
+	struct egs_strlist *shared = egs_calloc(nn + 1, sizeof(*shared));
 	json_t *nodes = json_array();
 
 	list_processes(a, procs, counts, now);
-	for (size_t i = 0; i < nn; i++)
+	for (size_t i = 0; i < nn; i++) {
 		egs_backend_attached_gpr(a->be, a->dev->nodes[i].name, gprs[i], sizeof(gprs[i]));
+		egs_backend_shared_gprs(a->be, a->dev->nodes[i].name, &shared[i]);
+	}
 	pthread_mutex_lock(&a->mu);
 	for (size_t i = 0; i < nn; i++) {
 		struct egs__node_state *s = &a->nodes[i];
@@ -215,11 +223,15 @@ static json_t *heartbeat_body(struct egs_agent *a)
 		 * Unschedulable after three missed heartbeats, as it would for a dead host. */
 		if (h == EGS_HEALTH_UNSCHEDULABLE)
 			continue;
-		json_array_append_new(nodes, egs_report_heartbeat_node(&a->dev->nodes[i], h, why, gprs[i],
-								       s->sampled ? s->gpus : NULL,
-								       procs + i * WORKLOADS_MAX, counts[i]));
+		json_t *o = egs_report_heartbeat_node(&a->dev->nodes[i], h, why, gprs[i], s->sampled ? s->gpus : NULL,
+						      procs + i * WORKLOADS_MAX, counts[i]);
+		egs_report_add_sharing(o, &shared[i], false);
+		json_array_append_new(nodes, o);
 	}
 	pthread_mutex_unlock(&a->mu);
+	for (size_t i = 0; i < nn; i++)
+		egs_strlist_cleanup(&shared[i]);
+	egs_free(shared);
 	egs_free(counts);
 	egs_free(procs);
 	egs_free(gprs);

@@ -9,6 +9,9 @@
  * detach: the backend detaches (its hook drains); if the node was attached, the post-exit checks run
  *   and a failure fails the action with "detached, but ..." and marks the node.  A repeat of a detach
  *   finds the node free and succeeds without checks.
+ * A shared attach (GPU sharing: the action carries "shares") may join other shared GPRs on the node:
+ *   it is a repeat when this GPR's shares are attached already, and the checks that assume an empty
+ *   node (gpu-processes) are left out while other GPRs share it, before an attach and after a detach.
  * The GPR's other nodes (for the connectivity and NCCL checks) come from the action's "gprNodes" when
  * egsd sends it, else from what this agent knows: attach actions for the same GPR in the same poll
  * and its own attachments to that GPR.
@@ -16,6 +19,7 @@
 #include "agent/agent_internal.h"
 
 #include "agent/log.h"
+#include "core/share.h"
 #include "core/util.h"
 
 #include <stdio.h>
@@ -109,16 +113,46 @@ static bool stopping(void *arg)
 	return egs_agent_stopping(arg);
 }
 
+/* Does node hold an attachment of another GPR than gpr (dedicated or shared)? */
+static bool others_attached(struct egs_agent *a, const char *node, const char *gpr)
+{
+	struct egs_strlist shared = {0};
+	char held[128];
+	bool others = egs_backend_attached_gpr(a->be, node, held, sizeof(held)) && strcmp(held, gpr) != 0;
+	egs_backend_shared_gprs(a->be, node, &shared);
+	for (size_t i = 0; i < shared.n && !others; i++)
+		others = strcmp(shared.v[i], gpr) != 0;
+	egs_strlist_cleanup(&shared);
+	return others;
+}
+
+/* cfg without the checks that assume nothing else runs on the node (gpu-processes), for a node whose
+ * GPUs other shared GPRs use. */
+static void shared_node_checks(const struct egs_checks_config *cfg, struct egs_checks_config *out)
+{
+	unsigned pre = 0, post = 0;
+	char err[128];
+	*out = *cfg;
+	if (egs_checks_parse_list("gpu-processes", EGS_CHECK_PRE, &pre, err, sizeof(err)) == EGS_OK)
+		out->pre &= ~pre;
+	if (egs_checks_parse_list("gpu-processes", EGS_CHECK_POST, &post, err, sizeof(err)) == EGS_OK)
+		out->post &= ~post;
+}
+
 /*
  * Runs the checks of phase on node for gpr into *rep, keeps the report in the GPR's log, and marks
- * the node on failure.  Returns whether every check passed.
+ * the node on failure.  shared_node: other GPRs use the node's GPUs (see shared_node_checks).
+ * Returns whether every check passed.
  */
 static bool run_checks(struct egs_agent *a, const struct egs_dev_node *node, const char *gpr,
 		       enum egs_check_phase phase, const struct egs_check_peer *peers, size_t n_peers,
-		       struct egs_check_report *rep)
+		       bool shared_node, struct egs_check_report *rep)
 {
+	struct egs_checks_config shared_cfg;
+	if (shared_node)
+		shared_node_checks(a->checks ? a->checks : &default_checks, &shared_cfg);
 	struct egs_check_ctx ctx = {
-		.cfg = a->checks ? a->checks : &default_checks,
+		.cfg = shared_node ? &shared_cfg : a->checks ? a->checks : &default_checks,
 		.dev = a->dev,
 		.node = node_index(a, node),
 		.cluster = a->cluster,
@@ -162,11 +196,43 @@ static bool time_field(json_t *act, const char *key, const char **out, char *msg
 	return true;
 }
 
-/* Fills req from the attach action act; false (msg says why) when malformed.  ns gets the names. */
-static bool parse_attach(json_t *act, struct egs_attach_req *req, struct egs_strlist *ns, char *msg, size_t msgsz)
+/* The "shares" of a shared attach, {"<uuid>": "0.60", ...}, into *out (caller frees; NULL and true
+ * when the action has none: a dedicated attach); false (msg says why) when malformed. */
+static bool parse_shares(json_t *act, struct egs_gpu_share **out, size_t *n, char *msg, size_t msgsz)
+{
+	json_t *o = json_object_get(act, "shares"), *v;
+	const char *uuid;
+	*out = NULL;
+	*n = 0;
+	if (!o || json_is_null(o))
+		return true;
+	if (!json_is_object(o) || !json_object_size(o) || json_object_size(o) > EGS_SHARE_DEV_MAX) {
+		egs_strlcpy(msg, "malformed action: shares is not an object of GPU shares", msgsz);
+		return false;
+	}
+	*out = egs_calloc(json_object_size(o) + 1, sizeof(**out));
+	json_object_foreach(o, uuid, v) {
+		struct egs_gpu_share *s = &(*out)[(*n)++];
+		if (!json_is_string(v) || !egs_share_parse(json_string_value(v), EGS_SHARE_WHOLE, &s->centi) ||
+		    !egs_strlcpy(s->uuid, uuid, sizeof(s->uuid))) {
+			snprintf(msg, msgsz, "malformed action: the share of GPU %.64s is not 0.01 to 1.00", uuid);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Fills req from the attach action act; false (msg says why) when malformed.  ns gets the names,
+ * *shares the shares of a shared attach (caller frees). */
+static bool parse_attach(json_t *act, struct egs_attach_req *req, struct egs_strlist *ns, struct egs_gpu_share **shares,
+			 char *msg, size_t msgsz)
 {
 	json_t *list = json_object_get(act, "namespaces"), *v;
 	size_t i;
+
+	if (!parse_shares(act, shares, &req->n_shares, msg, msgsz))
+		return false;
+	req->shares = *shares;
 
 	req->workspace = str_field(act, "workspace");
 	req->namespaces = ns;
@@ -195,7 +261,8 @@ static bool precheck(struct egs_agent *a, json_t *act, json_t *batch, const stru
 {
 	struct egs_check_peer *peers = egs_calloc(PEERS_MAX, sizeof(*peers));
 	size_t n_peers = collect_peers(a, act, batch, gpr, n->name, peers);
-	bool ok = run_checks(a, n, gpr, EGS_CHECK_PRE, peers, n_peers, rep);
+	bool shared_node = json_is_object(json_object_get(act, "shares")) && others_attached(a, n->name, gpr);
+	bool ok = run_checks(a, n, gpr, EGS_CHECK_PRE, peers, n_peers, shared_node, rep);
 
 	egs_checks_summary(rep, msg, msgsz);
 	egs_free(peers);
@@ -205,16 +272,20 @@ static bool precheck(struct egs_agent *a, json_t *act, json_t *batch, const stru
 static bool do_attach(struct egs_agent *a, json_t *act, json_t *batch, const struct egs_dev_node *n,
 		      const char *gpr, struct egs_check_report *rep, bool *checked, char *msg, size_t msgsz)
 {
-	struct egs_strlist namespaces = {0};
+	struct egs_strlist namespaces = {0}, shared = {0};
 	struct egs_attach_req req = {.node = n->name, .gpr_id = gpr};
+	struct egs_gpu_share *shares = NULL;
 	char held[128], sum[EGS_REPORT_MSG_MAX], how[EGS__AGENT_MSG_MAX];
 	bool ok = false;
 
-	if (!parse_attach(act, &req, &namespaces, msg, msgsz))
+	if (!parse_attach(act, &req, &namespaces, &shares, msg, msgsz))
 		goto out;
 	/* A repeat of a finished attach needs no checks (the GPR's work runs there now), and a node that
-	 * holds another GPR is refused by the backend before anything is looked at. */
-	if (!egs_backend_attached_gpr(a->be, n->name, held, sizeof(held))) {
+	 * holds another GPR is refused by the backend before anything is looked at.  Shares join other
+	 * shares: only this GPR's own attachment makes it a repeat. */
+	egs_backend_shared_gprs(a->be, n->name, &shared);
+	if (req.shares ? !egs_strlist_has(&shared, gpr) && !egs_backend_attached_gpr(a->be, n->name, held, sizeof(held))
+		       : !egs_backend_attached_gpr(a->be, n->name, held, sizeof(held)) && !shared.n) {
 		*checked = true;
 		if (!precheck(a, act, batch, n, gpr, rep, msg, msgsz))
 			goto out;
@@ -227,6 +298,8 @@ static bool do_attach(struct egs_agent *a, json_t *act, json_t *batch, const str
 		egs_strlcpy(msg, how, msgsz);
 out:
 	egs_strlist_cleanup(&namespaces);
+	egs_strlist_cleanup(&shared);
+	egs_free(shares);
 	return ok;
 }
 
@@ -234,8 +307,12 @@ static bool do_detach(struct egs_agent *a, const struct egs_dev_node *n, const c
 		      struct egs_check_report *rep, bool *checked, char *msg, size_t msgsz)
 {
 	char held[128], how[EGS__AGENT_MSG_MAX], sum[EGS_REPORT_MSG_MAX];
-	bool was_attached = egs_backend_attached_gpr(a->be, n->name, held, sizeof(held)) &&
-			    (!*gpr || strcmp(held, gpr) == 0);
+	struct egs_strlist shared = {0};
+	egs_backend_shared_gprs(a->be, n->name, &shared);
+	bool was_shared = *gpr && egs_strlist_has(&shared, gpr);
+	bool was_attached = was_shared || (egs_backend_attached_gpr(a->be, n->name, held, sizeof(held)) &&
+					   (!*gpr || strcmp(held, gpr) == 0));
+	egs_strlist_cleanup(&shared);
 
 	if (egs_backend_detach(a->be, n->name, gpr, how, sizeof(how)) != EGS_OK) {
 		egs_strlcpy(msg, how, msgsz);
@@ -246,7 +323,7 @@ static bool do_detach(struct egs_agent *a, const struct egs_dev_node *n, const c
 		return true;
 	}
 	*checked = true;
-	if (run_checks(a, n, gpr, EGS_CHECK_POST, NULL, 0, rep)) {
+	if (run_checks(a, n, gpr, EGS_CHECK_POST, NULL, 0, was_shared && others_attached(a, n->name, gpr), rep)) {
 		egs_checks_summary(rep, sum, sizeof(sum));
 		join(msg, msgsz, how, "; ", sum);
 		return true;

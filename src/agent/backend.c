@@ -5,6 +5,7 @@
 #include "agent/backend.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 enum egs_err egs_backend_attach(struct egs_backend *b, const struct egs_attach_req *req, char *msg,
 				size_t msgsz)
@@ -32,9 +33,21 @@ void egs_backend_list(struct egs_backend *b, struct egs_attachment **out, size_t
 	b->ops->list(b, out, n);
 }
 
+void egs_backend_shared_gprs(struct egs_backend *b, const char *node, struct egs_strlist *out)
+{
+	struct egs_attachment *atts;
+	size_t n;
+	egs_backend_list(b, &atts, &n);
+	for (size_t i = 0; i < n; i++)
+		if (atts[i].shares && strcmp(atts[i].node, node) == 0)
+			egs_strlist_add(out, atts[i].gpr_id);
+	egs_attachments_free(atts, n);
+}
+
 void egs_attachments_free(struct egs_attachment *a, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
+		egs_free(a[i].shares);
 		egs_free(a[i].node);
 		egs_free(a[i].gpr_id);
 		egs_free(a[i].workspace);

@@ -4,10 +4,13 @@
  *
  * Backends: local (backend_local.c: a state file plus operator hooks), later kubernetes and slurm.
  * Contract every backend keeps, because the control plane derives actions again on every poll:
+ *   - a node holds either one dedicated attachment or a set of shared ones (GPU sharing: each a GPR
+ *     with its shares of the node's GPUs, in hundredths, never more than a whole GPU per device);
  *   - attach is idempotent: attaching a node to the GPR it is already attached to succeeds at once;
- *     attaching a node that holds another GPR fails with EGS_ERR_CONFLICT (detach comes first);
+ *     attaching a node that holds another dedicated GPR, a dedicated GPR to a node holding shares, or
+ *     shares that would over-commit a GPU fails with EGS_ERR_CONFLICT (detach comes first);
  *   - detach is idempotent: detaching a node that is not attached (or attached to another GPR) succeeds
- *     and changes nothing;
+ *     and changes nothing; detaching a shared GPR frees exactly its shares;
  *   - what is attached survives an agent restart (it is reported as attachedGpr at registration).
  * attach/detach calls are serialised by the backend; egs_backend_attached_gpr() and
  * egs_backend_list() may be called from another thread at the same time and never wait for a hook.
@@ -26,6 +29,8 @@ struct egs_attach_req {
 	const struct egs_strlist *namespaces;
 	const char *start_time; /* RFC 3339, or "" */
 	const char *exit_time;  /* RFC 3339, or "" */
+	const struct egs_gpu_share *shares; /* a shared GPR's shares of the node's GPUs; NULL: dedicated */
+	size_t n_shares;
 };
 
 /* One current attachment (a copy: every string owned). */
@@ -37,6 +42,8 @@ struct egs_attachment {
 	char *start_time;
 	char *exit_time;
 	char *attached_at; /* RFC 3339, when this agent attached it */
+	struct egs_gpu_share *shares; /* a shared attachment's shares (owned); NULL when dedicated */
+	size_t n_shares;
 };
 
 /* Polled while a backend waits on something slow (a hook); true interrupts it. */
@@ -71,7 +78,7 @@ enum egs_err egs_backend_attach(struct egs_backend *b, const struct egs_attach_r
 				size_t msgsz);
 
 /*
- * Detaches node from gpr_id (NULL or "": from whatever it holds).  Returns EGS_OK (msg: "detached" or
+ * Detaches node from gpr_id, dedicated or shared (NULL or "": from the dedicated GPR it holds, if any).  Returns EGS_OK (msg: "detached" or
  * "not attached"), or EGS_ERR_IO when the backend failed (msg: why; the node stays attached).
  */
 enum egs_err egs_backend_detach(struct egs_backend *b, const char *node, const char *gpr_id, char *msg,
@@ -80,6 +87,9 @@ enum egs_err egs_backend_detach(struct egs_backend *b, const char *node, const c
 /* Copies the GPR id node is attached to into gpr (gprsz bytes) and returns true; "" and false when
  * the node is not attached. */
 bool egs_backend_attached_gpr(struct egs_backend *b, const char *node, char *gpr, size_t gprsz);
+
+/* Appends to out the GPR ids of node's shared attachments (caller cleans out up). */
+void egs_backend_shared_gprs(struct egs_backend *b, const char *node, struct egs_strlist *out);
 
 /* Stores a copy of every current attachment in *out (caller frees with egs_attachments_free()) and
  * their number in *n. */

@@ -14,11 +14,17 @@
  * File format (version 1):
  *   {"version": 1, "cluster": "worker-1",
  *    "nodes": {"h100-node-1": {"gprId": "...", "workspace": "...", "namespaces": ["..."],
- *                              "startTime": "...", "exitTime": "...", "attachedAt": "..."}}}
+ *                              "startTime": "...", "exitTime": "...", "attachedAt": "..."}},
+ *    "shared": [{"node": "h100-node-2", "gprId": "...", ... as above, "shares": {"<uuid>": "0.60"}}]}
+ * "nodes" holds the dedicated attachments (one per node), "shared" the shared ones (GPU sharing: a set
+ * per node, each with its shares of the node's GPUs).  "shared" is written only when not empty, so a
+ * file without shares is what agents before sharing wrote, and they read one with shares as before
+ * (they ignore the key).
  */
 #include "agent/backend.h"
 
 #include "agent/hook.h"
+#include "core/share.h"
 #include "core/util.h"
 
 #include <errno.h>
@@ -69,36 +75,113 @@ static void att_copy(struct egs_attachment *dst, const struct egs_attachment *sr
 	dst->start_time = egs_strdup(src->start_time);
 	dst->exit_time = egs_strdup(src->exit_time);
 	dst->attached_at = egs_strdup(src->attached_at);
+	dst->shares = NULL;
+	dst->n_shares = src->n_shares;
+	if (src->shares) {
+		dst->shares = egs_calloc(src->n_shares + 1, sizeof(*dst->shares));
+		memcpy(dst->shares, src->shares, src->n_shares * sizeof(*dst->shares));
+	}
 }
 
-/* Returns the attachment of node, or NULL.  Caller holds mu or op_mu. */
+/* Returns the dedicated attachment of node, or NULL.  Caller holds mu or op_mu. */
 static struct egs_attachment *find(struct local *l, const char *node)
 {
 	for (size_t i = 0; i < l->atts.len; i++) {
 		struct egs_attachment *a = l->atts.items[i];
-		if (strcmp(a->node, node) == 0)
+		if (!a->shares && strcmp(a->node, node) == 0)
 			return a;
 	}
 	return NULL;
 }
 
+/* Returns the attachment (dedicated or shared) of node to gpr_id, or NULL.  Caller holds mu or op_mu. */
+static struct egs_attachment *find_gpr(struct local *l, const char *node, const char *gpr_id)
+{
+	for (size_t i = 0; i < l->atts.len; i++) {
+		struct egs_attachment *a = l->atts.items[i];
+		if (strcmp(a->node, node) == 0 && strcmp(a->gpr_id, gpr_id) == 0)
+			return a;
+	}
+	return NULL;
+}
+
+/* Does node hold shared attachments?  Caller holds mu or op_mu. */
+static bool has_shared(struct local *l, const char *node)
+{
+	for (size_t i = 0; i < l->atts.len; i++) {
+		const struct egs_attachment *a = l->atts.items[i];
+		if (a->shares && strcmp(a->node, node) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Why the shares of req cannot join node's shared attachments ("" when they can): a dedicated
+ * attachment, or a GPU that would hold more than a whole GPU.  Caller holds op_mu. */
+static void shares_conflict(struct local *l, const struct egs_attach_req *req, char *msg, size_t msgsz)
+{
+	const struct egs_attachment *ded = find(l, req->node);
+	msg[0] = '\0';
+	if (ded) {
+		snprintf(msg, msgsz, "node %s is attached to %s; detach it first", req->node, ded->gpr_id);
+		return;
+	}
+	for (size_t k = 0; k < req->n_shares; k++) {
+		int sum = req->shares[k].centi;
+		for (size_t i = 0; i < l->atts.len; i++) {
+			const struct egs_attachment *a = l->atts.items[i];
+			for (size_t j = 0; a->shares && j < a->n_shares && !strcmp(a->node, req->node); j++)
+				if (!strcmp(a->shares[j].uuid, req->shares[k].uuid))
+					sum += a->shares[j].centi;
+		}
+		if (sum > EGS_SHARE_WHOLE) {
+			char have[EGS_SHARE_TEXT_MAX];
+			egs_share_format(sum - req->shares[k].centi, have, sizeof(have));
+			snprintf(msg, msgsz, "GPU %s of node %s already has %s allocated; the shares do not fit",
+				 req->shares[k].uuid, req->node, have);
+			return;
+		}
+	}
+}
+
 /* ---- the state file ---- */
+
+static json_t *shares_json(const struct egs_gpu_share *shares, size_t n)
+{
+	json_t *o = json_object();
+	for (size_t k = 0; k < n; k++) {
+		char text[EGS_SHARE_TEXT_MAX];
+		egs_share_format(shares[k].centi, text, sizeof(text));
+		json_object_set_new(o, shares[k].uuid, json_string(text));
+	}
+	return o;
+}
 
 static json_t *state_json(struct local *l)
 {
-	json_t *nodes = json_object();
+	json_t *nodes = json_object(), *shared = json_array();
 
 	for (size_t i = 0; i < l->atts.len; i++) {
 		const struct egs_attachment *a = l->atts.items[i];
 		json_t *ns = json_array();
 		for (size_t k = 0; k < a->namespaces.n; k++)
 			json_array_append_new(ns, json_string(a->namespaces.v[k]));
-		json_object_set_new(nodes, a->node,
-				    json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "gprId", a->gpr_id, "workspace",
-					      a->workspace, "namespaces", ns, "startTime", a->start_time,
-					      "exitTime", a->exit_time, "attachedAt", a->attached_at));
+		json_t *o = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "gprId", a->gpr_id, "workspace", a->workspace,
+				      "namespaces", ns, "startTime", a->start_time, "exitTime", a->exit_time,
+				      "attachedAt", a->attached_at);
+		if (!a->shares) {
+			json_object_set_new(nodes, a->node, o);
+			continue;
+		}
+		json_object_set_new(o, "node", json_string(a->node));
+		json_object_set_new(o, "shares", shares_json(a->shares, a->n_shares));
+		json_array_append_new(shared, o);
 	}
-	return json_pack("{s:i, s:s, s:o}", "version", STATE_VERSION, "cluster", l->cluster, "nodes", nodes);
+	json_t *root = json_pack("{s:i, s:s, s:o}", "version", STATE_VERSION, "cluster", l->cluster, "nodes", nodes);
+	if (json_array_size(shared))
+		json_object_set(root, "shared", shared);
+	json_decref(shared);
+	return root;
 }
 
 static bool write_all(int fd, const char *p, size_t n)
@@ -198,6 +281,46 @@ static bool parse_att(const char *node, json_t *o, struct egs_attachment *a)
 	return true;
 }
 
+/* The "shares" of a shared attachment: {"<uuid>": "0.60", ...}, each 0.01 to 1.00. */
+static bool parse_shares(json_t *o, struct egs_attachment *a)
+{
+	const char *uuid;
+	json_t *v;
+	if (!json_is_object(o) || !json_object_size(o) || json_object_size(o) > EGS_SHARE_DEV_MAX)
+		return false;
+	a->shares = egs_calloc(json_object_size(o) + 1, sizeof(*a->shares));
+	json_object_foreach(o, uuid, v) {
+		struct egs_gpu_share *sh = &a->shares[a->n_shares++];
+		if (!json_is_string(v) || !egs_share_parse(json_string_value(v), EGS_SHARE_WHOLE, &sh->centi) ||
+		    !egs_strlcpy(sh->uuid, uuid, sizeof(sh->uuid)))
+			return false;
+	}
+	return true;
+}
+
+static enum egs_err load_shared(struct local *l, json_t *shared, char *err, size_t errsz)
+{
+	size_t i;
+	json_t *v;
+	if (!shared)
+		return EGS_OK;
+	if (!json_is_array(shared)) {
+		snprintf(err, errsz, "%s: \"shared\" is not a list", l->path);
+		return EGS_ERR_INVALID;
+	}
+	json_array_foreach(shared, i, v) {
+		struct egs_attachment *a = egs_calloc(1, sizeof(*a));
+		const char *node = json_string_value(json_object_get(v, "node"));
+		if (!node || !parse_att(node, v, a) || !parse_shares(json_object_get(v, "shares"), a)) {
+			snprintf(err, errsz, "%s: shared[%zu]: malformed shared attachment", l->path, i);
+			att_free(a);
+			return EGS_ERR_INVALID;
+		}
+		egs_vec_push(&l->atts, a);
+	}
+	return EGS_OK;
+}
+
 static enum egs_err load(struct local *l, char *err, size_t errsz)
 {
 	enum egs_err rc = EGS_ERR_INVALID;
@@ -233,7 +356,7 @@ static enum egs_err load(struct local *l, char *err, size_t errsz)
 		}
 		egs_vec_push(&l->atts, a);
 	}
-	rc = EGS_OK;
+	rc = load_shared(l, json_object_get(root, "shared"), err, errsz);
 out:
 	json_decref(root);
 	return rc;
@@ -272,12 +395,23 @@ static char *join_commas(const struct egs_strlist *l)
 static enum egs_err run_hook(struct local *l, const char *cmd, const char *action,
 			     const struct egs_attachment *a, char *msg, size_t msgsz)
 {
-	char *ns, *env[9];
+	char *ns, *env[11];
 	enum egs_err rc;
 
 	if (!cmd)
 		return EGS_OK;
 	ns = join_commas(&a->namespaces);
+	struct egs_strlist shares = {0};
+	for (size_t k = 0; k < a->n_shares; k++) {
+		char text[EGS_NAME_MAX + EGS_SHARE_TEXT_MAX + 1];
+		size_t u = strlen(a->shares[k].uuid);
+		memcpy(text, a->shares[k].uuid, u);
+		text[u] = '=';
+		egs_share_format(a->shares[k].centi, text + u + 1, sizeof(text) - u - 1);
+		egs_strlist_add(&shares, text);
+	}
+	char *share_list = join_commas(&shares);
+	egs_strlist_cleanup(&shares);
 	env[0] = envvar("EGS_ACTION", action);
 	env[1] = envvar("EGS_NODE", a->node);
 	env[2] = envvar("EGS_CLUSTER", l->cluster);
@@ -286,11 +420,14 @@ static enum egs_err run_hook(struct local *l, const char *cmd, const char *actio
 	env[5] = envvar("EGS_NAMESPACES", ns);
 	env[6] = envvar("EGS_START_TIME", a->start_time);
 	env[7] = envvar("EGS_EXIT_TIME", a->exit_time);
-	env[8] = NULL;
+	env[8] = envvar("EGS_SHARING_MODE", a->shares ? "shared" : "dedicated");
+	env[9] = envvar("EGS_GPU_SHARES", share_list); /* "GPU-a=0.60,GPU-b=0.60"; "" when dedicated */
+	env[10] = NULL;
 	rc = egs_hook_run(cmd, env, l->hook_timeout_s, l->base.stop, l->base.stop_arg, msg, msgsz);
 	for (size_t i = 0; env[i]; i++)
 		egs_free(env[i]);
 	egs_free(ns);
+	egs_free(share_list);
 	return rc;
 }
 
@@ -305,13 +442,18 @@ static enum egs_err local_attach(struct egs_backend *b, const struct egs_attach_
 	char now[32];
 
 	pthread_mutex_lock(&l->op_mu);
-	cur = find(l, req->node);
-	if (cur && strcmp(cur->gpr_id, req->gpr_id) == 0) {
+	cur = find_gpr(l, req->node, req->gpr_id);
+	if (cur && !cur->shares == !req->shares) {
 		egs_strlcpy(msg, "already attached", msgsz);
 		goto out;
 	}
-	if (cur) {
+	if (req->shares)
+		shares_conflict(l, req, msg, msgsz);
+	else if ((cur = find(l, req->node)) != NULL)
 		snprintf(msg, msgsz, "node %s is attached to %s; detach it first", req->node, cur->gpr_id);
+	else if (has_shared(l, req->node))
+		snprintf(msg, msgsz, "node %s holds shared GPUs; they must be detached first", req->node);
+	if (msg[0]) {
 		rc = EGS_ERR_CONFLICT;
 		goto out;
 	}
@@ -324,6 +466,11 @@ static enum egs_err local_attach(struct egs_backend *b, const struct egs_attach_
 	a->start_time = egs_strdup(req->start_time ? req->start_time : "");
 	a->exit_time = egs_strdup(req->exit_time ? req->exit_time : "");
 	a->attached_at = egs_strdup(now);
+	if (req->shares) {
+		a->n_shares = req->n_shares;
+		a->shares = egs_calloc(req->n_shares + 1, sizeof(*a->shares));
+		memcpy(a->shares, req->shares, req->n_shares * sizeof(*a->shares));
+	}
 	rc = run_hook(l, l->on_attach, "attach", a, msg, msgsz);
 	if (rc != EGS_OK)
 		goto out;
@@ -353,8 +500,8 @@ static enum egs_err local_detach(struct egs_backend *b, const char *node, const 
 	enum egs_err rc = EGS_OK;
 
 	pthread_mutex_lock(&l->op_mu);
-	cur = find(l, node);
-	if (!cur || (gpr_id && *gpr_id && strcmp(cur->gpr_id, gpr_id) != 0)) {
+	cur = gpr_id && *gpr_id ? find_gpr(l, node, gpr_id) : find(l, node);
+	if (!cur) {
 		egs_strlcpy(msg, "not attached", msgsz);
 		goto out;
 	}

@@ -25,6 +25,17 @@ json_t *egs_report_register_node(const struct egs_dev_node *n, const char *attac
 	return o;
 }
 
+void egs_report_add_sharing(json_t *o, const struct egs_strlist *attached_shared, bool registration)
+{
+	json_t *ids = json_array();
+
+	for (size_t i = 0; i < attached_shared->n; i++)
+		json_array_append_new(ids, json_string(attached_shared->v[i]));
+	json_object_set_new(o, "attachedShared", ids);
+	if (registration)
+		json_object_set_new(o, "features", json_pack("[s]", "sharing"));
+}
+
 json_t *egs_report_gpu(const struct egs_dev_gpu *g, const struct egs_gpu_sample *s)
 {
 	json_t *o = json_pack("{s:s, s:i}", "uuid", g->uuid, "index", g->index);

@@ -13,6 +13,7 @@
 #include "agent/checks.h"
 #include "agent/devices.h"
 #include "core/common.h"
+#include "core/model.h"
 
 #include <jansson.h>
 
@@ -20,6 +21,11 @@
 
 /* A registration's node object; address ("host:port" of the check port) is left out when "". */
 json_t *egs_report_register_node(const struct egs_dev_node *n, const char *attached_gpr, const char *address);
+
+/* GPU sharing: adds "attachedShared" (the shared GPRs attached to the node, ids borrowed) to a
+ * registration's or a heartbeat's node object o, and, at registration, "features": ["sharing"]
+ * (this agent takes shared attaches; egsd ignores both where it predates sharing). */
+void egs_report_add_sharing(json_t *o, const struct egs_strlist *attached_shared, bool registration);
 
 /* One GPU of a heartbeat: uuid, index, the metrics s holds (valid bits) and "lost": true when lost. */
 json_t *egs_report_gpu(const struct egs_dev_gpu *g, const struct egs_gpu_sample *s);

@@ -2,8 +2,8 @@
  * gpr.c: GPR lifecycle transitions; see gpr.h.  Pure: no I/O, time comes in as `now`.
  */
 #include "core/gpr.h"
-
 #include "core/fair.h"
+#include "core/share_gpr.h"
 #include "core/util.h"
 
 #include <stdarg.h>
@@ -41,6 +41,8 @@ static void let_go_of_nodes(struct egs_state *st, struct egs_gpr *g, int64_t now
 
 static bool any_attached(struct egs_state *st, const struct egs_gpr *g)
 {
+	if (g->share_centi)
+		return egs_share_attached(st, g);
 	for (size_t i = 0; i < g->nodes.n; i++) {
 		struct egs_node *n = gpr_node(st, g, i);
 		if (n && strcmp(n->attached_gpr, g->id) == 0)
@@ -72,6 +74,7 @@ void egs_gpr_set_state(struct egs_state *st, struct egs_gpr *g, enum egs_gpr_sta
 		egs_vec_remove(&st->active, g);
 	if (s != EGS_GPR_QUEUED && s != EGS_GPR_PENDING)
 		g->est_start = 0;
+	egs_share_sync(st, g, now);
 	egs_state_touch(st, EGS_KIND_GPR, g);
 
 	char msg[400];
@@ -261,6 +264,10 @@ void egs_gpr_attach_result(struct egs_state *st, struct egs_node *n, const char 
 			   const char *message, int64_t now)
 {
 	struct egs_gpr *g = egs_state_gpr(st, gpr_id);
+	if (ok && g && g->share_centi) {
+		egs_share_note_attached(st, n, gpr_id, true, now);
+		return;
+	}
 	if (ok) {
 		egs_node_set_attached(st, n, gpr_id, now);
 		return;
@@ -270,7 +277,8 @@ void egs_gpr_attach_result(struct egs_state *st, struct egs_node *n, const char 
 	egs_state_touch(st, EGS_KIND_NODE, n);
 	egs_state_event(st, now, "Warning", "PrecheckFailed", "Node", n->key, g ? g->workspace : "",
 			"attach of node %s for GPR %s failed: %s", n->name, gpr_id, message ? message : "");
-	if (g && g->state == EGS_GPR_PROVISIONING && strcmp(n->gpr_id, gpr_id) == 0) {
+	if (g && g->state == EGS_GPR_PROVISIONING &&
+	    (strcmp(n->gpr_id, gpr_id) == 0 || (g->share_centi && egs_strlist_has(&g->nodes, n->key)))) {
 		char why[300];
 		snprintf(why, sizeof(why), "node %s failed its pre-check: %s", n->name, message ? message : "");
 		egs_gpr_fail_attempt(st, g, why, now);
@@ -289,6 +297,8 @@ void egs_gpr_detach_result(struct egs_state *st, struct egs_node *n, const char 
 	}
 	if (strcmp(n->attached_gpr, gpr_id) == 0)
 		egs_node_set_attached(st, n, "", now);
+	else if (egs_strlist_has(&n->attached_shared, gpr_id))
+		egs_share_note_attached(st, n, gpr_id, false, now);
 }
 
 void egs_gpr_post_check_failed(struct egs_state *st, struct egs_node *n, const char *gpr_id, const char *message,
@@ -302,6 +312,8 @@ void egs_gpr_post_check_failed(struct egs_state *st, struct egs_node *n, const c
 			"node %s failed its post-exit check after GPR %s: %s", n->name, gpr_id, message ? message : "");
 	if (strcmp(n->attached_gpr, gpr_id) == 0)
 		egs_node_set_attached(st, n, "", now);
+	else if (egs_strlist_has(&n->attached_shared, gpr_id))
+		egs_share_note_attached(st, n, gpr_id, false, now);
 }
 
 void egs_gpr_expire(struct egs_state *st, struct egs_gpr *g, int64_t now)

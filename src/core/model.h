@@ -79,6 +79,12 @@ struct egs_gpu {
 	int64_t sampled_at;
 };
 
+/* GPU sharing (core/share_gpr.h): a shared GPR's share of one device of its node, in hundredths. */
+struct egs_gpu_share {
+	char uuid[EGS_NAME_MAX];
+	int centi; /* 1..100 */
+};
+
 struct egs_node {
 	char key[EGS_KEY_MAX]; /* "cluster/name": the map key */
 	char name[EGS_NAME_MAX];
@@ -102,6 +108,10 @@ struct egs_node {
 	int64_t quarantine_until; /* a failed check keeps it Unhealthy at least until then */
 	int64_t failure_noted;    /* when a NodeFailed warning was written for the current failure */
 	char address[128];        /* "host:port" of the agent's check port from registration, "" = none */
+	/* GPU sharing (core/share_gpr.h), runtime only */
+	bool sharing;                       /* its agent registered the "sharing" feature */
+	struct egs_strlist attached_shared; /* shared GPRs its agent reported attached */
+	struct egs_vec shared;              /* struct egs_gpr *: shared GPRs holding shares of its GPUs */
 	bool dirty;
 };
 
@@ -210,6 +220,13 @@ struct egs_gpr {
 	 * the state, so that a shallow copy of a GPR (PATCH edits one) never frees them. */
 	struct egs_check_run *check_runs;
 	size_t n_check_runs;
+	/* GPU sharing (core/share_gpr.h): share_centi > 0 makes a shared GPR asking for that many
+	 * hundredths of GPUs on one node (gpus_per_node is then their whole GPUs rounded up); shares
+	 * are its part of that node's devices once started (owned, n_shares entries, persisted). */
+	int share_centi;
+	struct egs_gpu_share *shares;
+	int n_shares;
+	struct egs_node *share_node; /* runtime: the node whose `shared` lists it, NULL when none */
 	bool dirty;
 };
 

@@ -6,6 +6,7 @@
 
 #include "core/gpr.h"
 #include "core/sched.h"
+#include "core/share_gpr.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -27,7 +28,7 @@ struct victim {
 static bool coming(const struct egs_state *st, const struct egs_node *n)
 {
 	if (!n->gpr_id[0])
-		return true;
+		return !egs_share_node_busy(n); /* shares (core/share_gpr.h) leave at their own exits */
 	const struct egs_gpr *h = egs_state_gpr(st, n->gpr_id);
 	return !h || (h->state != EGS_GPR_PROVISIONED && h->state != EGS_GPR_PROVISIONING);
 }
@@ -169,8 +170,9 @@ size_t egs_preempt(struct egs_state *st, int64_t now)
 	size_t evicted = 0, tried = 0;
 	for (size_t i = 0; i < nq && !evicted && tried < PREEMPT_TRIES && order[i]->priority >= EGS_PRIORITY_HIGH; i++) {
 		struct egs_gpr *g = order[i];
-		if ((g->est_start && g->est_start <= now) || g->priority <= lowest)
-			continue; /* it starts now, or its nodes are on their way; or no one is below it */
+		if ((g->est_start && g->est_start <= now) || g->priority <= lowest || g->share_centi)
+			continue; /* it starts now, or its nodes are on their way; or no one is below it; or it
+				   * asks for shares, which evicting whole nodes is not made for */
 		tried++;
 		evicted = preempt_for(st, g, now);
 	}

@@ -12,6 +12,9 @@
  * so a request whose nodes are on their way evicts no one.  The request's workspace must be free
  * (one provisioned GPR per workspace): evicting would not start it.
  *
+ * GPU sharing: shared GPRs neither preempt nor are chosen as victims (a victim must hold whole nodes), and
+ * a node holding shares does not count as free or on its way.
+ *
  * At most the first 32 waiting high-band GPRs that a victim could make room for are examined per
  * run (each costs a pass over the nodes): the others wait for the next run.
  *

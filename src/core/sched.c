@@ -8,6 +8,7 @@
 #include "core/fair.h"
 #include "core/gpr.h"
 #include "core/preempt.h"
+#include "core/share_gpr.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,8 @@ struct slot {
 	uint32_t name_rank; /* the node's place in name order: ties break without strcmp */
 	struct pool *pool;
 	size_t hidx; /* position in its pool's heap */
+	int64_t ded_free_at;           /* free of dedicated holds and reservations: shared GPRs' floor */
+	struct egs_share_timeline *sh; /* shares running and reserved on it (owned), NULL when none */
 };
 
 /* Identical nodes (cluster, GPU shape, instance type, GPU count, memory) form a pool; a min-heap
@@ -63,6 +66,8 @@ struct egs_plan {
 	struct snap *snaps;        /* the walk's state every SNAP_EVERY GPRs (wait-time queries) */
 	size_t nsnaps;
 	bool valid;
+	int share_take[EGS_SHARE_DEV_MAX]; /* place() of a shared GPR: its shares of p->chosen[0] */
+	bool shared; /* some slot has a share timeline (snapshots do not keep them) */
 };
 
 /* The state of a walk before the GPR at order[pos]: enough to rebuild the plan there without
@@ -344,6 +349,8 @@ static void rank_names(struct egs_plan *p)
 	free(by);
 }
 
+static void share_slot_init(struct egs_plan *p, struct slot *s);
+
 static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 {
 	memset(p, 0, sizeof(*p));
@@ -373,6 +380,7 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 			s->free_at = g->exit_at > now ? g->exit_at : now;
 		else if (g && g->state == EGS_GPR_PROVISIONING) /* its window starts when attached: ~now */
 			s->free_at = g->phase_since + g->exit_duration_s;
+		share_slot_init(p, s);
 	}
 	rank_names(p);
 	build_pools(p);
@@ -389,6 +397,11 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 
 static void plan_cleanup(struct egs_plan *p)
 {
+	for (size_t i = 0; i < p->nslots; i++)
+		if (p->slots[i].sh) {
+			egs_share_timeline_cleanup(p->slots[i].sh);
+			free(p->slots[i].sh);
+		}
 	for (size_t i = 0; i < p->npools; i++)
 		free(p->pools[i].heap);
 	free(p->pools);
@@ -514,10 +527,104 @@ static bool k_first(struct pool *const *m, size_t nm, size_t k, struct slot **ou
 	return true;
 }
 
+/*
+ * GPU sharing (core/share_gpr.h).  A shared GPR takes shares of one node's devices.  Its floor on a
+ * node is when the node is free of dedicated holds and reservations (and, inside the timeline, not
+ * before the latest shared reservation there), so the shares on the node only ever go down after
+ * it; the node offers the first of the floor and the ends after it at which the request fits.  The
+ * earliest start wins, then preferred clusters, then nodes already holding shares (packing), then
+ * names.  For dedicated GPRs a node holding shares is free from the end of its last share.
+ */
+static void share_slot_init(struct egs_plan *p, struct slot *s)
+{
+	const struct egs_node *n = s->n;
+	s->ded_free_at = s->free_at;
+	if (!egs_share_node_busy(n))
+		return;
+	p->shared = true;
+	s->sh = egs_calloc(1, sizeof(*s->sh));
+	egs_share_timeline_init(s->sh, n->gpu_count < EGS_SHARE_DEV_MAX ? n->gpu_count : EGS_SHARE_DEV_MAX);
+	int take[EGS_SHARE_DEV_MAX];
+	for (size_t i = 0; i < n->shared.len; i++) {
+		const struct egs_gpr *g = n->shared.items[i];
+		int64_t end = g->state == EGS_GPR_PROVISIONED	 ? g->exit_at
+			      : g->state == EGS_GPR_PROVISIONING ? g->phase_since + g->exit_duration_s
+								 : p->now; /* Releasing: leaving */
+		egs_share_takes(n, g, take);
+		egs_share_timeline_add(s->sh, p->now, end > p->now ? end : p->now, take);
+	}
+	int64_t end = egs_share_timeline_end(s->sh);
+	s->free_now = false; /* shares, or an attachment whose size is unknown: not free for anyone now */
+	s->free_at = end > p->now ? end : p->now;
+	if (s->ded_free_at > s->free_at)
+		s->free_at = s->ded_free_at;
+}
+
+static int64_t place_shared(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w)
+{
+	int64_t best = EGS_NEVER;
+	size_t best_rank = SIZE_MAX;
+	struct slot *chosen = NULL;
+	int take[EGS_SHARE_DEV_MAX];
+	for (size_t i = 0; i < p->nslots; i++) {
+		struct slot *s = &p->slots[i];
+		if (!egs_node_can_share(s->n) || !egs_node_matches(g, w->ws, s->n))
+			continue;
+		int64_t floor = s->ded_free_at > w->until ? s->ded_free_at : w->until;
+		int64_t t = egs_share_timeline_earliest(s->sh, s->n->gpu_count, floor > p->now ? floor : p->now,
+							g->share_centi, take);
+		if (t == INT64_MAX)
+			continue;
+		size_t rank = preferred_rank(g, s->n->cluster);
+		bool packed = s->sh && s->sh->n, best_packed = chosen && chosen->sh && chosen->sh->n;
+		if (t < best ||
+		    (t == best && (rank < best_rank || (rank == best_rank && (packed > best_packed ||
+									  (packed == best_packed && s->name_rank < chosen->name_rank)))))) {
+			best = t;
+			best_rank = rank;
+			chosen = s;
+			memcpy(p->share_take, take, sizeof(take));
+		}
+	}
+	p->chosen[0] = chosen;
+	return best;
+}
+
+static void reserve_shared(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w, int64_t t)
+{
+	struct slot *s = p->chosen[0];
+	int64_t end = t + g->exit_duration_s;
+	if (!s->sh) {
+		s->sh = egs_calloc(1, sizeof(*s->sh));
+		egs_share_timeline_init(s->sh, s->n->gpu_count);
+	}
+	p->shared = true;
+	egs_share_timeline_add(s->sh, t, end, p->share_take);
+	s->free_now = false;
+	if (end > s->free_at) {
+		s->free_at = end;
+		heap_down(s->pool, s->hidx); /* it only moved later */
+	}
+	w->until = end;
+}
+
+static void start_shared(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w)
+{
+	struct egs_node *n = p->chosen[0]->n;
+	egs_share_start(p->st, g, n, p->share_take);
+	g->est_start = p->now;
+	egs_gpr_set_state(p->st, g, EGS_GPR_PROVISIONING, p->now, "Provisioning",
+			  "GPR %s starts provisioning with %d.%02d shared GPU(s) of node %s of cluster %s", g->name,
+			  g->share_centi / EGS_SHARE_WHOLE, g->share_centi % EGS_SHARE_WHOLE, n->name, n->cluster);
+	w->active = true;
+}
+
 /* Finds g's earliest start over the clusters it may use; on success returns the time and leaves
  * the chosen nodes in p->chosen[0 .. node_count).  w is g's workspace entry. */
 static int64_t place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w)
 {
+	if (g->share_centi)
+		return place_shared(p, g, w);
 	const struct egs_workspace *ws = w->ws;
 	int64_t best = EGS_NEVER;
 	size_t best_rank = SIZE_MAX;
@@ -557,9 +664,13 @@ static int64_t place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo 
 
 static void reserve(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w, int64_t t)
 {
+	if (g->share_centi) {
+		reserve_shared(p, g, w, t);
+		return;
+	}
 	for (size_t i = 0; i < (size_t)g->node_count; i++) {
 		struct slot *s = p->chosen[i];
-		s->free_at = t + g->exit_duration_s;
+		s->free_at = s->ded_free_at = t + g->exit_duration_s;
 		s->free_now = false;
 		heap_down(s->pool, s->hidx); /* it only moved later */
 	}
@@ -570,6 +681,8 @@ static bool can_start_now(struct egs_plan *p, const struct egs_gpr *g, const str
 {
 	if (t > p->now || w->active)
 		return false;
+	if (g->share_centi)
+		return egs_share_fits_now(p->chosen[0]->n, p->share_take);
 	for (size_t i = 0; i < (size_t)g->node_count; i++)
 		if (!p->chosen[i]->free_now)
 			return false;
@@ -579,6 +692,10 @@ static bool can_start_now(struct egs_plan *p, const struct egs_gpr *g, const str
 static void start(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w)
 {
 	struct egs_state *st = p->st;
+	if (g->share_centi) {
+		start_shared(p, g, w);
+		return;
+	}
 	egs_strlist_cleanup(&g->nodes);
 	for (size_t i = 0; i < (size_t)g->node_count; i++) {
 		struct egs_node *n = p->chosen[i]->n;
@@ -616,7 +733,7 @@ static struct egs_node *replacement(struct egs_state *st, const struct egs_gpr *
 	void *v;
 	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);) {
 		struct egs_node *n = v;
-		if (n->gpr_id[0] || n->attached_gpr[0] || strcmp(n->cluster, failed->cluster) != 0 ||
+		if (n->gpr_id[0] || n->attached_gpr[0] || egs_share_node_busy(n) || strcmp(n->cluster, failed->cluster) != 0 ||
 		    !egs_node_schedulable(st, n, now) || !egs_node_matches(g, ws, n))
 			continue;
 		bool same = !strcmp(n->gpu_shape, failed->gpu_shape) && !strcmp(n->instance_type, failed->instance_type);
@@ -637,6 +754,10 @@ static struct egs_node *replacement(struct egs_state *st, const struct egs_gpr *
  */
 static void remediate(struct egs_state *st, struct egs_gpr *g, int64_t now)
 {
+	if (g->share_centi) {
+		egs_share_remediate(st, g, now);
+		return;
+	}
 	for (size_t i = 0; i < g->nodes.n; i++) {
 		struct egs_node *n = egs_map_get(&st->nodes, g->nodes.v[i]);
 		if (!n || egs_node_schedulable(st, n, now)) {
@@ -831,7 +952,7 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
 
 int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, struct egs_plan *p)
 {
-	if (!p || !p->valid || p->st != st || now < p->now ||
+	if (!p || !p->valid || p->st != st || now < p->now || g->share_centi ||
 	    (p->last && !egs_queue_before(p->last, g)) || g->state != EGS_GPR_QUEUED ||
 	    g->priority >= EGS_PRIORITY_HIGH) /* it may preempt: egs_sched_run decides */
 		return EGS_NEVER - 1;
@@ -872,8 +993,11 @@ static void place_probes(struct egs_plan *b, const struct egs_gpr *const *probes
 static bool estimate_kept(struct egs_plan *kept, const struct egs_gpr *const *probes, size_t n, int64_t now,
 			  double fair, int64_t *out, char (*clusters)[EGS_NAME_MAX])
 {
-	if (!kept || !kept->valid || now < kept->now)
-		return false;
+	if (!kept || !kept->valid || now < kept->now || kept->shared)
+		return false; /* snapshots keep no share timelines: a fresh walk answers */
+	for (size_t j = 0; j < n; j++)
+		if (probes[j]->share_centi)
+			return false;
 	int prio = probes[0]->priority;
 	size_t lo = 0, hi = kept->norder; /* the first entry that does not go before the probes */
 	while (lo < hi) {

@@ -7,6 +7,7 @@
 
 #include "core/fair.h"
 #include "core/policy.h"
+#include "core/share_gpr.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -142,6 +143,8 @@ void egs_node_free(struct egs_node *n)
 	if (!n)
 		return;
 	free(n->gpus);
+	egs_strlist_cleanup(&n->attached_shared);
+	egs_vec_cleanup(&n->shared);
 	free(n);
 }
 
@@ -177,6 +180,7 @@ void egs_gpr_free(struct egs_gpr *g)
 	egs_strlist_cleanup(&g->nodes);
 	free(g->failure_reason);
 	free(g->pending_reason);
+	free(g->shares);
 	free(g);
 }
 
@@ -376,6 +380,7 @@ enum egs_err egs_state_add_gpr(struct egs_state *st, struct egs_gpr *g)
 	else if (g->state == EGS_GPR_PROVISIONING || g->state == EGS_GPR_PROVISIONED ||
 		 g->state == EGS_GPR_RELEASING)
 		egs_vec_push(&st->active, g);
+	egs_share_loaded(st, g);
 	return EGS_OK;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/gpr.h"
 #include "core/sched.h"
+#include "core/share_gpr.h"
 #include "core/util.h"
 
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #define MAX_NODES_PER_AGENT 10000
 #define MAX_GPUS 64
+#define MAX_SHARED_PER_NODE 256 /* attachedShared: shared GPRs attached to one node */
 
 struct egs_poll {
 	struct egs_server *srv;
@@ -62,6 +64,60 @@ static json_t *gpr_nodes(const struct egs_state *st, const struct egs_gpr *g)
 	return a;
 }
 
+/* One action for node n: type ("attach" or "detach") of GPR gid.  A shared GPR's attach carries its
+ * shares of n's devices: {"<uuid>": "0.60", ...}. */
+static json_t *action_json(const struct egs_state *st, const struct egs_node *n, const char *type, const char *gid,
+			   int64_t now)
+{
+	const struct egs_gpr *g = egs_state_gpr(st, gid);
+	const struct egs_workspace *ws = g ? egs_state_workspace(st, g->workspace) : NULL;
+	json_t *nss = json_array();
+	for (size_t j = 0; ws && j < ws->n_namespaces; j++)
+		if (egs_strlist_has(&ws->namespaces[j].clusters, n->cluster))
+			json_array_append_new(nss, json_string(ws->namespaces[j].name));
+	char id[200], start[32], exit_s[32];
+	snprintf(id, sizeof(id), "%s:%s:%s", type, gid, n->name);
+	int64_t st_t = g && g->start_ts ? g->start_ts : now;
+	egs_time_format(st_t, start, sizeof(start));
+	egs_time_format(g && g->exit_at ? g->exit_at : st_t + (g ? g->exit_duration_s : 0), exit_s, sizeof(exit_s));
+	json_t *act = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "actionId", id, "type", type, "gprId", gid,
+				"node", n->name, "workspace", g ? g->workspace : "", "namespaces", nss, "startTime", start,
+				"exitTime", exit_s);
+	EGS_ASSERT(act);
+	if (!strcmp(type, "attach"))
+		json_object_set_new(act, "gprNodes", gpr_nodes(st, g));
+	if (!strcmp(type, "attach") && g && g->share_centi) {
+		json_t *shares = json_object();
+		for (int k = 0; k < g->n_shares; k++) {
+			char text[EGS_SHARE_TEXT_MAX];
+			egs_share_format(g->shares[k].centi, text, sizeof(text));
+			json_object_set_new(shares, g->shares[k].uuid, json_string(text));
+		}
+		json_object_set_new(act, "shares", shares);
+	}
+	return act;
+}
+
+/* The shared GPRs' actions for n: attach each GPR that holds shares of n and is not attached yet
+ * (only where the agent speaks sharing), detach each reported attachment that is no longer wanted. */
+static void append_shared_actions(const struct egs_state *st, const struct egs_node *n, int64_t now, json_t *out)
+{
+	for (size_t i = 0; i < n->attached_shared.n; i++) {
+		const char *gid = n->attached_shared.v[i];
+		const struct egs_gpr *g = egs_state_gpr(st, gid);
+		bool wanted = g && (g->state == EGS_GPR_PROVISIONING || g->state == EGS_GPR_PROVISIONED) &&
+			      g->share_node == n;
+		if (!wanted)
+			json_array_append_new(out, action_json(st, n, "detach", gid, now));
+	}
+	for (size_t i = 0; n->sharing && i < n->shared.len; i++) {
+		const struct egs_gpr *g = n->shared.items[i];
+		if ((g->state == EGS_GPR_PROVISIONING || g->state == EGS_GPR_PROVISIONED) &&
+		    !egs_strlist_has(&n->attached_shared, g->id))
+			json_array_append_new(out, action_json(st, n, "attach", g->id, now));
+	}
+}
+
 static void append_actions(struct egs_server *srv, const char *cluster, json_t *out)
 {
 	struct egs_state *st = &srv->st;
@@ -84,26 +140,10 @@ static void append_actions(struct egs_server *srv, const char *cluster, json_t *
 			    egs_strlist_has(&g->nodes, n->key))
 				type = "attach", gid = n->gpr_id;
 		}
-		if (!type)
-			continue;
-		const struct egs_gpr *g = egs_state_gpr(st, gid);
-		const struct egs_workspace *ws = g ? egs_state_workspace(st, g->workspace) : NULL;
-		json_t *nss = json_array();
-		for (size_t j = 0; ws && j < ws->n_namespaces; j++)
-			if (egs_strlist_has(&ws->namespaces[j].clusters, cluster))
-				json_array_append_new(nss, json_string(ws->namespaces[j].name));
-		char id[200], start[32], exit_s[32];
-		snprintf(id, sizeof(id), "%s:%s:%s", type, gid, n->name);
-		int64_t st_t = g && g->start_ts ? g->start_ts : now;
-		egs_time_format(st_t, start, sizeof(start));
-		egs_time_format(g && g->exit_at ? g->exit_at : st_t + (g ? g->exit_duration_s : 0), exit_s, sizeof(exit_s));
-		json_t *act = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "actionId", id, "type", type, "gprId",
-					gid, "node", n->name, "workspace", g ? g->workspace : "", "namespaces", nss,
-					"startTime", start, "exitTime", exit_s);
-		EGS_ASSERT(act);
-		if (!strcmp(type, "attach"))
-			json_object_set_new(act, "gprNodes", gpr_nodes(st, g));
-		json_array_append_new(out, act);
+		if (type)
+			json_array_append_new(out, action_json(st, n, type, gid, now));
+		if (egs_share_node_busy(n))
+			append_shared_actions(st, n, now, out);
 	}
 }
 
@@ -134,8 +174,53 @@ static bool address_valid(const char *s)
 	return true;
 }
 
+/* attachedShared (a list of at most MAX_SHARED_PER_NODE GPR ids) into *out; false (out left empty)
+ * when v is anything else. */
+static bool gpr_id_list(json_t *v, struct egs_strlist *out)
+{
+	size_t i;
+	json_t *e;
+	if (!json_is_array(v) || json_array_size(v) > MAX_SHARED_PER_NODE)
+		return false;
+	json_array_foreach(v, i, e) {
+		const char *id = json_string_value(e);
+		if (!id || !*id || json_string_length(e) >= EGS_ID_MAX || strlen(id) != json_string_length(e) ||
+		    !egs_label_valid(id, &(const char *){ NULL })) {
+			egs_strlist_cleanup(out);
+			return false;
+		}
+		egs_strlist_add(out, id);
+	}
+	return true;
+}
+
+/* features of a registration's node: a list of at most 16 names; "sharing" sets n->sharing (unknown
+ * names are ignored: a newer agent may offer more than this egsd takes). */
+static bool parse_features(struct egs_req *r, json_t *o, size_t i, struct egs_node *n)
+{
+	json_t *f = json_object_get(o, "features"), *e;
+	size_t j;
+	if (!f || json_is_null(f))
+		return true;
+	char field[48];
+	snprintf(field, sizeof(field), "nodes[%zu].features", i);
+	if (!json_is_array(f) || json_array_size(f) > 16) {
+		egs_reply_invalid(r, field, "%s must be a list of at most 16 feature names", field);
+		return false;
+	}
+	json_array_foreach(f, j, e) {
+		if (!json_is_string(e)) {
+			egs_reply_invalid(r, field, "%s must hold strings", field);
+			return false;
+		}
+		if (!strcmp(json_string_value(e), "sharing"))
+			n->sharing = true;
+	}
+	return true;
+}
+
 /* Validates one node object of a registration; replies 422 naming the field on failure.  A malformed
- * attachedGpr does not refuse the registration (an agent with a damaged state file must still be
+ * attachedGpr or attachedShared does not refuse the registration (an agent with a damaged state file must still be
  * able to register): it counts as "" and *bad_attached is set, for a warning. */
 static bool parse_node(struct egs_req *r, json_t *o, size_t i, struct egs_node *n, bool *bad_attached)
 {
@@ -204,12 +289,17 @@ static bool parse_node(struct egs_req *r, json_t *o, size_t i, struct egs_node *
 		}
 		egs_strlcpy(n->address, json_string_value(addr), sizeof(n->address));
 	}
+	if (!parse_features(r, o, i, n))
+		return false;
 	json_t *a = json_object_get(o, "attachedGpr");
 	const char *as = json_is_string(a) ? json_string_value(a) : "";
 	*bad_attached = (a && !json_is_null(a) && !json_is_string(a)) ||
 			(*as && (json_string_length(a) >= EGS_ID_MAX || strlen(as) != json_string_length(a) ||
 				 !egs_label_valid(as, &(const char *){ NULL })));
 	egs_strlcpy(n->attached_gpr, *bad_attached ? "" : as, sizeof(n->attached_gpr));
+	json_t *sh = json_object_get(o, "attachedShared");
+	if (sh && !json_is_null(sh) && !gpr_id_list(sh, &n->attached_shared))
+		*bad_attached = true; /* like attachedGpr: taken as nothing attached */
 	return true;
 }
 
@@ -249,8 +339,10 @@ static void agent_register(struct egs_req *r)
 			break;
 	}
 	if (!ok) {
-		for (size_t j = 0; j < count; j++)
+		for (size_t j = 0; j < count; j++) {
 			free(parsed[j].gpus);
+			egs_strlist_cleanup(&parsed[j].attached_shared);
+		}
 		free(parsed);
 		free(bad_attached);
 		return;
@@ -276,9 +368,10 @@ static void agent_register(struct egs_req *r)
 		n->gpu_count = p->gpu_count;
 		n->memory_mib = p->memory_mib;
 		memcpy(n->address, p->address, sizeof(n->address));
+		n->sharing = p->sharing;
 		if (bad_attached[i])
 			egs_state_event(st, now, "Warning", "AttachedGprIgnored", "Node", n->key, NULL,
-					"node %s of cluster %s registered with a malformed attachedGpr; taken as nothing attached",
+					"node %s of cluster %s registered with a malformed attachedGpr or attachedShared; taken as nothing attached",
 					n->name, c->name);
 		if (p->n_gpus) {
 			free(n->gpus);
@@ -291,6 +384,7 @@ static void agent_register(struct egs_req *r)
 		n->last_heartbeat = now;
 		egs_state_touch(st, EGS_KIND_NODE, n);
 		egs_node_set_attached(st, n, p->attached_gpr, now);
+		egs_share_set_attached(st, n, &p->attached_shared, now);
 	}
 	/* Nodes the agent no longer reports leave scheduling. */
 	void *v;
@@ -306,15 +400,17 @@ static void agent_register(struct egs_req *r)
 			egs_state_touch(st, EGS_KIND_NODE, n);
 		}
 	}
-	for (size_t j = 0; j < count; j++)
+	for (size_t j = 0; j < count; j++) {
 		free(parsed[j].gpus);
+		egs_strlist_cleanup(&parsed[j].attached_shared);
+	}
 	free(parsed);
 	free(bad_attached);
 	st->generation++;
 	egs_server_changed(srv);
-	egs_reply_ok(r, json_pack("{s:I, s:i, s:[s]}", "nodes", (json_int_t)count, "heartbeatIntervalSeconds",
+	egs_reply_ok(r, json_pack("{s:I, s:i, s:[s, s]}", "nodes", (json_int_t)count, "heartbeatIntervalSeconds",
 				  (int)(st->cfg.heartbeat_timeout_s / 3 > 0 ? st->cfg.heartbeat_timeout_s / 3 : 1),
-				  "features", "checks"));
+				  "features", "checks", "sharing"));
 }
 
 static double num(json_t *o, const char *k)
@@ -353,6 +449,11 @@ static bool check_heartbeat(struct egs_req *r, json_t *nodes)
 			return bad_hb(r, i, "attachedGpr", "must be a GPR id or \"\"");
 		if (gpus && !json_is_null(gpus) && (!json_is_array(gpus) || json_array_size(gpus) > MAX_GPUS))
 			return bad_hb(r, i, "gpus", "must be a list of at most 64 GPUs");
+		json_t *shared = json_object_get(o, "attachedShared");
+		struct egs_strlist ids = { 0 };
+		if (shared && !json_is_null(shared) && !gpr_id_list(shared, &ids))
+			return bad_hb(r, i, "attachedShared", "must be a list of at most 256 GPR ids");
+		egs_strlist_cleanup(&ids);
 		json_array_foreach(gpus, j, u) {
 			if (!json_is_object(u))
 				return bad_hb(r, i, "gpus", "must hold objects");
@@ -386,6 +487,7 @@ static void agent_heartbeat(struct egs_req *r)
 	if (!check_heartbeat(r, nodes))
 		return;
 	int64_t now = egs_now(srv);
+	uint64_t gen = st->generation;
 	size_t i, unknown = 0;
 	const char *unknown_name = NULL;
 	json_t *o;
@@ -415,6 +517,16 @@ static void agent_heartbeat(struct egs_req *r)
 		json_t *a = json_object_get(o, "attachedGpr");
 		if (json_is_string(a) && json_string_length(a) < EGS_ID_MAX)
 			egs_node_set_attached(st, n, json_string_value(a), now);
+		/* attachedShared is absent from an agent that knows nothing of sharing; an agent that sends it
+		 * speaks sharing, which restores n->sharing (runtime only) after egsd restarts. */
+		struct egs_strlist shared = { 0 };
+		if (gpr_id_list(json_object_get(o, "attachedShared"), &shared)) {
+			if (!n->sharing)
+				st->generation++;
+			n->sharing = true;
+			egs_share_set_attached(st, n, &shared, now);
+		}
+		egs_strlist_cleanup(&shared);
 		json_t *gpus = json_object_get(o, "gpus");
 		size_t j;
 		json_t *u;
@@ -438,6 +550,8 @@ static void agent_heartbeat(struct egs_req *r)
 			egs_server_changed(srv);
 		}
 	}
+	if (st->generation != gen) /* e.g. shared attachments that came or went: plan again */
+		egs_server_changed(srv);
 	if (unknown) {
 		egs_reply_err(r, EGS_ERR_NOT_FOUND, "NODE_NOT_FOUND", "nodes", "%zu node(s), e.g. %.63s, are not registered; register again",
 			      unknown, unknown_name);

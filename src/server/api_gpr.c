@@ -8,6 +8,7 @@
 #include "core/gpr.h"
 #include "core/policy.h"
 #include "core/sched.h"
+#include "core/share.h"
 #include "core/util.h"
 
 #include <stdio.h>
@@ -50,6 +51,53 @@ static bool get_flag(struct egs_req *r, const char *field, uint32_t bit, struct 
 		return false;
 	if (present)
 		g->flags = v ? g->flags | bit : g->flags & ~bit;
+	return true;
+}
+
+/*
+ * gpuSharingMode and numberOfGPUs (core/share_gpr.h).  A Dedicated GPR asks for whole GPUs per node
+ * (an integer); a Shared one for GPUs of one node with at most two decimals (0.2, 1.2, 2), kept in
+ * hundredths in g->share_centi with g->gpus_per_node its whole GPUs rounded up, so that node matching
+ * and the capacity check count the devices it needs.  On update, a mode or a number left out keeps
+ * the GPR's own.  Replies 422 naming the field and returns false when either is bad.
+ */
+static bool parse_sharing(struct egs_req *r, struct egs_gpr *g, bool create)
+{
+	char mode[EGS_NAME_MAX];
+	if (!egs_get_str(r, r->body, "gpuSharingMode", false, mode, sizeof(mode)))
+		return false;
+	bool shared = g->share_centi > 0;
+	if (mode[0]) {
+		if (strcasecmp(mode, "Dedicated") != 0 && strcasecmp(mode, "Shared") != 0) {
+			egs_reply_invalid(r, "gpuSharingMode", "gpuSharingMode must be Dedicated or Shared");
+			return false;
+		}
+		shared = strcasecmp(mode, "Shared") == 0;
+	}
+	json_t *v = json_object_get(r->body, "numberOfGPUs");
+	int centi = g->share_centi ? g->share_centi : (create ? 1 : g->gpus_per_node) * EGS_SHARE_WHOLE;
+	if (!shared) {
+		int64_t n;
+		bool present;
+		if (!egs_get_int(r, r->body, "numberOfGPUs", false, 1, MAX_GPUS_PER_NODE, &n, &present))
+			return false;
+		if (!present && centi % EGS_SHARE_WHOLE) {
+			egs_reply_invalid(r, "numberOfGPUs", "numberOfGPUs must be a whole number for a Dedicated GPR");
+			return false;
+		}
+		g->gpus_per_node = present ? (int)n : centi / EGS_SHARE_WHOLE;
+		g->share_centi = 0;
+		return true;
+	}
+	if (v && !json_is_null(v) &&
+	    (!json_is_number(v) || !egs_share_from_number(json_number_value(v), MAX_GPUS_PER_NODE * EGS_SHARE_WHOLE, &centi))) {
+		egs_reply_invalid(r, "numberOfGPUs",
+				  "numberOfGPUs of a Shared GPR must be a number from 0.01 to %d with at most two decimals",
+				  MAX_GPUS_PER_NODE);
+		return false;
+	}
+	g->share_centi = centi;
+	g->gpus_per_node = (centi + EGS_SHARE_WHOLE - 1) / EGS_SHARE_WHOLE;
 	return true;
 }
 
@@ -102,16 +150,16 @@ static bool parse_request(struct egs_req *r, struct egs_gpr *g, bool create)
 			return false;
 		egs_strlcpy(g->gpu_shape, s, sizeof(g->gpu_shape));
 	}
-	if (!egs_get_int(r, r->body, "numberOfGPUs", false, 1, MAX_GPUS_PER_NODE, &v, &present))
+	if (!parse_sharing(r, g, create))
 		return false;
-	if (present)
-		g->gpus_per_node = (int)v;
-	else if (create)
-		g->gpus_per_node = 1;
 	if (!egs_get_int(r, r->body, "numberOfGPUNodes", create, 1, MAX_NODES, &v, &present))
 		return false;
 	if (present)
 		g->node_count = (int)v;
+	if (g->share_centi && g->node_count != 1) {
+		egs_reply_invalid(r, "numberOfGPUNodes", "numberOfGPUNodes must be 1 for a Shared GPR (its GPUs are shares of one node)");
+		return false;
+	}
 
 	int64_t m1 = 0, m2 = 0;
 	bool p1, p2;
@@ -148,12 +196,6 @@ static bool parse_request(struct egs_req *r, struct egs_gpr *g, bool create)
 	    !get_flag(r, "dedicatedNodes", EGS_GPRF_DEDICATED, g) || !get_flag(r, "enableRDMA", EGS_GPRF_RDMA, g) ||
 	    !get_flag(r, "enableSecondaryNetwork", EGS_GPRF_SECONDARY_NET, g))
 		return false;
-	if (!egs_get_str(r, r->body, "gpuSharingMode", false, s, sizeof(s)))
-		return false;
-	if (s[0] && strcasecmp(s, "Dedicated") != 0) {
-		egs_reply_invalid(r, "gpuSharingMode", "gpuSharingMode must be Dedicated (shared GPUs are not offered yet)");
-		return false;
-	}
 	if (json_object_get(r->body, "preferredClusters")) {
 		struct egs_strlist pc = { 0 };
 		if (!egs_get_names(r, r->body, "preferredClusters", 64, &pc))
@@ -314,7 +356,8 @@ static void gpr_waittime(struct egs_req *r)
 			egs_strlcpy(o->itype, n->instance_type, sizeof(o->itype));
 		}
 		o->total_nodes++;
-		if (egs_node_schedulable(st, n, now) && !n->gpr_id[0] && !n->attached_gpr[0])
+		if (egs_node_schedulable(st, n, now) && !n->gpr_id[0] && !n->attached_gpr[0] && !n->shared.len &&
+		    !n->attached_shared.n)
 			o->free_nodes++;
 	}
 	/* One probe per option that has enough nodes, all asked of the plan at once: they take the same
@@ -512,6 +555,8 @@ static void gpr_update(struct egs_req *r)
 	c->preferred_clusters = (struct egs_strlist){ 0 };
 	c->nodes = (struct egs_strlist){ 0 };
 	c->failure_reason = c->pending_reason = NULL;
+	c->shares = NULL; /* waiting GPRs hold no shares; the copy must not free g's */
+	c->n_shares = 0;
 	egs_strlist_copy(&c->preferred_clusters, &g->preferred_clusters);
 	if (!parse_request(r, c, false) || !check_request(r, c, NULL, true) || !egs_policy_admit(r, c, g)) {
 		egs_gpr_free(c);
@@ -524,7 +569,8 @@ static void gpr_update(struct egs_req *r)
 		       memcmp(c->gpu_shape, g->gpu_shape, sizeof(g->gpu_shape)) || c->gpus_per_node != g->gpus_per_node ||
 		       c->node_count != g->node_count || c->memory_mib != g->memory_mib ||
 		       c->exit_duration_s != g->exit_duration_s || c->idle_timeout_s != g->idle_timeout_s ||
-		       c->flags != g->flags || c->preferred_clusters.n != g->preferred_clusters.n;
+		       c->flags != g->flags || c->preferred_clusters.n != g->preferred_clusters.n ||
+		       c->share_centi != g->share_centi;
 	if (changed) {
 		memcpy(g->name, c->name, sizeof(g->name));
 		memcpy(g->cluster, c->cluster, sizeof(g->cluster));
@@ -536,6 +582,7 @@ static void gpr_update(struct egs_req *r)
 		g->exit_duration_s = c->exit_duration_s;
 		g->idle_timeout_s = c->idle_timeout_s;
 		g->flags = c->flags;
+		g->share_centi = c->share_centi;
 		egs_strlist_copy(&g->preferred_clusters, &c->preferred_clusters);
 		egs_state_touch(&srv->st, EGS_KIND_GPR, g);
 		egs_state_event(&srv->st, now, "Normal", "Updated", "GPR", g->id, g->workspace, "GPR %s updated", g->name);

@@ -5,6 +5,7 @@
 #include "server/server.h"
 
 #include "core/sched.h"
+#include "core/share_gpr.h"
 #include "core/util.h"
 
 #include <stdlib.h>
@@ -302,6 +303,59 @@ static void gpu_list(struct egs_req *r)
 	egs_reply_ok(r, json_pack("{s:o}", "items", items));
 }
 
+#define ALLOC_MAP_PREFIX "/api/v1/nodes/"
+
+/*
+ * GET /api/v1/nodes/{node}/gpu-alloc-map[?clusterName=C]: the share of each GPU of the node that is
+ * allocated (core/share_gpr.h), {"<uuid>": "0.60", ...} with exactly two decimals: "0.00" when free,
+ * "1.00" on every GPU while a dedicated GPR holds the node.  The node is named as in the inventory;
+ * clusterName is needed only when two visible clusters have a node of that name.  A node the caller
+ * may not see (inventory_list's rule) answers 404 like an unknown one, so its existence does not leak.
+ */
+static void node_alloc_map(struct egs_req *r)
+{
+	const char *cluster = egs_query(r, "clusterName");
+	const char *seg = r->path + strlen(ALLOC_MAP_PREFIX);
+	char name[EGS_NAME_MAX];
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)))
+		return;
+	size_t len = strcspn(seg, "/");
+	bool named = len < sizeof(name);
+	if (named) {
+		memcpy(name, seg, len);
+		name[len] = '\0';
+		named = egs_label_valid(name, &(const char *){ NULL });
+	}
+	if (!named) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "NODE_NOT_FOUND", "node", "no such node");
+		return;
+	}
+	size_t n, matches = 0;
+	struct egs_node **nodes = visible_nodes(r, &n), *found = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(nodes[i]->name, name) && (!cluster || !strcmp(nodes[i]->cluster, cluster)))
+			found = matches++ ? found : nodes[i];
+	free(nodes);
+	if (!found) {
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "NODE_NOT_FOUND", "node", "node %s not found%s", name,
+			      cluster ? " in that cluster" : "");
+		return;
+	}
+	if (matches > 1) {
+		egs_reply_invalid(r, "clusterName", "node %s is in %zu clusters: give clusterName", name, matches);
+		return;
+	}
+	int alloc[EGS_SHARE_DEV_MAX];
+	egs_share_node_alloc(found, alloc);
+	json_t *map = json_object();
+	for (int d = 0; d < found->n_gpus && d < EGS_SHARE_DEV_MAX; d++) {
+		char text[EGS_SHARE_TEXT_MAX];
+		egs_share_format(alloc[d], text, sizeof(text));
+		json_object_set_new(map, found->gpus[d].uuid, json_string(text));
+	}
+	egs_reply_ok(r, map);
+}
+
 const struct egs_route egs_routes_inventory[] = {
 	{ EVHTTP_REQ_GET, "/api/v1/inventory/list", inventory_list, false },
 	{ EVHTTP_REQ_GET, "/api/v1/inventory", inventory_by_ws, false },
@@ -310,5 +364,6 @@ const struct egs_route egs_routes_inventory[] = {
 	{ EVHTTP_REQ_GET, "/api/v1/clusters", cluster_list, false },
 	{ EVHTTP_REQ_GET, "/api/v1/nodes", node_list, false },
 	{ EVHTTP_REQ_GET, "/api/v1/gpus", gpu_list, false },
+	{ EVHTTP_REQ_GET, "/api/v1/nodes/{node}/gpu-alloc-map", node_alloc_map, false },
 	{ 0, NULL, NULL, false },
 };

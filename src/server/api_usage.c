@@ -339,7 +339,8 @@ static void waits_add(struct waits *w, int64_t x)
 
 static json_t *waits_json(struct waits *w)
 {
-	qsort(w->v, w->n, sizeof(*w->v), cmp_i64);
+	if (w->n) /* qsort of NULL is undefined even for 0 elements (UBSan) */
+		qsort(w->v, w->n, sizeof(*w->v), cmp_i64);
 	return json_pack("{s:i, s:I, s:I}", "count", (int)w->n, "medianSeconds", (json_int_t)pct(w->v, w->n, 0.5),
 			 "p95Seconds", (json_int_t)pct(w->v, w->n, 0.95));
 }

@@ -414,12 +414,14 @@ static const struct egs_route *const route_tables[] = {
 bool egs_path_match(const char *pattern, const char *path)
 {
 	while (*pattern && *path) {
-		if (pattern[0] == '{' && pattern[1] == '}') {
+		if (pattern[0] == '{') {
+			const char *close = strchr(pattern, '}');
+			EGS_ASSERT(close); /* route tables are code */
 			if (*path == '/')
 				return false;
 			while (*path && *path != '/')
 				path++;
-			pattern += 2;
+			pattern = close + 1;
 			continue;
 		}
 		if (*pattern++ != *path++)

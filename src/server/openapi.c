@@ -30,7 +30,7 @@ struct schema_def {
 
 #define STATE "e(Pending|Queued|Provisioning|Provisioned|Releasing|Complete|Cancelled|Rejected|Error|Failed)"
 #define GPR_REQUEST_FIELDS                                                                                        \
-	"~gprName:s ~requestName:s ~sliceName:s ~clusterName:s? ~numberOfGPUs:i ~numberOfGPUNodes:i "             \
+	"~gprName:s ~requestName:s ~sliceName:s ~clusterName:s? ~numberOfGPUs:n ~numberOfGPUNodes:i "             \
 	"~instanceType:s? ~gpuShape:s? ~memoryPerGPU:i? ~memoryPerGpu:i? ~exitDuration:s ~priority:i "            \
 	"~idleTimeOutDuration:s? ~enforceIdleTimeOut:b? ~enableEviction:b? ~requeueOnFailure:b? "                  \
 	"~preferredClusters:[s]? ~enableAutoClusterSelection:b? ~enableAutoGpuSelection:b? ~multiNode:b? "         \
@@ -61,7 +61,7 @@ static const struct schema_def schemas[] = {
 	{"ClusterName", "clusterName:s"},
 	{"Cluster", "clusterName:s projectName:s apiServer:s agentConnected:b lastSeen:t? nodes:i gpus:i"},
 	{"ClusterList", "items:[Cluster]"},
-	{"Allocation", "gprId:s gprName:s sliceName:s totalGPUsAllocated:i allocationTimeStamp:t"},
+	{"Allocation", "gprId:s gprName:s sliceName:s totalGPUsAllocated:n allocationTimeStamp:t"},
 	{"NodeGpu", "uuid:s index:i powerW:n tempC:n utilPct:n memUsedMiB:i"},
 	{"Node", "gpuNodeName:s gpuShape:s gpuModelName:s instanceType:s clusterName:s memory:i gpuCount:i "
 		 "availableGPUs:i gpuTempThreshold:n gpuPowerThreshold:n cloudProvider:s region:s "
@@ -105,11 +105,12 @@ static const struct schema_def schemas[] = {
 	{"GprEvicted", "gprId:s provisioningStatus:" STATE},
 	{"CheckResult", "name:s phase:e(pre|post) status:e(passed|failed|skipped) ~output:s ~durationMs:i"},
 	{"CheckRun", "node:s phase:e(pre|post) time:t? ok:b checks:[CheckResult]"},
-	{"GprStatus", "provisioningStatus:" STATE " failureReason:s numGpusAllocated:i startTimestamp:t? "
+	{"GprStatus", "provisioningStatus:" STATE " failureReason:s numGpusAllocated:n startTimestamp:t? "
 		      "completionTimestamp:t? cost:s nodes:[s] internalState:e(Queued|Provisioned|Released) retryCount:i "
 		      "delayedCount:i pendingReason:s? exitTimestamp:t? remainingDuration:s createdTimestamp:t? ~checks:[CheckRun] evictedBy:s?"},
-	{"Gpr", "gprId:s gprName:s sliceName:s clusterName:s numberOfGPUs:i numberOfGPUNodes:i instanceType:s "
-		"memoryPerGPU:i memoryPerGpu:i priority:i gpuSharingMode:s estimatedStartTime:t? estimatedWaitTime:s? "
+	{"Gpr", "gprId:s gprName:s sliceName:s clusterName:s numberOfGPUs:n numberOfGPUNodes:i instanceType:s "
+		"memoryPerGPU:i memoryPerGpu:i priority:i gpuSharingMode:e(Dedicated|Shared) estimatedStartTime:t? "
+		"estimatedWaitTime:s? "
 		"exitDuration:s earlyRelease:b gpuShape:s multiNode:b dedicatedNodes:b enableRDMA:b "
 		"enableSecondaryNetwork:b idleTimeOutDuration:s enforceIdleTimeOut:b enableEviction:b requeueOnFailure:b "
 		"preferredClusters:[s] enableAutoClusterSelection:b enableAutoGpuSelection:b status:GprStatus"},
@@ -119,7 +120,7 @@ static const struct schema_def schemas[] = {
 	{"WaitTime", "estimatedStartTime:t? estimatedWaitTime:s? items:[WaitOption]"},
 	/* queue */
 	{"QueueEntry", "gprId:s gprName:s sliceName:s clusterName:s gpuShape:s instanceType:s numberOfGPUNodes:i "
-		       "numberOfGPUs:i priority:i estimatedStartTime:t? estimatedWaitTime:s? provisioningStatus:" STATE
+		       "numberOfGPUs:n priority:i estimatedStartTime:t? estimatedWaitTime:s? provisioningStatus:" STATE
 		       " position:i? positionInGroup:i? ~pendingReason:s workspaceRecentGpuHours:n"},
 	{"QueueGroup", "clusterName:s gpuShape:s queued:i nextEstimatedStart:t?"},
 	{"Queue", "items:[QueueEntry] groups:[QueueGroup] queueLength:i"},
@@ -178,13 +179,14 @@ static const struct schema_def schemas[] = {
 	{"Clock", "now:t offsetSeconds:i"},
 	{"Health", "status:s"},
 	/* agents */
-	{"AgentNode", "name:s instanceType:s gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s ~gpus:[obj] ~address:s ~attachedGpr:any"},
+	{"AgentNode", "name:s instanceType:s gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s ~gpus:[obj] ~address:s ~attachedGpr:any "
+		      "~attachedShared:any ~features:[s]?"},
 	{"AgentRegister", "~clusterName:s ~agentVersion:s nodes:[AgentNode]"},
 	{"AgentRegistered", "nodes:i heartbeatIntervalSeconds:i features:[s]"},
 	{"AgentHeartbeat", "~clusterName:s nodes:[obj]"},
 	{"HeartbeatAck", "pendingActions:i"},
 	{"AgentAction", "actionId:s type:e(precheck|attach|detach) gprId:s node:s workspace:s namespaces:[s] "
-			"startTime:t exitTime:t ~gprNodes:[GprNode]"},
+			"startTime:t exitTime:t ~gprNodes:[GprNode] ~shares:m(s)"},
 	{"GprNode", "node:s cluster:s address:s"},
 	{"AgentActions", "actions:[AgentAction]"},
 	{"AgentResult", "~clusterName:s actionId:s type:e(precheck|attach|detach) gprId:s node:s ok:b ~message:s ~checks:[CheckResult]?"},
@@ -394,6 +396,9 @@ static const struct op ops[] = {
 	{"get", "/api/v1/nodes", "Inventory", ADMIN, "clusterName", NULL, "NodeList", JSON_ENVELOPE,
 	 "Nodes with their latest GPU samples"},
 	{"get", "/api/v1/gpus", "Inventory", ADMIN, NULL, NULL, "GpuList", JSON_ENVELOPE, "Every GPU with its latest sample"},
+	{"get", "/api/v1/nodes/{node}/gpu-alloc-map", "Inventory", ALL, "clusterName", NULL, "m(s)", JSON_ENVELOPE,
+	 "The share allocated on each GPU of a node, by GPU UUID, with two decimals (\"0.60\"; \"1.00\" under a dedicated "
+	 "GPR); clusterName when two clusters have a node of that name"},
 	{"put", "/api/v1/nodes/thresholds", "Inventory", ADMIN, NULL, "ThresholdsRequest", "ThresholdsSet", JSON_ENVELOPE,
 	 "Set the temperature and power alert thresholds of a cluster's nodes (or one node)"},
 	{"post", "/api/v1/gpr", "GPRs", WRITERS, NULL, "GprRequest", "GprRef", JSON_ENVELOPE,
@@ -512,6 +517,18 @@ static json_t *parameters(const char *query)
 	return list;
 }
 
+/* The {name} segments of path as required string path parameters, appended to list. */
+static void path_parameters(const char *path, json_t *list)
+{
+	for (const char *p = strchr(path, '{'); p; p = strchr(p + 1, '{')) {
+		size_t n = strcspn(p + 1, "}");
+		char name[64];
+		snprintf(name, sizeof(name), "%.*s", (int)n, p + 1);
+		json_array_append_new(list, json_pack("{s:s, s:s, s:b, s:{s:s}}", "name", name, "in", "path", "required", 1,
+						      "schema", "type", "string"));
+	}
+}
+
 static json_t *operation(const struct op *o)
 {
 	char id[128], desc[160];
@@ -521,15 +538,18 @@ static json_t *operation(const struct op *o)
 	for (const char *s = o->method; *s && n + 1 < sizeof(id); s++)
 		id[n++] = *s;
 	for (const char *s = o->path + (strncmp(o->path, "/api/v1", 7) ? 0 : 7); *s && n + 1 < sizeof(id); s++)
-		if (*s != '/' && *s != '-' && *s != '.')
-			id[n++] = s[-1] == '/' || s[-1] == '-' || s[-1] == '.' ? (char)(*s & ~0x20) : *s;
+		if (!strchr("/-.{}", *s))
+			id[n++] = strchr("/-.{", s[-1]) ? (char)(*s & ~0x20) : *s;
 	id[n] = '\0';
 	snprintf(desc, sizeof(desc), "Who may call it: %s.", o->roles);
 	op = json_pack("{s:s, s:s, s:s, s:[s], s:{s:{s:s, s:o}, s:{s:s}}}", "operationId", id, "summary", o->summary,
 		       "description", desc, "tags", o->tag, "responses", "200", "description", "Success", "content",
 		       success(o), "default", "$ref", "#/components/responses/Error");
-	if (o->query)
-		json_object_set_new(op, "parameters", parameters(o->query));
+	if (o->query || strchr(o->path, '{')) {
+		json_t *params = parameters(o->query);
+		path_parameters(o->path, params);
+		json_object_set_new(op, "parameters", params);
+	}
 	if (o->body)
 		json_object_set_new(op, "requestBody",
 				    json_pack("{s:b, s:o}", "required", 1, "content",

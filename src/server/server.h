@@ -159,7 +159,8 @@ json_t *egs_json_apikey(const struct egs_apikey *k);
 json_t *egs_json_event(const struct egs_event *e);
 
 /* ---- routes ---- */
-/* True when path matches a route pattern, where "{}" matches one non-empty segment without '/'. */
+/* True when path matches a route pattern, where "{}" or "{name}" matches one non-empty segment
+ * without '/'. */
 bool egs_path_match(const char *pattern, const char *path);
 /* The pattern of the first route whose path matches (borrowed, static), or NULL. */
 const char *egs_route_pattern(const char *path);

@@ -6,6 +6,7 @@
 
 #include "core/gpr.h"
 #include "core/sched.h"
+#include "core/share_gpr.h"
 #include "core/util.h"
 
 #include <string.h>
@@ -68,6 +69,12 @@ static json_t *check_runs(const struct egs_gpr *g)
 	return a;
 }
 
+/* A number of GPUs given in hundredths: an integer when whole (2), else a number (0.2). */
+static json_t *gpus_json(int centi)
+{
+	return centi % EGS_SHARE_WHOLE ? json_real(centi / (double)EGS_SHARE_WHOLE) : json_integer(centi / EGS_SHARE_WHOLE);
+}
+
 json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 {
 	int64_t now = egs_now(srv);
@@ -89,10 +96,10 @@ json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 	char cost[32];
 	snprintf(cost, sizeof(cost), "%.2f", egs_gpr_cost(srv, g, now));
 	json_t *status = json_pack(
-		"{s:s, s:o, s:i, s:o, s:o, s:s, s:o, s:s, s:i, s:i, s:o, s:o, s:o, s:o}",
+		"{s:s, s:o, s:o, s:o, s:o, s:s, s:o, s:s, s:i, s:i, s:o, s:o, s:o, s:o}",
 		"provisioningStatus", egs_gpr_state_name(g->state),
 		"failureReason", json_string(g->failure_reason ? g->failure_reason : ""),
-		"numGpusAllocated", allocated,
+		"numGpusAllocated", g->share_centi ? gpus_json(allocated ? g->share_centi : 0) : json_integer(allocated),
 		"startTimestamp", time_or_null(g->start_ts),
 		"completionTimestamp", time_or_null(g->completion_ts),
 		"cost", cost,
@@ -105,19 +112,19 @@ json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 		"remainingDuration", duration(remaining),
 		"createdTimestamp", time_or_null(g->created_at));
 	json_t *o = json_pack(
-		"{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:I, s:I, s:i, s:s, s:o, s:o, s:o, s:b, s:s, s:b, s:b, s:b, s:b,"
+		"{s:s, s:s, s:s, s:s, s:o, s:i, s:s, s:I, s:I, s:i, s:s, s:o, s:o, s:o, s:b, s:s, s:b, s:b, s:b, s:b,"
 		" s:s, s:b, s:b, s:b, s:o, s:b, s:b, s:o}",
 		"gprId", g->id,
 		"gprName", g->name,
 		"sliceName", g->workspace,
 		"clusterName", g->cluster,
-		"numberOfGPUs", g->gpus_per_node,
+		"numberOfGPUs", g->share_centi ? gpus_json(g->share_centi) : json_integer(g->gpus_per_node),
 		"numberOfGPUNodes", g->node_count,
 		"instanceType", g->instance_type,
 		"memoryPerGPU", (json_int_t)g->memory_mib,
 		"memoryPerGpu", (json_int_t)g->memory_mib,
 		"priority", g->priority,
-		"gpuSharingMode", "Dedicated",
+		"gpuSharingMode", g->share_centi ? "Shared" : "Dedicated",
 		"estimatedStartTime", time_or_null(est),
 		"estimatedWaitTime", est_wait,
 		"exitDuration", duration(g->exit_duration_s),
@@ -144,6 +151,27 @@ json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 	return o;
 }
 
+/* Appends the shares n holds to alloc (one entry per shared GPR) and returns the number of n's GPUs
+ * nobody holds a share of (all of them when n holds none). */
+static int shared_allocations(const struct egs_node *n, json_t *alloc)
+{
+	if (!n->shared.len)
+		return n->gpu_count;
+	for (size_t i = 0; i < n->shared.len; i++) {
+		const struct egs_gpr *g = n->shared.items[i];
+		char ts[32];
+		egs_time_format(g->start_ts ? g->start_ts : g->phase_since, ts, sizeof(ts));
+		json_array_append_new(alloc, json_pack("{s:s, s:s, s:s, s:o, s:s}", "gprId", g->id, "gprName", g->name,
+						       "sliceName", g->workspace, "totalGPUsAllocated",
+						       gpus_json(g->share_centi), "allocationTimeStamp", ts));
+	}
+	int per_device[EGS_SHARE_DEV_MAX], free_gpus = 0;
+	egs_share_node_alloc(n, per_device);
+	for (int d = 0; d < n->gpu_count && d < EGS_SHARE_DEV_MAX; d++)
+		free_gpus += per_device[d] == 0;
+	return free_gpus;
+}
+
 json_t *egs_json_node(struct egs_server *srv, const struct egs_node *n)
 {
 	struct egs_state *st = &srv->st;
@@ -159,6 +187,7 @@ json_t *egs_json_node(struct egs_server *srv, const struct egs_node *n)
 						       "sliceName", g->workspace, "totalGPUsAllocated", g->gpus_per_node,
 						       "allocationTimeStamp", ts));
 	}
+	int whole_free = shared_allocations(n, alloc);
 	const char *health = egs_health_name(n->health);
 	bool stale = !egs_node_schedulable(st, n, now) && n->health == EGS_HEALTH_HEALTHY;
 	if (stale)
@@ -170,12 +199,12 @@ json_t *egs_json_node(struct egs_server *srv, const struct egs_node *n)
 						      "powerW", u->power_w, "tempC", u->temp_c, "utilPct", u->util_pct,
 						      "memUsedMiB", (json_int_t)u->mem_used_mib));
 	}
-	const char *state = g ? "NODE_RESERVED" : "NODE_AVAILABLE";
+	const char *state = g || json_array_size(alloc) ? "NODE_RESERVED" : "NODE_AVAILABLE";
 	json_t *o = json_pack(
 		"{s:s, s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:f, s:f, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o}",
 		"gpuNodeName", n->name, "gpuShape", n->gpu_shape, "gpuModelName", n->gpu_shape,
 		"instanceType", n->instance_type, "clusterName", n->cluster, "memory", (json_int_t)n->memory_mib,
-		"gpuCount", n->gpu_count, "availableGPUs", g ? n->gpu_count - used : n->gpu_count,
+		"gpuCount", n->gpu_count, "availableGPUs", g ? n->gpu_count - used : whole_free,
 		"gpuTempThreshold", n->temp_threshold, "gpuPowerThreshold", n->power_threshold,
 		"cloudProvider", n->cloud_provider, "region", n->region, "nodeHealth", health,
 		"gpuNodeStatus", state, "gpuNodeState", state, "allocation", alloc,

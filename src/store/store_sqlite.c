@@ -15,6 +15,8 @@
  */
 #include "store/store.h"
 
+#include "core/share.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -125,6 +127,9 @@ static const char *const migrations[] = {
 	"ALTER TABLE gprs ADD COLUMN fair_key REAL;",
 	/* 4: a workspace's policy (limits and approvals), canonical JSON written by egsd */
 	"ALTER TABLE workspaces ADD COLUMN policy TEXT;",
+	/* 5: GPU sharing: a shared GPR's request and shares, JSON {"request": 120, "devices": {"<uuid>": 60}}
+	 * (NULL for dedicated GPRs). */
+	"ALTER TABLE gprs ADD COLUMN shares TEXT;",
 };
 
 int egs_store_schema_version(void)
@@ -512,6 +517,52 @@ static void read_workspace(struct reader *r, void *obj)
 	w->policy_json = r_dup(r); /* parsed by the server at start (api_policy.c) */
 }
 
+/* A shared GPR's request and shares (core/share_gpr.h) as JSON text; NULL for a dedicated GPR. */
+static void b_shares(struct binder *b, const struct egs_gpr *g)
+{
+	if (!g->share_centi) {
+		b_text(b, NULL);
+		return;
+	}
+	json_t *devices = json_object();
+	for (int i = 0; devices && i < g->n_shares; i++)
+		if (json_object_set_new(devices, g->shares[i].uuid, json_integer(g->shares[i].centi))) {
+			json_decref(devices);
+			devices = NULL;
+		}
+	b_json(b, devices ? json_pack("{s:i, s:o}", "request", g->share_centi, "devices", devices) : NULL);
+}
+
+static void r_shares(struct reader *r, struct egs_gpr *g)
+{
+	int col = r->i++;
+	const char *s = (const char *)sqlite3_column_text(r->stmt, col);
+	if (!s)
+		return;
+	json_t *v = json_loadb(s, (size_t)sqlite3_column_bytes(r->stmt, col), 0, NULL), *devices, *c;
+	json_int_t request = 0;
+	const char *uuid;
+	if (json_unpack(v, "{s:I, s:o}", "request", &request, "devices", &devices) || request < 1 ||
+	    request > EGS_SHARE_DEV_MAX * EGS_SHARE_WHOLE || !json_is_object(devices) ||
+	    json_object_size(devices) > EGS_SHARE_DEV_MAX) {
+		r_fail(r, col, "not a JSON object {request, devices}");
+		goto out;
+	}
+	g->share_centi = (int)request;
+	g->shares = egs_calloc(json_object_size(devices) + 1, sizeof(*g->shares));
+	json_object_foreach(devices, uuid, c) {
+		struct egs_gpu_share *sh = &g->shares[g->n_shares++];
+		if (!json_is_integer(c) || json_integer_value(c) < 1 || json_integer_value(c) > EGS_SHARE_WHOLE ||
+		    !egs_strlcpy(sh->uuid, uuid, sizeof(sh->uuid))) {
+			r_fail(r, col, "a device share is not 1..100 hundredths of a GPU");
+			break;
+		}
+		sh->centi = (int)json_integer_value(c);
+	}
+out:
+	json_decref(v);
+}
+
 static void bind_gpr(struct binder *b, const void *obj)
 {
 	const struct egs_gpr *g = obj;
@@ -547,6 +598,7 @@ static void bind_gpr(struct binder *b, const void *obj)
 		b_text(b, NULL);
 	else
 		b_real(b, g->fair);
+	b_shares(b, g);
 }
 
 static void read_gpr(struct reader *r, void *obj)
@@ -585,6 +637,7 @@ static void read_gpr(struct reader *r, void *obj)
 	r_str(r, g->evicted_by, sizeof(g->evicted_by));
 	g->fair = sqlite3_column_type(r->stmt, r->i) == SQLITE_NULL ? -INFINITY : sqlite3_column_double(r->stmt, r->i);
 	r->i++;
+	r_shares(r, g);
 }
 
 static void bind_apikey(struct binder *b, const void *obj)
@@ -716,7 +769,7 @@ static const struct kind_ops kinds[] = {
 	     "id,name,workspace,cluster,instance_type,gpu_shape,created_by,gpus_per_node,node_count,"
 	     "memory_mib,exit_duration_s,idle_timeout_s,priority,flags,preferred_clusters,state,"
 	     "failure_reason,pending_reason,created_at,start_ts,exit_at,completion_ts,retry_count,"
-	     "delayed_count,seq,nodes,marks_sent,evicted_by,fair_key",
+	     "delayed_count,seq,nodes,marks_sent,evicted_by,fair_key,shares",
 	     "seq, id", gpr),
 	KIND(EGS_KIND_APIKEY, "api_keys",
 	     "id,name,user_name,description,role,project,workspace,cluster,hash,created_at,expires_at",

@@ -347,9 +347,17 @@ GPR_FIELDS = [
     ("requeueOnFailure", "bool", False, {}),
     ("enableRDMA", "bool", False, {}),
     ("preferredClusters", "names", False, {"more": [("not-in-ws", ["worker-9"], (422,))]}),
-    ("gpuSharingMode", "str", False, {"more": [("shared", "Shared", (422,)), ("nul", "Dedicated\u0000", (422,))]}),
+    ("gpuSharingMode", "str", False, {"more": [("weird", "Virtual", (422,)), ("nul", "Dedicated\u0000", (422,))]}),
 ]
+SHARED_BASE = dict(GPR_BASE, gpuSharingMode="Shared", numberOfGPUs=0.5)
 GPR_SPECIALS = [
+    ("shared-two-nodes", dict(SHARED_BASE, numberOfGPUNodes=2), (422,), "numberOfGPUNodes"),
+    ("shared-thousandth", dict(SHARED_BASE, numberOfGPUs=0.001), (422,), "numberOfGPUs"),
+    ("shared-negative", dict(SHARED_BASE, numberOfGPUs=-0.2), (422,), "numberOfGPUs"),
+    ("shared-string", dict(SHARED_BASE, numberOfGPUs="0.2"), (422,), "numberOfGPUs"),
+    ("shared-huge", dict(SHARED_BASE, numberOfGPUs=1e9), (422,), "numberOfGPUs"),
+    ("shared-unsatisfiable", dict(SHARED_BASE, numberOfGPUs=9), (422,), "numberOfGPUs", "GPR_UNSATISFIABLE"),
+    ("dedicated-fraction", dict(GPR_BASE, numberOfGPUs=1.5), (422,), "numberOfGPUs"),
     ("gprId-on-create", dict(GPR_BASE, gprId="gpr-00000000-0000"), (422,), "gprId"),
     ("earlyRelease-on-create", dict(GPR_BASE, earlyRelease=True), (422,), "earlyRelease"),
     ("memory-disagree", dict(GPR_BASE, memoryPerGPU=40, memoryPerGpu=80), (422,), ("memoryPerGpu", "memoryPerGPU")),
@@ -527,7 +535,13 @@ def routes():
     gu.specials = [("release-queued", {"gprId": "@Q", "earlyRelease": True}, (409,), "gprId", "GPR_NOT_PROVISIONED"),
                    ("release-combined", {"gprId": "@P", "earlyRelease": True, "priority": 5}, (422,), "earlyRelease"),
                    ("priority-provisioned", {"gprId": "@P", "priority": 5}, (409,), "gprId", "GPR_ALREADY_PROVISIONED"),
-                   ("rename-provisioned", {"gprId": "@P", "gprName": "x"}, (409,), "gprId", "GPR_ALREADY_PROVISIONED")]
+                   ("rename-provisioned", {"gprId": "@P", "gprName": "x"}, (409,), "gprId", "GPR_ALREADY_PROVISIONED"),
+                   ("dedicated-fraction", {"gprId": "@Q", "numberOfGPUs": 0.5}, (422,), "numberOfGPUs"),
+                   ("shared-two-nodes", {"gprId": "@Q", "gpuSharingMode": "Shared", "numberOfGPUNodes": 2}, (422,),
+                    "numberOfGPUNodes"),
+                   ("shared-thousandth", {"gprId": "@Q", "gpuSharingMode": "Shared", "numberOfGPUs": 0.001}, (422,),
+                    "numberOfGPUs"),
+                   ("sharing-mode-int", {"gprId": "@Q", "gpuSharingMode": 5}, (422,), "gpuSharingMode")]
     r.append(gu)
     gd = Route("gpr-delete", "DELETE", "/api/v1/gpr", {"gprId": "@Q"}, [
         ("gprId", "lookup", True, {"lookup": (404,), "more": [
@@ -706,6 +720,11 @@ QUERY_CASES = [
     ("/api/v1/inventory", {422}, "sliceName"),
     ("/api/v1/inventory?sliceName=zz-none", {404}, "sliceName"),
     ("/api/v1/inventory?sliceName=%ff", {404, 422}, "sliceName"),
+    ("/api/v1/nodes/zz-none/gpu-alloc-map", {404}, "node"),
+    ("/api/v1/nodes/%ff/gpu-alloc-map", {404}, "node"),
+    ("/api/v1/nodes/" + "n" * 300 + "/gpu-alloc-map", {404}, "node"),
+    ("/api/v1/nodes/h100-1/gpu-alloc-map?clusterName=zz-none", {404}, "node"),
+    ("/api/v1/nodes/h100-1/gpu-alloc-map?clusterName=%ff", {404, 422}, None),
     ("/api/v1/events?limit=-1", {422}, "limit"),
     ("/api/v1/events?limit=0", {422}, "limit"),
     ("/api/v1/events?limit=1e3", {422}, "limit"),
@@ -922,6 +941,7 @@ FATAL_QUERIES = [
     ("GET", "/api/v1/inventory?sliceName=%80", "sliceName"),
     ("GET", "/api/v1/events?workspace=%ff&gprId=%ff&type=%ff", None),
     ("GET", "/api/v1/nodes?clusterName=%ff", None),
+    ("GET", "/api/v1/nodes/%ff%fe/gpu-alloc-map?clusterName=%ff", None),
 ]
 
 

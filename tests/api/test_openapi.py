@@ -113,9 +113,19 @@ class Validator:
             elif isinstance(extra, dict):
                 yield from self.errors(extra, v, "%s.%s" % (where, name))
 
+    def operation(self, method, path):
+        """The operation of a concrete path, matching templated paths ("/api/v1/nodes/{node}/...") too."""
+        paths = self.doc["paths"]
+        if path in paths:
+            return paths[path].get(method.lower())
+        for tmpl, item in paths.items():
+            if "{" in tmpl and re.fullmatch("[^/]+".join(re.escape(p) for p in re.split(r"\{[^}]+\}", tmpl)), path):
+                return item.get(method.lower())
+        return None
+
     def answer_schema(self, method, path, status):
         """The schema an answer must match, or None when the route answers something else than JSON."""
-        op = self.doc["paths"].get(path, {}).get(method.lower())
+        op = self.operation(method, path)
         if op is None or status != 200:
             return {"$ref": "#/components/schemas/ErrorEnvelope"}
         content = op["responses"]["200"]["content"]
@@ -260,6 +270,14 @@ def sweep(c, api):
     page = a.get("/api/v1/events?limit=2")
     a.get("/api/v1/events?limit=2&continue=" + page["continue"])
     a.ok("PUT", "/api/v1/nodes/thresholds", {"clusterName": "fake-1", "gpuTempThreshold": 90})
+    # GPU sharing: a provisioned share, its node's allocation map, a waiting share, a map not found.
+    c.workspace("sw2", ["worker-1"])
+    shared = c.gpr(sliceName="sw2", gprName="shared", gpuSharingMode="Shared", numberOfGPUs=0.5)
+    node = c.wait_state(shared, "Provisioned")["status"]["nodes"][0]
+    a.get("/api/v1/nodes/%s/gpu-alloc-map?clusterName=worker-1" % node)
+    a.get("/api/v1/inventory/list")
+    a.get("/api/v1/gpr?gprId=" + c.gpr(sliceName="sw2", gprName="shared-2", gpuSharingMode="Shared", numberOfGPUs=1.25))
+    a.call("GET", "/api/v1/nodes/no-such-node/gpu-alloc-map")
     a.ok("PUT", "/api/v1/prices", {"gpuShape": H100["gpuModel"], "pricePerGpuHour": 2.5})
     a.ok("PUT", "/api/v1/settings/observability", {"seriesPoints": 120})
     a.ok("POST", "/api/v1/gpr/approve", {"gprId": pending})

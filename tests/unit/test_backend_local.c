@@ -1,7 +1,9 @@
 /*
  * test_backend_local.c: the local cluster backend: attach/detach and their idempotence, the state
  * file round trip across reopen, the state directory lock, the hooks' environment, hook failures
- * reported with their last output line, hook timeouts and interruption.
+ * reported with their last output line, hook timeouts and interruption, and shared attachments (GPU
+ * sharing): a set per node with their shares, over-commit and dedicated conflicts, detach freeing
+ * exactly one GPR's shares, the file round trip and the hooks' EGS_GPU_SHARES.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -83,6 +85,34 @@ static enum egs_err attach(struct egs_backend *b, const char *node, const char *
 		.exit_time = "2026-11-23T16:00:00Z",
 	};
 	return egs_backend_attach(b, &req, msg, msgsz);
+}
+
+/* A shared attach of gpr on node: shares "uuid=centi" pairs, n of them. */
+static enum egs_err attach_shared(struct egs_backend *b, const char *node, const char *gpr,
+				  const struct egs_gpu_share *shares, size_t n, char *msg, size_t msgsz)
+{
+	static char *ns_v[] = {"team-a"};
+	struct egs_strlist ns = {.v = ns_v, .n = 1};
+	struct egs_attach_req req = {
+		.node = node,
+		.gpr_id = gpr,
+		.workspace = "team-a",
+		.namespaces = &ns,
+		.start_time = "",
+		.exit_time = "",
+		.shares = shares,
+		.n_shares = n,
+	};
+	return egs_backend_attach(b, &req, msg, msgsz);
+}
+
+static size_t shared_count(struct egs_backend *b, const char *node)
+{
+	struct egs_strlist l = {0};
+	egs_backend_shared_gprs(b, node, &l);
+	size_t n = l.n;
+	egs_strlist_cleanup(&l);
+	return n;
 }
 
 static char *slurp(const char *path)
@@ -217,8 +247,10 @@ static void test_hook_environment(void **state)
 				 "EGS_CLUSTER=worker-1\n"
 				 "EGS_EXIT_TIME=2026-11-23T16:00:00Z\n"
 				 "EGS_GPR_ID=gpr-1bb22a0b-9388\n"
+				 "EGS_GPU_SHARES=\n"
 				 "EGS_NAMESPACES=llm-dev,llm-prod\n"
 				 "EGS_NODE=h100-node-1\n"
+				 "EGS_SHARING_MODE=dedicated\n"
 				 "EGS_START_TIME=2026-11-23T10:00:00Z\n"
 				 "EGS_WORKSPACE=llm-gpt\n");
 	free(env);
@@ -310,6 +342,79 @@ static void test_hook_timeout_and_stop(void **state)
 	egs_backend_free(b);
 }
 
+static void test_shared_attachments(void **state)
+{
+	struct fixture *f = *state;
+	char cmd[512], env_path[192], msg[256], gpr[64];
+	snprintf(env_path, sizeof(env_path), "%s/env.txt", f->dir);
+	snprintf(cmd, sizeof(cmd), "env | grep '^EGS_GPU_SHARES\\|^EGS_SHARING_MODE' | sort > '%s'", env_path);
+	struct egs_backend *b = open_backend(f, cmd, NULL, 10);
+	const struct egs_gpu_share small[] = {{"GPU-a", 20}}, big[] = {{"GPU-a", 60}, {"GPU-b", 60}};
+	const struct egs_gpu_share third[] = {{"GPU-a", 25}, {"GPU-b", 25}};
+
+	/* Seed 003: 0.2 then 1.2 on two devices, two GPRs on one node. */
+	assert_int_equal(attach_shared(b, "n1", "gpr-small", small, 1, msg, sizeof(msg)), EGS_OK);
+	char *env = slurp(env_path);
+	assert_string_equal(env, "EGS_GPU_SHARES=GPU-a=0.20\nEGS_SHARING_MODE=shared\n");
+	free(env);
+	assert_int_equal(attach_shared(b, "n1", "gpr-big", big, 2, msg, sizeof(msg)), EGS_OK);
+	assert_int_equal(shared_count(b, "n1"), 2);
+	assert_false(egs_backend_attached_gpr(b, "n1", gpr, sizeof(gpr))); /* no dedicated attachment */
+	/* Repeats succeed at once; a third that would over-commit GPU-a (0.80 + 0.25) is refused. */
+	assert_int_equal(attach_shared(b, "n1", "gpr-big", big, 2, msg, sizeof(msg)), EGS_OK);
+	assert_string_equal(msg, "already attached");
+	assert_int_equal(attach_shared(b, "n1", "gpr-third", third, 2, msg, sizeof(msg)), EGS_ERR_CONFLICT);
+	assert_non_null(strstr(msg, "GPU-a"));
+	/* A dedicated GPR cannot take a node holding shares, nor shares a dedicated node. */
+	assert_int_equal(attach(b, "n1", "gpr-whole", msg, sizeof(msg)), EGS_ERR_CONFLICT);
+	assert_int_equal(attach(b, "n2", "gpr-whole", msg, sizeof(msg)), EGS_OK);
+	assert_int_equal(attach_shared(b, "n2", "gpr-third", third, 2, msg, sizeof(msg)), EGS_ERR_CONFLICT);
+	egs_backend_free(b);
+
+	/* The file keeps both kinds across a reopen. */
+	b = open_backend(f, NULL, NULL, 0);
+	assert_int_equal(shared_count(b, "n1"), 2);
+	assert_true(egs_backend_attached_gpr(b, "n2", gpr, sizeof(gpr)));
+	assert_string_equal(gpr, "gpr-whole");
+	struct egs_attachment *atts;
+	size_t n, seen = 0;
+	egs_backend_list(b, &atts, &n);
+	assert_int_equal(n, 3);
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(atts[i].gpr_id, "gpr-big")) {
+			assert_int_equal(atts[i].n_shares, 2);
+			assert_string_equal(atts[i].shares[1].uuid, "GPU-b");
+			assert_int_equal(atts[i].shares[1].centi, 60);
+			seen++;
+		}
+	assert_int_equal(seen, 1);
+	egs_attachments_free(atts, n);
+
+	/* Detaching the 0.2 frees exactly its share: the third GPR (0.25 on each) fits now. */
+	assert_int_equal(egs_backend_detach(b, "n1", "gpr-small", msg, sizeof(msg)), EGS_OK);
+	assert_string_equal(msg, "detached");
+	assert_int_equal(shared_count(b, "n1"), 1);
+	assert_int_equal(attach_shared(b, "n1", "gpr-third", third, 2, msg, sizeof(msg)), EGS_OK);
+	assert_int_equal(egs_backend_detach(b, "n1", "gpr-small", msg, sizeof(msg)), EGS_OK);
+	assert_string_equal(msg, "not attached");
+	/* Without a GPR id only a dedicated attachment is detached. */
+	assert_int_equal(egs_backend_detach(b, "n1", NULL, msg, sizeof(msg)), EGS_OK);
+	assert_string_equal(msg, "not attached");
+	assert_int_equal(shared_count(b, "n1"), 2);
+	egs_backend_free(b);
+
+	/* A malformed share in the file is an error naming the file. */
+	FILE *fp = fopen(f->path, "w");
+	assert_non_null(fp);
+	fputs("{\"version\": 1, \"cluster\": \"worker-1\", \"nodes\": {}, \"shared\": [{\"node\": \"n1\", "
+	      "\"gprId\": \"g\", \"shares\": {\"GPU-a\": \"1.50\"}}]}", fp);
+	fclose(fp);
+	struct egs_backend_local_config cfg = {.state_dir = f->state_dir, .cluster = "worker-1"};
+	char err[512];
+	assert_int_equal(egs_backend_local_new(&cfg, &b, err, sizeof(err)), EGS_ERR_INVALID);
+	assert_non_null(strstr(err, "shared[0]"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -318,6 +423,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hook_environment, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hook_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hook_timeout_and_stop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shared_attachments, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,6 +132,22 @@ static void test_register_and_probe(void **state)
 	assert_null(json_object_get(o, "address"));
 	json_decref(o);
 
+	/* GPU sharing: attachedShared always (an empty list says "nothing shared"), features at registration. */
+	static char *ids_v[] = {"gpr-a", "gpr-b"};
+	struct egs_strlist ids = {.v = ids_v, .n = 2}, none = {0};
+	o = egs_report_register_node(&node, "", "");
+	egs_report_add_sharing(o, &ids, true);
+	assert_int_equal(json_array_size(json_object_get(o, "attachedShared")), 2);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(o, "attachedShared"), 1)), "gpr-b");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(o, "features"), 0)), "sharing");
+	json_decref(o);
+	o = egs_report_heartbeat_node(&node, EGS_HEALTH_HEALTHY, "", "", NULL, NULL, 0);
+	egs_report_add_sharing(o, &none, false);
+	assert_true(json_is_array(json_object_get(o, "attachedShared")));
+	assert_int_equal(json_array_size(json_object_get(o, "attachedShared")), 0);
+	assert_null(json_object_get(o, "features"));
+	json_decref(o);
+
 	o = egs_report_probe_gpu(&node, 0, EGS_HEALTH_HEALTHY, "", &s, p, 2);
 	assert_string_equal(str(o, "node"), "h100-1");
 	assert_string_equal(str(o, "gpuModel"), "H100");

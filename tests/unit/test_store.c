@@ -226,6 +226,13 @@ static void fill_gpr_extras(struct egs_gpr *g)
 	egs_strlist_add(&g->nodes, "worker-1/h100-node-1");
 	egs_strlist_add(&g->nodes, "worker-1/h100-node-2");
 	g->marks_sent = 5;
+	g->share_centi = 120; /* GPU sharing: the request and its shares by GPU UUID */
+	g->shares = egs_calloc(2, sizeof(*g->shares));
+	g->n_shares = 2;
+	egs_strlcpy(g->shares[0].uuid, "GPU-1", sizeof(g->shares[0].uuid));
+	g->shares[0].centi = 60;
+	egs_strlcpy(g->shares[1].uuid, "GPU-2", sizeof(g->shares[1].uuid));
+	g->shares[1].centi = 60;
 	g->phase_since = 99; /* runtime only */
 	g->est_start = 98;   /* runtime only */
 }
@@ -365,6 +372,12 @@ static void cmp_gpr(const struct egs_gpr *a, const struct egs_gpr *b)
 	assert_int_equal(a->seq, b->seq);
 	assert_strlist(&a->nodes, &b->nodes);
 	assert_int_equal(a->marks_sent, b->marks_sent);
+	assert_int_equal(a->share_centi, b->share_centi);
+	assert_int_equal(a->n_shares, b->n_shares);
+	for (int i = 0; i < a->n_shares; i++) {
+		assert_string_equal(a->shares[i].uuid, b->shares[i].uuid);
+		assert_int_equal(a->shares[i].centi, b->shares[i].centi);
+	}
 	assert_int_equal(b->est_start, 0);
 	assert_false(b->dirty);
 }
@@ -791,6 +804,9 @@ static void test_corrupt_columns(void **unused)
 		{ "gprs", "gpr-00000001-0001", "UPDATE gprs SET preferred_clusters = '{\"a\":1}' WHERE id = 'gpr-00000001-0001'" },
 		{ "gprs", "gpr-00000002-0002", "UPDATE gprs SET nodes = '[1,2]' WHERE id = 'gpr-00000002-0002'" },
 		{ "gprs", "gpr-00000002-0002", "UPDATE gprs SET state = 'Bogus' WHERE id = 'gpr-00000002-0002'" },
+		{ "gprs", "gpr-00000001-0001", "UPDATE gprs SET shares = '{\"request\":0,\"devices\":{}}' WHERE id = 'gpr-00000001-0001'" },
+		{ "gprs", "gpr-00000001-0001", "UPDATE gprs SET shares = '{\"request\":50,\"devices\":{\"GPU-1\":150}}' WHERE id = 'gpr-00000001-0001'" },
+		{ "gprs", "gpr-00000001-0001", "UPDATE gprs SET shares = '{\"request\":50' WHERE id = 'gpr-00000001-0001'" },
 		{ "gprs", "gpr-00000002-0002", "UPDATE gprs SET name = replace(hex(zeroblob(50)), '0', 'x') WHERE id = 'gpr-00000002-0002'" },
 		{ "nodes", "worker-1/h100-node-1", "UPDATE nodes SET gpus = '[{\"uuid\":\"GPU-1\",\"ind' WHERE key = 'worker-1/h100-node-1'" },
 		{ "nodes", "worker-1/h100-node-1", "UPDATE nodes SET gpus = '[{\"uuid\":5,\"index\":0}]' WHERE key = 'worker-1/h100-node-1'" },
