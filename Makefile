@@ -30,7 +30,7 @@ LIBAGENT  := $(BUILD)/lib/libegsagent.a
 BINS      := $(BUILD)/bin/egsd $(BUILD)/bin/egs-agent $(BUILD)/bin/egsctl
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps test unit api run clean format bench bench-planner bench-queue egs-sim sim
+.PHONY: all deps test unit api run clean format bench bench-planner bench-queue egs-sim sim bench-slurm
 all: deps-check $(BINS) $(BUILD)/bench/egs-sim
 
 deps-check:
@@ -91,6 +91,10 @@ run: all
 
 bench: all
 	./bench/api/run.sh
+
+# Slurm 22.05 (installed from Debian when missing) against egsd: estimates and submission rates.
+bench-slurm: all
+	./bench/peer-slurm/run.sh
 
 $(BUILD)/bench/bench_plan: $(call obj,bench/planner/bench_plan.c) $(LIBCORE)
 	@mkdir -p $(dir $@)
