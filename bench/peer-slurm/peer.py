@@ -220,6 +220,23 @@ def stats(rows):
     }
 
 
+def dump_jobs(system, rows, t0):
+    """Per-job estimates and starts, in seconds after the first submission, to $JOBS_CSV if set."""
+    path = os.environ.get("JOBS_CSV")
+    if not path:
+        return
+    new = not os.path.exists(path)
+    spec = {n: (g, m) for n, g, m in workload(10000)}
+    rel = lambda x: "" if x is None else "%.3f" % (x - t0)
+    with open(path, "a") as f:
+        if new:
+            f.write("system,job,gpus,minutes,pending_at_snapshot,estimate_s,actual_s,error_s\n")
+        for r in sorted(rows, key=lambda r: r["name"]):
+            g, m = spec[r["name"]]
+            err = "" if r["est"] is None or r["actual"] is None else "%.3f" % (r["actual"] - r["est"])
+            f.write("%s,%s,%d,%d,%d,%s,%s,%s\n" % (system, r["name"], g, m, r["pending"], rel(r["est"]), rel(r["actual"]), err))
+
+
 # ---------------------------------------------------------------- phase 1: egsd with the dev clock
 
 def egs_devclock_accuracy(work, jobs):
@@ -256,6 +273,7 @@ def egs_devclock_accuracy(work, jobs):
             rows[g["gprId"]]["actual"] = rfc3339(g["status"].get("startTimestamp"))
         log("egsd --dev-clock: done after %d clock steps (%d virtual s)" % (steps, now - t0))
         st = stats(list(rows.values()))
+        dump_jobs("egs-devclock", list(rows.values()), t0)
         st["last"] = st["last"] - t0 if st["last"] is not None else None
         return st
     finally:
@@ -416,8 +434,9 @@ def realtime_accuracy(work, jobs, modes):
                 state, est = ssnap[m].get(jid, ("GONE", None))
                 p = os.path.join(startdirs[m], jid + ".start")
                 actual = float(open(p).read().strip()) if os.path.exists(p) else None
-                rows.append({"est": est, "actual": actual, "pending": state == "PENDING"})
+                rows.append({"name": sids[m][jid], "est": est, "actual": actual, "pending": state == "PENDING"})
             st = stats(rows)
+            dump_jobs("slurm-" + m, rows, t_sub[m][0])
             st["last"] = st["last"] - t_sub[m][0] if st["last"] is not None else None
             st["submit_s"] = t_sub[m][1] - t_sub[m][0]
             out["slurm-" + m] = st
@@ -431,9 +450,10 @@ def realtime_accuracy(work, jobs, modes):
         for gid in eids:
             est = rfc3339(esnap[gid]["estimatedStartTime"])
             pending = esnap[gid]["status"]["provisioningStatus"] == "Queued"
-            rows.append({"est": est, "actual": hooks.get(gid), "pending": pending})
+            rows.append({"name": eids[gid], "est": est, "actual": hooks.get(gid), "pending": pending})
             rows_api.append({"est": est, "actual": rfc3339(final[gid]["status"].get("startTimestamp")), "pending": pending})
         st = stats(rows)
+        dump_jobs("egs-realtime", rows, t_sub["egs"][0])
         st["last"] = st["last"] - t_sub["egs"][0] if st["last"] is not None else None
         st["submit_s"] = t_sub["egs"][1] - t_sub["egs"][0]
         st["api"] = stats(rows_api)

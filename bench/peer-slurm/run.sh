@@ -49,5 +49,5 @@ build="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if [ -n "$(git -C "$ROOT" status --porcelain -- src 2>/dev/null || true)" ]; then build+="+dirty src"; fi
 build+=" built $(date -u -r "$ROOT/build/bin/egsd" '+%Y-%m-%d %H:%M UTC')"
 machine="$(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), kernel $(uname -r), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
-slurm="$(sinfo --version 2>/dev/null || echo slurm) (Debian $(dpkg-query -W -f '${Version}' slurmctld 2>/dev/null || echo ?)), localhost, munge auth, no slurmdbd"
+slurm="Slurm $(dpkg-query -W -f '${Version}' slurmctld 2>/dev/null || echo ?) (Debian package), localhost, munge auth, no slurmdbd"
 "$PY" "$HERE/peer.py" --build "$build" --machine "$machine" --slurm-version "$slurm" "$@"
