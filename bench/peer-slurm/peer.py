@@ -33,6 +33,7 @@ BIN = os.environ.get("EGS_BIN", os.path.join(ROOT, "build", "bin"))
 SLURM_SH = os.path.join(HERE, "slurm.sh")
 sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
 
+DEFAULT_SCHED = "bf_window=43200,bf_max_job_test=3000,bf_resolution=60,bf_interval=10,bf_continue"  # slurm.sh's
 PROCS = []  # every process we started and must stop
 
 
@@ -472,8 +473,44 @@ def loadavg():
     return open("/proc/loadavg").read().split()[0]
 
 
-def cli_rate(label, argv, n, par, env, count_ok):
+HAVE_PERF = None
+
+
+def fsync_start(pid):
+    """Count the fsync and fdatasync calls of process pid (perf stat on the syscall tracepoints, which
+    does not slow the process the way strace would); None when perf cannot."""
+    global HAVE_PERF
+    if HAVE_PERF is None:
+        HAVE_PERF = shutil.which("perf") is not None and subprocess.run(
+            ["perf", "stat", "-e", "syscalls:sys_enter_fdatasync", "true"], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL).returncode == 0
+    if not HAVE_PERF or not pid:
+        return None
+    out = tempfile.NamedTemporaryFile(delete=False).name
+    p = subprocess.Popen(["perf", "stat", "-x,", "-e", "syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync",
+                          "-p", str(pid), "-o", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    return p, out
+
+
+def fsync_stop(h):
+    if h is None:
+        return None
+    p, out = h
+    p.send_signal(signal.SIGINT)
+    p.wait(10)
+    n = 0
+    for line in open(out):
+        f = line.split(",")
+        if len(f) > 2 and "sys_enter_f" in f[2] and f[0].strip().isdigit():
+            n += int(f[0])
+    os.unlink(out)
+    return n
+
+
+def cli_rate(label, argv, n, par, env, count_ok, server_pid=None):
     """n submissions, one process each, par at a time (xargs -P), lines 1..n substituted for @@."""
+    fs = fsync_start(server_pid)
     outp = tempfile.NamedTemporaryFile("w+", delete=False)
     errp = tempfile.NamedTemporaryFile("w+", delete=False)
     data = "".join("%d\n" % i for i in range(1, n + 1))
@@ -482,6 +519,7 @@ def cli_rate(label, argv, n, par, env, count_ok):
     p = subprocess.run(["xargs", "-P", str(par), "-I@@"] + argv, input=data, text=True, env=env,
                        stdout=outp, stderr=errp)
     dt = time.perf_counter() - t0
+    fsyncs = fsync_stop(fs)
     outp.seek(0)
     ok = count_ok(outp.read())
     errp.seek(0)
@@ -491,16 +529,18 @@ def cli_rate(label, argv, n, par, env, count_ok):
     if ok != n:
         log("%s: %d of %d succeeded (xargs rc %d): %s" % (label, ok, n, p.returncode, err[-300:]))
     log("%s, %d submitter(s): %d in %.2f s = %.0f/s (load %s)" % (label, par, ok, dt, ok / dt, la))
-    return {"label": label, "par": par, "n": n, "ok": ok, "secs": dt, "rate": ok / dt, "load": la}
+    return {"label": label, "par": par, "n": n, "ok": ok, "secs": dt, "rate": ok / dt, "load": la, "fsyncs": fsyncs}
 
 
-def py_rate(label, fn, n):
+def py_rate(label, fn, n, server_pid=None):
+    fs = fsync_start(server_pid)
     la = loadavg()
     t0 = time.perf_counter()
     ok = fn(n)
     dt = time.perf_counter() - t0
+    fsyncs = fsync_stop(fs)
     log("%s: %d in %.2f s = %.0f/s (load %s)" % (label, ok, dt, ok / dt, la))
-    return {"label": label, "par": 1, "n": n, "ok": ok, "secs": dt, "rate": ok / dt, "load": la}
+    return {"label": label, "par": 1, "n": n, "ok": ok, "secs": dt, "rate": ok / dt, "load": la, "fsyncs": fsyncs}
 
 
 def slurm_empty(env):
@@ -519,10 +559,15 @@ def rates(work, n, pars, mode):
     out = []
     env = slurm_env(mode)
     slurm_empty(env)
+    try:
+        base = os.environ.get("SLURM_BASE", "/tmp/egs-peer-slurm")
+        ctld_pid = int(open(os.path.join(base, mode, "run", "slurmctld.pid")).read())
+    except (OSError, ValueError):
+        ctld_pid = None
     count_ids = lambda s: sum(1 for line in s.splitlines() if re.match(r"^\d+(;\S+)?$", line))
     for par in pars:
         out.append(cli_rate("sbatch", ["sbatch", "--parsable", "-J", "r@@", "-o", "/dev/null", "--gres=gpu:1",
-                                       "-t", "10", "--wrap", "sleep 600"], n, par, env, count_ids))
+                                       "-t", "10", "--wrap", "sleep 600"], n, par, env, count_ids, ctld_pid))
         slurm_empty(env)
     # what starting each client process costs by itself (no request), serially
     nb = min(n, 500)
@@ -538,14 +583,14 @@ def rates(work, n, pars, mode):
         for par in pars:
             out.append(cli_rate("curl", ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}\\n", "-H",
                                          "Authorization: Bearer " + e.key, "-H", "Content-Type: application/json",
-                                         "--data", GPR_BODY, url], n, par, None, count_200))
+                                         "--data", GPR_BODY, url], n, par, None, count_200, e.egsd.pid))
             egs_empty(e)
         cenv = dict(os.environ, EGS_SERVER=e.url, EGS_API_KEY=e.key, EGS_CONFIG=os.path.join(work, "egsctl-config"))
         count_names = lambda s: sum(1 for line in s.splitlines() if line.startswith("gpr/"))
         for par in pars:
             out.append(cli_rate("egsctl", [os.path.join(BIN, "egsctl"), "create", "gpr", "r@@", "-w", "bench",
                                            "--cluster", "peer", "--gpus", "1", "--nodes", "1", "--duration", "10m",
-                                           "-o", "name"], n, par, cenv, count_names))
+                                           "-o", "name"], n, par, cenv, count_names, e.egsd.pid))
             egs_empty(e)
 
         def keepalive(n):
@@ -559,7 +604,7 @@ def rates(work, n, pars, mode):
                 ok += r.status == 200
             c.close()
             return ok
-        out.append(py_rate("http.client keep-alive", keepalive, n))
+        out.append(py_rate("http.client keep-alive", keepalive, n, e.egsd.pid))
         egs_empty(e)
 
         import egs
@@ -573,7 +618,7 @@ def rates(work, n, pars, mode):
                     ok += 1
             auth.close()
             return ok
-        out.append(py_rate("SDK request_gpu", sdk, n))
+        out.append(py_rate("SDK request_gpu", sdk, n, e.egsd.pid))
         egs_empty(e)
     finally:
         e.stop()
@@ -591,7 +636,8 @@ def report(args, acc, dev, big, rts, starts, machine):
     p = L.append
     p("### bench/peer-slurm: Slurm 22.05 and egsd in the same run, %s" % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     p("")
-    p("Machine: %s. egsd %s. Slurm: %s." % (machine, args.build, args.slurm_version))
+    p("Machine: %s. egsd %s. Slurm: %s, SchedulerParameters=%s." % (
+        machine, args.build, args.slurm_version, os.environ.get("SCHED_PARAMS", DEFAULT_SCHED)))
     p("")
     if acc or dev:
         jobs = workload(args.jobs)
@@ -652,8 +698,8 @@ def report(args, acc, dev, big, rts, starts, machine):
     if rts:
         p("#### Submission rates: %d submissions per test, 1-GPU 10-minute jobs/GPRs, queue emptied between tests" % args.rate_n)
         p("")
-        p("| client | how | submitters | submissions/s | ratio to sbatch, 1 submitter | ratio to sbatch, same submitters | load avg before |")
-        p("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+        p("| client | how | submitters | submissions/s | ratio to sbatch, 1 submitter | ratio to sbatch, same submitters | server fsyncs | load avg before |")
+        p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         base = {r["par"]: r["rate"] for r in rts if r["label"] == "sbatch"}
         how = {"sbatch": "one process per job (`sbatch --gres=gpu:1 -t 10 --wrap 'sleep 600'`)",
                "curl": "one `curl` process per POST /api/v1/gpr",
@@ -663,10 +709,10 @@ def report(args, acc, dev, big, rts, starts, machine):
         for r in rts:
             b1 = base.get(1)
             bp = base.get(r["par"])
-            p("| %s | %s | %d | %.0f | %s | %s | %s |" % (
+            p("| %s | %s | %d | %.0f | %s | %s | %s | %s |" % (
                 r["label"], how[r["label"]], r["par"], r["rate"], ("%.2fx" % (r["rate"] / b1)) if b1 else "n/a",
                 ("%.2fx" % (r["rate"] / bp)) if bp else "n/a",
-                r["load"]))
+                "n/a" if r.get("fsyncs") is None else r["fsyncs"], r["load"]))
         p("")
         p("What starting the client process alone costs (%d runs, serially, no request sent):" % starts[0]["n"])
         p("")
@@ -696,6 +742,7 @@ def main():
     ap.add_argument("--machine", default="?")
     ap.add_argument("--results", default=os.environ.get("RESULTS"))
     args = ap.parse_args()
+    t_start = time.time()
     work = args.work or tempfile.mkdtemp(prefix="egs-peer-slurm.", dir="/var/tmp")
     phases = args.phases.split()
     modes = args.modes.split()
@@ -727,6 +774,8 @@ def main():
         for m in ("single", "multi"):
             sh([SLURM_SH, "stop", m], check=False)
     text = report(args, acc, dev, big, rts, starts, args.machine)
+    text += "\nWhole run (peer.py, Slurm start and stop included): %.1f min; load average at the end: %s.\n" % (
+        (time.time() - t_start) / 60, " ".join(open("/proc/loadavg").read().split()[:3]))
     print(text)
     if args.results:
         with open(args.results, "w") as f:
