@@ -261,7 +261,7 @@ def egs_devclock_accuracy(work, jobs):
             busy = [g for g in items if g["status"]["provisioningStatus"] in ("Provisioning", "Releasing")]
             overdue = [g for g in items if g["status"]["provisioningStatus"] == "Queued"
                        and (rfc3339(g["estimatedStartTime"]) or 1e18) <= now]
-            if (busy or overdue) and settle < 200:  # the agent is attaching or detaching: let it finish
+            if (busy or overdue) and settle < 2000:  # the agent is attaching or detaching: let it finish (10 s at most)
                 settle += 1
                 time.sleep(0.005)
                 continue
@@ -298,14 +298,22 @@ def egs_devclock_big(work, n, nodes=8, minutes=10):
         now, steps, deadline = t0, 0, time.time() + 300
         actual = None
         errs = []
+        started = {}  # gprId -> start, of every GPR seen provisioned
         while actual is None:
-            # wait for the agent: nothing attaching or detaching
-            while e.gprs("Provisioning") or e.gprs("Releasing"):
+            # Wait for the agent: nothing releasing, nothing attaching, and as many GPRs provisioned as
+            # there are nodes (or GPRs left).  Releasing is asked before Provisioning because a detach
+            # turns the one into the other: asked the other way round, a GPR could slip between the two.
+            done = sum(1 for t in started.values() if t + minutes * 60 <= now)
+            want = min(nodes, n - done)
+            while True:
+                if not e.gprs("Releasing") and not e.gprs("Provisioning") and len(e.gprs("Provisioned")) >= want:
+                    break
                 time.sleep(0.005)
                 if time.time() > deadline:
                     raise RuntimeError("big case: agent did not settle")
             prov = e.gprs("Provisioned")
             for g in prov:
+                started[g["gprId"]] = rfc3339(g["status"]["startTimestamp"])
                 if g["gprId"] in ests:
                     errs.append(rfc3339(g["status"]["startTimestamp"]) - ests.pop(g["gprId"]))
                 if g["gprId"] == last:
