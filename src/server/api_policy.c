@@ -155,17 +155,6 @@ bool egs_policy_admit(struct egs_req *r, struct egs_gpr *g, const struct egs_gpr
 
 /* ---- workspace policy routes ---- */
 
-static bool find_ws(struct egs_req *r, const char *name, struct egs_workspace **out)
-{
-	*out = egs_state_workspace(&r->srv->st, name);
-	if (!*out || r->who.role == EGS_ROLE_AGENT || !egs_in_project(r, (*out)->project)) {
-		egs_reply_err(r, EGS_ERR_NOT_FOUND, "WORKSPACE_NOT_FOUND", "workspaceName", "Slice Workspace Not Found: %s",
-			      name);
-		return false;
-	}
-	return true;
-}
-
 /* The GET form: {workspaceName, ...what the policy sets}. */
 static json_t *ws_view(const struct egs_workspace *w)
 {
@@ -209,7 +198,7 @@ static void ws_policy_put(struct egs_req *r)
 	char name[EGS_NAME_MAX], field[96], why[400];
 	struct egs_workspace *w;
 	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, ws_members) ||
-	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !find_ws(r, name, &w))
+	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !egs_find_ws(r, name, &w))
 		return;
 	struct egs_policy *p = egs_policy_new();
 	if (!egs_policy_parse(r->body, ws_skip, p, field, sizeof(field), why, sizeof(why))) {
@@ -231,7 +220,7 @@ static void ws_policy_get(struct egs_req *r)
 		egs_reply_invalid(r, "workspaceName", "workspaceName is required");
 		return;
 	}
-	if (find_ws(r, name, &w) && egs_can_read_ws(r, w))
+	if (egs_find_ws(r, name, &w) && egs_can_read_ws(r, w))
 		egs_reply_ok(r, ws_view(w));
 }
 
@@ -241,7 +230,7 @@ static void ws_policy_delete(struct egs_req *r)
 	char name[EGS_NAME_MAX];
 	struct egs_workspace *w;
 	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
-	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !find_ws(r, name, &w))
+	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !egs_find_ws(r, name, &w))
 		return;
 	if (!w->policy) {
 		egs_reply_err(r, EGS_ERR_NOT_FOUND, "POLICY_NOT_FOUND", "workspaceName", "workspace %s has no policy", name);

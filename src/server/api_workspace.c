@@ -13,7 +13,7 @@
 
 #define MAX_LIST 64
 
-static bool find_ws(struct egs_req *r, const char *name, struct egs_workspace **out)
+bool egs_find_ws(struct egs_req *r, const char *name, struct egs_workspace **out)
 {
 	*out = egs_state_workspace(&r->srv->st, name);
 	if (!*out || r->who.role == EGS_ROLE_AGENT || !egs_in_project(r, (*out)->project)) {
@@ -138,7 +138,7 @@ static void ws_delete(struct egs_req *r)
 	char name[EGS_NAME_MAX];
 	struct egs_workspace *w;
 	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
-	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !find_ws(r, name, &w))
+	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !egs_find_ws(r, name, &w))
 		return;
 	for (size_t i = 0; i < srv->st.active.len; i++) {
 		const struct egs_gpr *g = srv->st.active.items[i];
@@ -191,7 +191,7 @@ static void ws_get(struct egs_req *r)
 		egs_reply_invalid(r, "workspaceName", "workspaceName is required");
 		return;
 	}
-	if (!find_ws(r, name, &w) || !egs_can_read_ws(r, w))
+	if (!egs_find_ws(r, name, &w) || !egs_can_read_ws(r, w))
 		return;
 	json_t *o = egs_json_workspace(w);
 	json_t *users = json_array();
@@ -215,7 +215,7 @@ static void ws_update(struct egs_req *r)
 	bool desc_given = json_object_get(r->body ? r->body : json_null(), "description") != NULL;
 	bool hook_given = json_object_get(r->body ? r->body : json_null(), "webhookUrl") != NULL;
 	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
-	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !find_ws(r, name, &w) ||
+	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !egs_find_ws(r, name, &w) ||
 	    !egs_get_names(r, r->body, "addNamespaces", MAX_LIST, &add_ns) ||
 	    !egs_get_names(r, r->body, "removeNamespaces", MAX_LIST, &rm_ns) ||
 	    !egs_get_names(r, r->body, "addClusters", MAX_LIST, &add_cl) ||
@@ -350,7 +350,7 @@ static void ws_kubeconfig(struct egs_req *r)
 	char name[EGS_NAME_MAX], cname[EGS_NAME_MAX];
 	struct egs_workspace *w;
 	if (!egs_body_only(r, allowed) || !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) ||
-	    !egs_get_str(r, r->body, "clusterName", true, cname, sizeof(cname)) || !find_ws(r, name, &w) ||
+	    !egs_get_str(r, r->body, "clusterName", true, cname, sizeof(cname)) || !egs_find_ws(r, name, &w) ||
 	    !egs_can_write_ws(r, w))
 		return;
 	const struct egs_cluster *c = egs_state_cluster(&srv->st, cname);

@@ -136,6 +136,9 @@ bool egs_can_read_ws(struct egs_req *r, const struct egs_workspace *ws);
 bool egs_can_write_ws(struct egs_req *r, const struct egs_workspace *ws);
 /* May the caller see / manage objects of this project? */
 bool egs_in_project(const struct egs_req *r, const char *project);
+/* The workspace `name` in the caller's project scope (api_workspace.c); else replies 404
+ * WORKSPACE_NOT_FOUND naming workspaceName (agents never see workspaces) and returns false. */
+bool egs_find_ws(struct egs_req *r, const char *name, struct egs_workspace **out);
 
 /* ---- auth ---- */
 /* Generates a new API key (UUID text, 37 bytes with NUL) and its hash. */
