@@ -102,6 +102,7 @@ $(BUILD)/bench/bench_plan: $(call obj,bench/planner/bench_plan.c) $(LIBCORE)
 
 bench-planner: deps-check $(BUILD)/bench/bench_plan
 	$(BUILD)/bench/bench_plan
+	$(BUILD)/bench/bench_plan 10000 100000 20 1
 
 # The trace simulator (bench/sim/README.md); `make all` builds it too, for tests/api/test_sim.py.
 $(BUILD)/bench/egs-sim: $(call obj,$(wildcard bench/sim/*.c)) $(LIBCORE)

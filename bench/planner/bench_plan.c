@@ -1,6 +1,6 @@
 /*
  * bench_plan.c: times the scheduler's full walk and a wait-time query on a big synthetic inventory,
- * through the real core.  Usage: bench_plan [nodes] [queued GPRs] [pools]
+ * through the real core.  Usage: bench_plan [nodes] [queued GPRs] [pools] [backfill: 0 or 1]
  * Defaults: 10,000 nodes in 20 pools over 4 clusters, 100,000 queued GPRs in 1,000 workspaces.
  */
 #include "core/gpr.h"
@@ -23,9 +23,10 @@ int main(int argc, char **argv)
 	long nodes = argc > 1 ? strtol(argv[1], NULL, 10) : 10000;
 	long gprs = argc > 2 ? strtol(argv[2], NULL, 10) : 100000;
 	long pools = argc > 3 ? strtol(argv[3], NULL, 10) : 20;
+	int backfill = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 0;
 	const long clusters = 4, workspaces = 1000;
 	const int64_t now = 1800000000;
-	struct egs_state_config cfg = { .heartbeat_timeout_s = 1000000000, .event_retention = 16 };
+	struct egs_state_config cfg = { .heartbeat_timeout_s = 1000000000, .event_retention = 16, .backfill = backfill };
 	struct egs_state st;
 	egs_state_init(&st, &cfg);
 	srand(42);
@@ -134,7 +135,7 @@ int main(int argc, char **argv)
 	free(outs);
 	free(ask);
 	free(every);
-	printf("nodes=%ld pools=%ld queued=%zu active=%zu\n", nodes, pools, egs_queue_len(&st.queue), st.active.len);
+	printf("nodes=%ld pools=%ld backfill=%d queued=%zu active=%zu\n", nodes, pools, backfill, egs_queue_len(&st.queue), st.active.len);
 	printf("first walk (starts GPRs): %.1f ms\n", first * 1e3);
 	printf("full re-plan (best of 5): %.1f ms\n", best * 1e3);
 	printf("wait-time query, one shape, fresh walk (best of 5): %.1f ms\n", qbest * 1e3);

@@ -24,6 +24,7 @@ static void usage(FILE *f)
 		   "  --fail-for S         a failed node stays Unhealthy S seconds (default 3600)\n"
 		   "  --fair-half-life S   half-life of the usage that orders equal priorities (default: the core's, 1 day);\n"
 		   "                       0 turns fair share off (first come, first served)\n"
+		   "  --backfill           conservative backfill in the planner (the core's config switch; default off)\n"
 		   "  --seed N             salt of every hash (default 1)\n"
 		   "  --limit N            replay only the first N jobs\n"
 		   "  --jobs FILE          write one CSV line per job (estimate, start, end, late reason)\n"
@@ -62,7 +63,7 @@ static int parse(int argc, char **argv, struct sim_opts *o, double *fail_rate)
 		{ "high-share", required_argument, NULL, 'p' }, { "fail-every", required_argument, NULL, 'f' },
 		{ "fail-rate", required_argument, NULL, 'R' },  { "fail-for", required_argument, NULL, 'F' },
 		{ "seed", required_argument, NULL, 's' },       { "limit", required_argument, NULL, 'l' },
-		{ "fair-half-life", required_argument, NULL, 'H' },
+		{ "fair-half-life", required_argument, NULL, 'H' }, { "backfill", no_argument, NULL, 'B' },
 		{ "jobs", required_argument, NULL, 'j' },       { "json", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },             { NULL, 0, NULL, 0 },
 	};
@@ -75,6 +76,7 @@ static int parse(int argc, char **argv, struct sim_opts *o, double *fail_rate)
 		case 'w': ok = num(optarg, 1, 100000000, &v), o->workspaces = (long)v; break;
 		case 'r': ok = num(optarg, 1, 86400, &v), o->round_s = v; break;
 		case 'E': o->hold_window = true; break;
+		case 'B': o->backfill = true; break;
 		case 'p': ok = real(optarg, 0, 1, &o->high_share); break;
 		case 'f': ok = num(optarg, 1, 1LL << 40, &v), o->fail_every_s = v; break;
 		case 'R': ok = real(optarg, 1e-9, 1e6, fail_rate); break;

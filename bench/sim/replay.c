@@ -339,7 +339,8 @@ bool sim_replay(struct sim_trace *t, const struct sim_opts *o, struct sim_result
 	struct sim s = { .o = o, .t = t, .r = r, .nnodes = o->nodes, .next_fail = EGS_NEVER };
 	struct egs_state_config cfg = { .heartbeat_timeout_s = SIM_HEARTBEAT_TIMEOUT,
 					.event_retention = 128,
-					.fair_half_life_s = o->fair_half_life_s };
+					.fair_half_life_s = o->fair_half_life_s,
+					.backfill = o->backfill ? 1 : 0 };
 	memset(r, 0, sizeof(*r));
 	s.st = egs_calloc(1, sizeof(*s.st));
 	egs_state_init(s.st, &cfg);

@@ -27,6 +27,7 @@ struct sim_opts {
 	long workspaces;        /* jobs are hashed into this many workspaces */
 	int64_t round_s;        /* the requested window is the duration rounded up to this */
 	bool hold_window;       /* true: no early release, a job keeps its nodes for its whole window */
+	bool backfill;          /* conservative backfill in the planner (egs_state_config.backfill) */
 	double high_share;      /* share of jobs (by hash) in the high priority band */
 	int64_t fail_every_s;   /* a node fails every this many seconds, 0 = never */
 	int64_t fail_for_s;     /* a failed node stays Unhealthy this long */

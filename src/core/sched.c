@@ -17,10 +17,25 @@
 struct pool;
 struct snap;
 
+/* Bounds of the backfill search (sched.h): holes kept per pool and per workspace.  A hole that
+ * finds no room is not recorded: the time is lost to backfill, never double-booked. */
+#define POOL_HOLES 32
+#define WS_HOLES 16
+/* pool_tails() walks at most this many nodes of a heap before it scans the pool in name order. */
+#define DFS_MAX 64
+
+/* A stretch [s, e) that is free before a reservation made in this walk, on the slot of index
+ * `slot` in p->slots (pools) or in a workspace (slot unused). */
+struct hole {
+	int64_t s, e;
+	uint32_t slot;
+};
+
 struct slot {
 	struct egs_node *n;
 	int64_t free_at;
 	bool free_now;
+	bool idle_now; /* free now and not started on in this walk (free_now also goes false when reserved) */
 	uint32_t name_rank; /* the node's place in name order: ties break without strcmp */
 	struct pool *pool;
 	size_t hidx; /* position in its pool's heap */
@@ -36,6 +51,10 @@ struct pool {
 	size_t group_end;             /* index past the last pool of this pool's cluster */
 	struct slot **heap;
 	size_t n, cap;
+	struct hole *holes; /* POOL_HOLES entries, in no order */
+	size_t nholes;
+	uint32_t *byname; /* the members (indexes into p->slots) in name order, n entries */
+	size_t index;     /* its place in p->pools */
 };
 
 struct wsinfo {
@@ -43,6 +62,8 @@ struct wsinfo {
 	const struct egs_workspace *ws; /* NULL when deleted */
 	int64_t until; /* free for a new GPR from then */
 	bool active;   /* holds an active GPR now */
+	struct hole holes[WS_HOLES]; /* free stretches before until (backfill) */
+	size_t nholes;
 };
 
 /* The state of one walk over the queue; kept between runs so that a GPR that goes to the end of
@@ -60,6 +81,11 @@ struct egs_plan {
 	struct slot **chosen;  /* the nodes of the GPR placed last */
 	struct slot **tmp;     /* scratch of place() */
 	struct pool **match;   /* scratch of place(): one cluster's matching pools */
+	int64_t *cand;         /* scratch of fit(): candidate start times */
+	struct hole **hsel;    /* scratch of fit(): holes that can hold the GPR */
+	struct slot **dfs;     /* scratch of pool_tails(): DFS_MAX + 1 entries */
+	size_t *stack;         /* scratch of pool_tails(): 2 * DFS_MAX + 2 entries */
+	bool backfill;         /* st->cfg.backfill */
 	const struct egs_gpr *last; /* the last GPR placed, in queue order */
 	struct egs_gpr **order;    /* every GPR placed, in queue order (the walk's, then appended) */
 	size_t norder, caporder;
@@ -81,6 +107,8 @@ struct snap {
 	size_t *heap_n;
 	struct wsinfo *wsv;
 	size_t nws;
+	struct hole *holes; /* every pool's holes in turn, POOL_HOLES entries each */
+	size_t *nholes;
 };
 
 bool egs_node_schedulable(const struct egs_state *st, const struct egs_node *n, int64_t now)
@@ -186,6 +214,7 @@ static struct wsinfo *ws_get(struct egs_plan *p, const char *name)
 	w->ws = egs_state_workspace(p->st, name);
 	w->until = p->now;
 	w->active = false;
+	w->nholes = 0;
 	egs_map_put(&p->ws, w->name, w);
 	return w;
 }
@@ -318,11 +347,29 @@ static void build_pools(struct egs_plan *p)
 			p->pools[j].group_end = b;
 		a = b;
 	}
+	for (size_t j = 0; j < npools; j++) {
+		p->pools[j].holes = egs_calloc(POOL_HOLES, sizeof(struct hole));
+		p->pools[j].index = j;
+	}
 	for (size_t i = 0; i < p->nslots; i++) {
 		struct pool *q = &p->pools[where[slot_pool[i]]];
 		p->slots[i].pool = q;
 		heap_push(q, &p->slots[i]);
 	}
+	uint32_t *byrank = egs_calloc(p->nslots + 1, sizeof(*byrank));
+	for (size_t i = 0; i < p->nslots; i++)
+		byrank[p->slots[i].name_rank] = (uint32_t)i;
+	for (size_t j = 0; j < npools; j++) {
+		p->pools[j].byname = egs_calloc(p->pools[j].n + 1, sizeof(uint32_t));
+		p->pools[j].nholes = 0;
+	}
+	size_t *fill = egs_calloc(npools + 1, sizeof(*fill));
+	for (size_t r = 0; r < p->nslots; r++) {
+		struct pool *q = p->slots[byrank[r]].pool;
+		q->byname[fill[q->index]++] = byrank[r];
+	}
+	free(fill);
+	free(byrank);
 	free(where);
 	free(order);
 	free(pools);
@@ -351,15 +398,26 @@ static void rank_names(struct egs_plan *p)
 
 static void share_slot_init(struct egs_plan *p, struct slot *s);
 
+/* The scratch arrays of place(), once p->nslots and p->npools are known. */
+static void scratch_alloc(struct egs_plan *p)
+{
+	size_t nholes = POOL_HOLES * p->npools;
+	p->chosen = egs_calloc(p->nslots + 1, sizeof(*p->chosen));
+	p->tmp = egs_calloc(p->nslots + 1, sizeof(*p->tmp));
+	p->match = egs_calloc(p->nslots + 1, sizeof(*p->match));
+	p->cand = egs_calloc(p->nslots + nholes + WS_HOLES + 4, sizeof(*p->cand));
+	p->hsel = egs_calloc(nholes + 1, sizeof(*p->hsel));
+	p->dfs = egs_calloc(DFS_MAX + 1, sizeof(*p->dfs));
+	p->stack = egs_calloc(2 * DFS_MAX + 2, sizeof(*p->stack));
+	p->backfill = p->st->cfg.backfill > 0;
+}
+
 static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 {
 	memset(p, 0, sizeof(*p));
 	p->st = st;
 	p->now = now;
 	p->slots = egs_calloc(st->nodes.len + 1, sizeof(*p->slots));
-	p->chosen = egs_calloc(st->nodes.len + 1, sizeof(*p->chosen));
-	p->tmp = egs_calloc(st->nodes.len + 1, sizeof(*p->tmp));
-	p->match = egs_calloc(st->nodes.len + 1, sizeof(*p->match));
 	p->capws = 2 * (st->workspaces.len + st->active.len) + 16;
 	p->wsv = egs_calloc(p->capws, sizeof(*p->wsv));
 	egs_map_init(&p->ws);
@@ -381,9 +439,11 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 		else if (g && g->state == EGS_GPR_PROVISIONING) /* its window starts when attached: ~now */
 			s->free_at = g->phase_since + g->exit_duration_s;
 		share_slot_init(p, s);
+		s->idle_now = s->free_now;
 	}
 	rank_names(p);
 	build_pools(p);
+	scratch_alloc(p);
 	for (size_t i = 0; i < st->active.len; i++) {
 		struct egs_gpr *g = st->active.items[i];
 		struct wsinfo *w = ws_get(p, g->workspace);
@@ -402,13 +462,20 @@ static void plan_cleanup(struct egs_plan *p)
 			egs_share_timeline_cleanup(p->slots[i].sh);
 			free(p->slots[i].sh);
 		}
-	for (size_t i = 0; i < p->npools; i++)
+	for (size_t i = 0; i < p->npools; i++) {
 		free(p->pools[i].heap);
+		free(p->pools[i].holes);
+		free(p->pools[i].byname);
+	}
 	free(p->pools);
 	free(p->slots);
 	free(p->chosen);
 	free(p->tmp);
 	free(p->match);
+	free(p->cand);
+	free(p->hsel);
+	free(p->dfs);
+	free(p->stack);
 	free(p->wsv);
 	egs_map_cleanup(&p->ws);
 	for (size_t i = 0; i < p->nsnaps; i++) {
@@ -418,6 +485,8 @@ static void plan_cleanup(struct egs_plan *p)
 		free(s->heaps);
 		free(s->heap_n);
 		free(s->wsv);
+		free(s->holes);
+		free(s->nholes);
 	}
 	free(p->snaps);
 	free(p->order);
@@ -444,6 +513,12 @@ static void snap_take(struct egs_plan *p, size_t pos)
 		for (size_t h = 0; h < p->pools[j].n; h++)
 			s->heaps[k++] = (uint32_t)(p->pools[j].heap[h] - p->slots);
 	}
+	s->holes = egs_malloc((POOL_HOLES * p->npools + 1) * sizeof(*s->holes));
+	s->nholes = egs_malloc((p->npools + 1) * sizeof(*s->nholes));
+	for (size_t j = 0; j < p->npools; j++) {
+		s->nholes[j] = p->pools[j].nholes;
+		memcpy(s->holes + j * POOL_HOLES, p->pools[j].holes, p->pools[j].nholes * sizeof(*s->holes));
+	}
 	s->nws = p->nws;
 	s->wsv = egs_malloc((p->nws + 1) * sizeof(*s->wsv));
 	memcpy(s->wsv, p->wsv, p->nws * sizeof(*s->wsv));
@@ -466,6 +541,11 @@ static void snap_restore(struct egs_plan *q, const struct egs_plan *p, const str
 		*d = p->pools[j];
 		d->n = d->cap = s->heap_n[j];
 		d->heap = egs_malloc((d->cap + 1) * sizeof(*d->heap));
+		d->holes = egs_calloc(POOL_HOLES, sizeof(*d->holes));
+		d->byname = egs_malloc((d->n + 1) * sizeof(*d->byname));
+		memcpy(d->byname, p->pools[j].byname, d->n * sizeof(*d->byname));
+		d->nholes = s->nholes[j];
+		memcpy(d->holes, s->holes + j * POOL_HOLES, d->nholes * sizeof(*d->holes));
 		for (size_t h = 0; h < d->n; h++) {
 			struct slot *x = &q->slots[s->heaps[k++]];
 			d->heap[h] = x;
@@ -477,9 +557,7 @@ static void snap_restore(struct egs_plan *q, const struct egs_plan *p, const str
 		q->slots[i].free_now = s->free_now[i];
 		q->slots[i].pool = q->pools + (p->slots[i].pool - p->pools);
 	}
-	q->chosen = egs_calloc(q->nslots + 1, sizeof(*q->chosen));
-	q->tmp = egs_calloc(q->nslots + 1, sizeof(*q->tmp));
-	q->match = egs_calloc(q->nslots + 1, sizeof(*q->match));
+	scratch_alloc(q);
 	q->capws = 2 * s->nws + 16;
 	q->nws = s->nws;
 	q->wsv = egs_malloc(q->capws * sizeof(*q->wsv));
@@ -612,11 +690,223 @@ static void start_shared(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w
 {
 	struct egs_node *n = p->chosen[0]->n;
 	egs_share_start(p->st, g, n, p->share_take);
+	p->chosen[0]->idle_now = false;
 	g->est_start = p->now;
 	egs_gpr_set_state(p->st, g, EGS_GPR_PROVISIONING, p->now, "Provisioning",
 			  "GPR %s starts provisioning with %d.%02d shared GPU(s) of node %s of cluster %s", g->name,
 			  g->share_centi / EGS_SHARE_WHOLE, g->share_centi % EGS_SHARE_WHOLE, n->name, n->cluster);
 	w->active = true;
+}
+
+/*
+ * Conservative backfill.  A reservation that starts after a node's (or workspace's) previous free
+ * time leaves a hole [free time, start) in front of it; a GPR later in the walk may start in a hole
+ * if it ends by the hole's end, so it delays no GPR placed before it.  Holes live in their pool
+ * (POOL_HOLES) and in their workspace (WS_HOLES); one that finds no room is not recorded.
+ */
+static void hole_add(struct hole *v, size_t *n, size_t cap, int64_t s, int64_t e, uint32_t slot, int64_t now)
+{
+	if (e <= s || e <= now || *n == cap) /* empty, past, or no room: the time is not offered */
+		return;
+	v[(*n)++] = (struct hole){ s, e, slot };
+}
+
+/* Takes [t, end) out of the hole of v (of `slot`) that holds t, keeping what is left on each side. */
+static void hole_take(struct hole *v, size_t *n, size_t cap, uint32_t slot, int64_t t, int64_t end, int64_t now)
+{
+	for (size_t i = 0; i < *n; i++) {
+		if (v[i].slot != slot || v[i].s > t || t >= v[i].e)
+			continue;
+		struct hole h = v[i];
+		v[i] = v[--*n];
+		hole_add(v, n, cap, h.s, t, slot, now);
+		hole_add(v, n, cap, end, h.e, slot, now);
+		return;
+	}
+}
+
+/* True when workspace w is free for a GPR over [t, t + d): after its last one, or in a hole. */
+static bool ws_free(const struct wsinfo *w, int64_t t, int64_t d)
+{
+	if (t >= w->until)
+		return true;
+	for (size_t i = 0; i < w->nholes; i++)
+		if (w->holes[i].s <= t && t + d <= w->holes[i].e)
+			return true;
+	return false;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* Hole order for a GPR that fits several: the tightest (earliest end) first, then by node name. */
+static bool hole_before(const struct hole *x, const struct hole *y, const struct slot *slots)
+{
+	if (x->e != y->e)
+		return x->e < y->e;
+	return slots[x->slot].name_rank < slots[y->slot].name_rank;
+}
+
+/*
+ * Which free nodes a reservation takes must not depend on when each became free, only on which
+ * are free by its start: a GPR that starts in a hole holds its node until the hole's end, and the
+ * next walk must still hand the GPRs ahead of it the same nodes, or the nodes left free after them
+ * differ and an estimate behind moves.  So nodes free by t go in a fixed order: best fit (the
+ * caller orders the pools), then name; at now the idle ones first (they can start at once).
+ * Collects up to want nodes of pool q free by t (only idle ones when idle is 1, only busy ones
+ * when 2) into out; returns how many.  Walks at most DFS_MAX heap entries, then the name order.
+ */
+static size_t pool_tails(struct egs_plan *p, struct pool *q, int64_t t, int idle, size_t want, struct slot **out)
+{
+	size_t nd = 0, ns = 0, got = 0;
+	bool over = false;
+	if (q->n)
+		p->stack[ns++] = 0;
+	while (ns) {
+		size_t i = p->stack[--ns];
+		struct slot *s = q->heap[i];
+		if (s->free_at > t)
+			continue; /* the heap: so is everything under it */
+		if (nd == DFS_MAX) {
+			over = true;
+			break;
+		}
+		if (!idle || s->idle_now == (idle == 1))
+			p->dfs[nd++] = s;
+		if (2 * i + 1 < q->n)
+			p->stack[ns++] = 2 * i + 1;
+		if (2 * i + 2 < q->n)
+			p->stack[ns++] = 2 * i + 2;
+	}
+	if (!over) {
+		for (; got < want && got < nd; got++) {
+			size_t b = got;
+			for (size_t x = got + 1; x < nd; x++)
+				if (p->dfs[x]->name_rank < p->dfs[b]->name_rank)
+					b = x;
+			struct slot *s = p->dfs[b];
+			p->dfs[b] = p->dfs[got];
+			out[got] = p->dfs[got] = s;
+		}
+		return got;
+	}
+	for (size_t r = 0; r < q->n && got < want; r++) {
+		struct slot *s = &p->slots[q->byname[r]];
+		if (s->free_at <= t && (!idle || s->idle_now == (idle == 1)))
+			out[got++] = s;
+	}
+	return got;
+}
+
+/* Up to want nodes of the pools m[0 .. nm) free by t, in the order above, into out. */
+static size_t pick_tails(struct egs_plan *p, struct pool *const *m, size_t nm, int64_t t, size_t want,
+			 struct slot **out)
+{
+	size_t got = 0;
+	for (int idle = t <= p->now ? 1 : 0; idle <= (t <= p->now ? 2 : 0); idle++)
+		for (size_t j = 0; j < nm && got < want; j++)
+			got += pool_tails(p, m[j], t, idle, want - got, out + got);
+	return got;
+}
+
+/* Pools in best-fit order (fewest GPUs, least memory, then their place), for pick_tails. */
+static void sort_pools(struct pool **m, size_t nm)
+{
+	for (size_t i = 1; i < nm; i++) {
+		struct pool *x = m[i];
+		size_t j = i;
+		for (; j > 0; j--) {
+			const struct pool *y = m[j - 1];
+			bool before = x->proto->gpu_count != y->proto->gpu_count ? x->proto->gpu_count < y->proto->gpu_count
+				      : x->proto->memory_mib != y->proto->memory_mib ? x->proto->memory_mib < y->proto->memory_mib
+										 : x->index < y->index;
+			if (!before)
+				break;
+			m[j] = m[j - 1];
+		}
+		m[j] = x;
+	}
+}
+
+/* Collects into p->cand the times at which g could start before T: now, the nodes' free times,
+ * the workspace's, and the starts of holes long enough for it (each clamped to now).  Sorted. */
+static size_t candidates(struct egs_plan *p, const struct wsinfo *w, struct pool *const *m, size_t nm, size_t k,
+			 int64_t d, int64_t T)
+{
+	int64_t now = p->now, *c = p->cand;
+	size_t nc = 0;
+#define CAND(x)                                         \
+	do {                                            \
+		int64_t x_ = (x) < now ? now : (x);     \
+		if (x_ < T)                             \
+			c[nc++] = x_;                   \
+	} while (0)
+	CAND(now);
+	CAND(w->until);
+	for (size_t i = 0; i < k; i++)
+		CAND(p->tmp[i]->free_at);
+	for (size_t i = 0; i < w->nholes; i++)
+		if (w->holes[i].e - (w->holes[i].s < now ? now : w->holes[i].s) >= d)
+			CAND(w->holes[i].s);
+	for (size_t j = 0; j < nm; j++)
+		for (size_t i = 0; i < m[j]->nholes; i++) {
+			const struct hole *h = &m[j]->holes[i];
+			if (h->e - (h->s < now ? now : h->s) >= d)
+				CAND(h->s);
+		}
+#undef CAND
+	qsort(c, nc, sizeof(*c), cmp_i64);
+	return nc;
+}
+
+/*
+ * The earliest t <= T at which k nodes of the pools m[0 .. nm) (one cluster's matching pools) and
+ * w are all free over [t, t + d): a node after its last reservation or inside a hole.  On entry
+ * p->tmp holds the cluster's k first nodes in plan order and T is the start they give (the
+ * no-backfill answer: all of them and w are free by then); on return p->tmp holds the nodes chosen:
+ * holes first, tightest first (filling a hole beats opening one), then nodes free by t in
+ * pick_tails() order.  Bounds: at most k + POOL_HOLES * nm + WS_HOLES + 3 candidate times, each
+ * checked against the workspace's holes and the pools' holes.
+ */
+static int64_t fit(struct egs_plan *p, const struct wsinfo *w, struct pool *const *m, size_t nm, size_t k, int64_t d,
+		   int64_t T)
+{
+	size_t nc = candidates(p, w, m, nm, k, d, T);
+	p->cand[nc++] = T;
+	for (size_t c = 0; c < nc; c++) {
+		int64_t t = p->cand[c];
+		if ((c && t == p->cand[c - 1]) || !ws_free(w, t, d))
+			continue;
+		size_t tails = 0, nh = 0;
+		while (tails < k && p->tmp[tails]->free_at <= t)
+			tails++;
+		for (size_t j = 0; j < nm; j++)
+			for (size_t i = 0; i < m[j]->nholes; i++)
+				if (m[j]->holes[i].s <= t && t + d <= m[j]->holes[i].e)
+					p->hsel[nh++] = &m[j]->holes[i];
+		if (nh + tails < k)
+			continue;
+		size_t take = nh < k ? nh : k;
+		for (size_t i = 0; i < take; i++) { /* the take best holes to the front: take <= k, small */
+			size_t b = i;
+			for (size_t x = i + 1; x < nh; x++)
+				if (hole_before(p->hsel[x], p->hsel[b], p->slots))
+					b = x;
+			struct hole *h = p->hsel[b];
+			p->hsel[b] = p->hsel[i];
+			p->hsel[i] = h;
+		}
+		for (size_t i = 0; i < take; i++)
+			p->tmp[i] = &p->slots[p->hsel[i]->slot];
+		size_t got = pick_tails(p, m, nm, t, k - take, p->tmp + take);
+		EGS_ASSERT(got == k - take);
+		return t;
+	}
+	EGS_ASSERT(false); /* T always fits */
+	return T;
 }
 
 /* Finds g's earliest start over the clusters it may use; on success returns the time and leaves
@@ -644,12 +934,16 @@ static int64_t place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo 
 		for (size_t j = a; j < b; j++)
 			if (shape_matches(g, p->pools[j].proto))
 				m[nm++] = &p->pools[j];
+		if (p->backfill)
+			sort_pools(m, nm);
 		if (nm && k_first(m, nm, k, p->tmp)) {
 			int64_t t = p->tmp[k - 1]->free_at;
 			if (t < w->until)
 				t = w->until;
 			if (t < p->now) /* a kept plan was built a moment ago */
 				t = p->now;
+			if (p->backfill)
+				t = fit(p, w, m, nm, k, g->exit_duration_s, t);
 			size_t rank = preferred_rank(g, p->pools[a].proto->cluster);
 			if (t < best || (t == best && rank < best_rank)) {
 				best = t;
@@ -668,13 +962,29 @@ static void reserve(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *
 		reserve_shared(p, g, w, t);
 		return;
 	}
+	int64_t end = t + g->exit_duration_s;
 	for (size_t i = 0; i < (size_t)g->node_count; i++) {
 		struct slot *s = p->chosen[i];
-		s->free_at = s->ded_free_at = t + g->exit_duration_s;
+		uint32_t idx = (uint32_t)(s - p->slots);
+		if (s->free_at > t) { /* backfilled into a hole: the node's later reservations stay */
+			hole_take(s->pool->holes, &s->pool->nholes, POOL_HOLES, idx, t, end, p->now);
+			continue;
+		}
+		if (p->backfill)
+			hole_add(s->pool->holes, &s->pool->nholes, POOL_HOLES, s->free_at, t, idx, p->now);
+		s->free_at = s->ded_free_at = end;
 		s->free_now = false;
 		heap_down(s->pool, s->hidx); /* it only moved later */
 	}
-	w->until = t + g->exit_duration_s;
+	if (t < w->until && end <= w->until) { /* backfilled into a hole of the workspace */
+		hole_take(w->holes, &w->nholes, WS_HOLES, 0, t, end, p->now);
+		return;
+	}
+	/* (t < until here only for one started a moment ago, replayed on a plan of now, whose
+	 * workspace counts as free from now) */
+	if (p->backfill)
+		hole_add(w->holes, &w->nholes, WS_HOLES, w->until, t, 0, p->now);
+	w->until = end;
 }
 
 static bool can_start_now(struct egs_plan *p, const struct egs_gpr *g, const struct wsinfo *w, int64_t t)
@@ -684,7 +994,7 @@ static bool can_start_now(struct egs_plan *p, const struct egs_gpr *g, const str
 	if (g->share_centi)
 		return egs_share_fits_now(p->chosen[0]->n, p->share_take);
 	for (size_t i = 0; i < (size_t)g->node_count; i++)
-		if (!p->chosen[i]->free_now)
+		if (!p->chosen[i]->idle_now)
 			return false;
 	return true;
 }
@@ -700,6 +1010,7 @@ static void start(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w)
 	for (size_t i = 0; i < (size_t)g->node_count; i++) {
 		struct egs_node *n = p->chosen[i]->n;
 		egs_strlcpy(n->gpr_id, g->id, sizeof(n->gpr_id));
+		p->chosen[i]->idle_now = false;
 		n->allocated_at = p->now;
 		egs_state_touch(st, EGS_KIND_NODE, n);
 		egs_strlist_add(&g->nodes, n->key);
@@ -988,6 +1299,23 @@ static void place_probes(struct egs_plan *b, const struct egs_gpr *const *probes
 	}
 }
 
+/* Puts the slots of the nodes g holds into p->chosen; false when one is not in the plan. */
+static bool started_nodes(struct egs_plan *p, const struct egs_gpr *g)
+{
+	if ((size_t)g->node_count != g->nodes.n)
+		return false;
+	for (size_t i = 0; i < g->nodes.n; i++) {
+		const struct egs_node *n = egs_map_get(&p->st->nodes, g->nodes.v[i]);
+		p->chosen[i] = NULL;
+		for (size_t j = 0; n && j < p->nslots && !p->chosen[i]; j++)
+			if (p->slots[j].n == n)
+				p->chosen[i] = &p->slots[j];
+		if (!p->chosen[i])
+			return false;
+	}
+	return true;
+}
+
 /* The fast path: positions a plan from the kept one (its last snapshot before the probes' place,
  * then at most SNAP_EVERY GPRs replayed); false when the kept plan cannot serve. */
 static bool estimate_kept(struct egs_plan *kept, const struct egs_gpr *const *probes, size_t n, int64_t now,
@@ -1018,14 +1346,25 @@ static bool estimate_kept(struct egs_plan *kept, const struct egs_gpr *const *pr
 		return false;
 	struct egs_plan q;
 	snap_restore(&q, kept, s, now);
+	/* The GPRs the walk started after the snapshot, wherever they stand in the queue, hold their
+	 * own nodes from when they started: a full plan now sees them provisioning since then, before
+	 * it places anyone. */
+	for (size_t i = s->pos; i < kept->norder; i++) {
+		const struct egs_gpr *g = kept->order[i];
+		if (g->state != EGS_GPR_PROVISIONING)
+			continue;
+		if (!started_nodes(&q, g)) {
+			plan_cleanup(&q);
+			return false;
+		}
+		reserve(&q, g, ws_get(&q, g->workspace), g->phase_since);
+	}
 	for (size_t i = s->pos; i < lo; i++) {
 		const struct egs_gpr *g = kept->order[i];
+		if (g->state == EGS_GPR_PROVISIONING)
+			continue;
 		struct wsinfo *w = ws_get(&q, g->workspace);
 		int64_t t = place(&q, g, w);
-		/* One the walk started holds its nodes from when it started (a full plan now sees it
-		 * provisioning since then). */
-		if (t != EGS_NEVER && g->state == EGS_GPR_PROVISIONING)
-			t = g->phase_since;
 		if (t != EGS_NEVER)
 			reserve(&q, g, w, t);
 	}

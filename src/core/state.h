@@ -34,6 +34,8 @@ struct egs_state_config {
 				       * 86400); negative turns fairness off */
 	int64_t preempt_min_runtime_s; /* a GPR runs this long before it may be preempted (default
 					* 600); negative: at once */
+	int backfill;                 /* conservative backfill in the plan (core/sched.h): positive on,
+				       * 0 or negative off (the default: see sched.h for what it costs) */
 };
 
 struct egs_state {

@@ -99,9 +99,12 @@ static void done(void *p)
 	fail_msg("done(%p): not registered", p);
 }
 
+static int backfill_cfg; /* egs_state_config.backfill of the states state_new makes */
+
 static int teardown(void **state)
 {
 	(void)state;
+	backfill_cfg = 0;
 	while (ndeferred > 0) {
 		struct deferred d = deferred[--ndeferred];
 		d.fn(d.p);
@@ -135,7 +138,8 @@ static struct egs_state *state_new(int retry_limit, int64_t provision_timeout_s,
 					.provision_timeout_s = provision_timeout_s,
 					.heartbeat_timeout_s = heartbeat_timeout_s,
 					.event_retention = 0,
-					.fair_half_life_s = fair_half_life };
+					.fair_half_life_s = fair_half_life,
+					.backfill = backfill_cfg };
 	struct egs_state *st = egs_calloc(1, sizeof(*st));
 	egs_state_init(st, &cfg);
 	return defer(free_state, st);
@@ -787,6 +791,11 @@ static void record_estimates(struct workload *wl, int64_t now)
 	}
 }
 
+/* What run_workload saw, summed over its runs: waits (start - arrival) and how many, and the
+ * spans (first arrival to last completion) and busy node-seconds, for utilization. */
+static double wl_wait_sum, wl_span_sum, wl_busy_sum;
+static size_t wl_jobs;
+
 /* GPRs that started later than estimated because fair share put a later arrival ahead of them. */
 static size_t fair_overtakes;
 
@@ -856,9 +865,15 @@ static size_t run_workload(uint64_t seed, size_t n, int nnodes, int nws, int max
 		now = next;
 	}
 	size_t wrong = 0;
+	int64_t last = T0;
 	for (size_t i = 0; i < n; i++) {
 		struct egs_gpr *g = wl.g[i];
 		assert_int_equal(g->state, EGS_GPR_COMPLETE);
+		wl_wait_sum += (double)(g->start_ts - wl.arrive[i]);
+		wl_busy_sum += (double)g->node_count * (double)g->exit_duration_s;
+		wl_jobs++;
+		if (g->completion_ts > last)
+			last = g->completion_ts;
 		if (g->start_ts != wl.est[i] && overtaken(&wl, i)) {
 			assert_true(g->start_ts > wl.est[i]);
 			fair_overtakes++;
@@ -871,6 +886,7 @@ static size_t run_workload(uint64_t seed, size_t n, int nnodes, int nws, int max
 		}
 		assert_int_equal(g->completion_ts, g->start_ts + g->exit_duration_s);
 	}
+	wl_span_sum += (double)(last - T0) * (double)nnodes * (homogeneous ? 1 : 2);
 	done(wlp);
 	done(st);
 	return wrong;
@@ -1211,6 +1227,151 @@ static void test_estimate_holds_when_a_node_frees(void **state)
 	assert_int_equal(h->start_ts, now + 100);
 	assert_int_equal(g->est_start, now + 300);
 	done(st);
+}
+
+/* ---- conservative backfill ---- */
+
+/*
+ * Three nodes; x holds one for 1000 s, so the head A (all three nodes) waits until +1000 and
+ * leaves a hole [now, +1000) on the two others.  S (300 s) and M (700 s) end before it: they start
+ * at once.  L (2000 s) would overrun it: it waits for A.  A starts exactly at its estimate.
+ * Without backfill S, M and L all wait for A.
+ */
+static void test_backfill_short_before_reservation(void **state)
+{
+	(void)state;
+	for (int on = 0; on <= 1; on++) {
+		backfill_cfg = on;
+		struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
+		int64_t now = T0;
+		add_h100(st, "c1", "n1", now);
+		add_h100(st, "c1", "n2", now);
+		add_h100(st, "c1", "n3", now);
+		static const char *const wss[] = { "wx", "wa", "ws", "wm", "wl" };
+		for (size_t i = 0; i < 5; i++)
+			add_ws(st, wss[i], "c1", NULL);
+		struct egs_gpr *x = submit(st, mk_gpr("x", "wx", 1, 8, 1000, 300), now);
+		struct egs_gpr *a = submit(st, mk_gpr("a", "wa", 3, 8, 500, 200), now);
+		struct egs_gpr *s = submit(st, mk_gpr("s", "ws", 1, 8, 300, 100), now);
+		struct egs_gpr *m = submit(st, mk_gpr("m", "wm", 1, 8, 700, 100), now);
+		struct egs_gpr *l = submit(st, mk_gpr("l", "wl", 1, 8, 2000, 100), now);
+		int64_t t = settle(st, now);
+		assert_int_equal(x->state, EGS_GPR_PROVISIONED);
+		assert_int_equal(a->est_start, now + 1000);
+		if (on) {
+			assert_int_equal(s->state, EGS_GPR_PROVISIONED);
+			assert_int_equal(m->state, EGS_GPR_PROVISIONED);
+			assert_int_equal(s->start_ts, now);
+			assert_int_equal(m->start_ts, now);
+		} else {
+			assert_int_equal(s->est_start, now + 1500);
+			assert_int_equal(m->est_start, now + 1500);
+		}
+		assert_int_equal(l->est_start, now + 1500);
+		while (a->state == EGS_GPR_QUEUED)
+			t = settle(st, t);
+		assert_int_equal(a->start_ts, now + 1000);
+		while (l->state == EGS_GPR_QUEUED)
+			t = settle(st, t);
+		assert_int_equal(l->start_ts, now + 1500);
+		check_consistency(st);
+		done(st);
+	}
+}
+
+/*
+ * The workspace's one-GPR-at-a-time rule has holes too.  W1 (pinned to c1, whose only node x holds
+ * for 1000 s) waits until +1000; W2 of the same workspace on c2 (300 s) ends before W1 starts, so it
+ * starts at once; W3 (2000 s) would overrun the hole and waits for W1's end.
+ */
+static void test_backfill_workspace_hole(void **state)
+{
+	(void)state;
+	for (int on = 0; on <= 1; on++) {
+		backfill_cfg = on;
+		struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
+		int64_t now = T0;
+		add_h100(st, "c1", "n1", now);
+		add_h100(st, "c2", "n2", now);
+		add_ws(st, "wx", "c1", NULL);
+		add_ws(st, "w", "c1", "c2", NULL);
+		struct egs_gpr *x = submit(st, mk_gpr("x", "wx", 1, 8, 1000, 300), now);
+		struct egs_gpr *w1 = mk_gpr("w1", "w", 1, 8, 100, 200);
+		struct egs_gpr *w2 = mk_gpr("w2", "w", 1, 8, 300, 100);
+		struct egs_gpr *w3 = mk_gpr("w3", "w", 1, 8, 2000, 100);
+		egs_strlcpy(w1->cluster, "c1", sizeof(w1->cluster));
+		egs_strlcpy(w2->cluster, "c2", sizeof(w2->cluster));
+		egs_strlcpy(w3->cluster, "c2", sizeof(w3->cluster));
+		submit(st, w1, now);
+		submit(st, w2, now);
+		submit(st, w3, now);
+		int64_t t = settle(st, now);
+		assert_int_equal(x->state, EGS_GPR_PROVISIONED);
+		assert_int_equal(w1->est_start, now + 1000);
+		if (on) {
+			assert_int_equal(w2->state, EGS_GPR_PROVISIONED);
+			assert_int_equal(w3->est_start, now + 1100);
+		} else {
+			assert_int_equal(w2->est_start, now + 1100);
+			assert_int_equal(w3->est_start, now + 1400);
+		}
+		while (w3->state == EGS_GPR_QUEUED)
+			t = settle(st, t);
+		assert_int_equal(w1->start_ts, now + 1000);
+		assert_int_equal(w3->start_ts, now + (on ? 1100 : 1400));
+		check_consistency(st);
+		done(st);
+	}
+}
+
+/*
+ * The estimates-hold workloads with backfill on (fair share off: no arrival goes ahead): every GPR
+ * starts exactly at its estimate, and against the same workloads without backfill the mean wait is
+ * shorter and utilization (busy node-time over nodes x span) higher.
+ */
+static void test_backfill_estimates_hold(void **state)
+{
+	(void)state;
+	fair_half_life = -1;
+	double wait[2], util[2];
+	size_t wrong = 0;
+	for (int on = 0; on <= 1; on++) {
+		backfill_cfg = on;
+		wl_wait_sum = wl_span_sum = wl_busy_sum = 0;
+		wl_jobs = 0;
+		for (uint64_t seed = 1; seed <= 8; seed++) {
+			wrong += run_workload(seed, 30, 4, 2, 2, true, true);
+			wrong += run_workload(seed, 30, 4, 5, 3, true, true);
+			wrong += run_workload(seed, 30, 4, 5, 2, true, false);
+			wrong += run_workload(seed, 40, 3, 4, 2, false, true);
+			wrong += run_workload(seed, 40, 3, 4, 2, false, false);
+		}
+		wait[on] = wl_wait_sum / (double)wl_jobs;
+		util[on] = wl_busy_sum / wl_span_sum;
+	}
+	fair_half_life = 0;
+	backfill_cfg = 0;
+	fprintf(stderr, "backfill off/on: mean wait %.0f / %.0f s, utilization %.1f%% / %.1f%%\n", wait[0], wait[1],
+		100 * util[0], 100 * util[1]);
+	assert_int_equal(wrong, 0);
+	assert_true(wait[1] < wait[0]);
+	assert_true(util[1] > util[0]);
+}
+
+/* The kept plan's wait-time answers, egs_sched_append and egs_sched_estimate equal a fresh walk with
+ * backfill on too (the snapshots keep the holes). */
+static void test_estimates_from_kept_plan(void **state);
+static void test_estimate_matches_plan(void **state);
+static void test_append_matches_full_plan(void **state);
+static void test_backfill_plan_paths_agree(void **state)
+{
+	backfill_cfg = 1;
+	test_estimates_from_kept_plan(state);
+	backfill_cfg = 1;
+	test_estimate_matches_plan(state);
+	backfill_cfg = 1;
+	test_append_matches_full_plan(state);
+	backfill_cfg = 0;
 }
 
 /* ---- early release ---- */
@@ -2261,6 +2422,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_estimate_no_side_effects, teardown),
 		cmocka_unit_test_teardown(test_append_matches_full_plan, teardown),
 		cmocka_unit_test_teardown(test_append_refuses_old_plan, teardown),
+		cmocka_unit_test_teardown(test_backfill_short_before_reservation, teardown),
+		cmocka_unit_test_teardown(test_backfill_workspace_hole, teardown),
+		cmocka_unit_test_teardown(test_backfill_estimates_hold, teardown),
+		cmocka_unit_test_teardown(test_backfill_plan_paths_agree, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
