@@ -13,8 +13,26 @@
  * earlier GPR and push a later one back (tests/unit/test_sched.c shows how): keeping reservations
  * between walks is the planner issue's work.  A GPR whose time is now
  * and whose nodes are free now is provisioned.  Because windows are strict, an estimate is an upper
- * bound unless a higher-priority request arrives; early releases only make it earlier.  (Filling the
- * holes before a reservation, conservative backfill, is the planner issue's refinement.)
+ * bound unless a higher-priority request arrives; early releases only make it earlier.
+ *
+ * Conservative backfill (egs_state_config.backfill; off by default).  A reservation that starts
+ * after a node's or the workspace's previous free time leaves a hole in front of it; a GPR later in
+ * the walk may start in holes (on k nodes of one cluster and in its workspace at once) when it ends
+ * by their end, so it never delays a GPR placed before it.  Holes are preferred to opening new
+ * ones at the same start (tightest first), and nodes free by a start are taken in a fixed order
+ * (best fit, then name; at now idle ones first) rather than earliest-free first: a GPR that
+ * started in a hole holds its node up to the hole's end, and the next walk must hand the GPRs ahead
+ * the same nodes or an estimate behind moves.  With that, without arrivals and early releases
+ * every GPR still starts exactly at its estimate (tests/unit/test_sched.c, test_backfill_*).
+ * Bounds: at most 32 holes per pool of identical nodes and 16 per workspace (a hole that finds no
+ * room is not offered: time lost to backfill, never double-booked); a GPR tries at most
+ * k + 32 x (matching pools) + 16 + 3 candidate start times, each checked against those holes, and
+ * picks free nodes from at most 64 heap entries per pool before it scans the pool in name order.
+ * Exactness assumes the bounds do not bind; when they do (deep queues), a later walk may find a
+ * hole the first one had no room for.  What backfill gives up, which is why it is off by default:
+ * an early release can let a GPR ahead move earlier into the time a backfilled GPR was promised
+ * (it is re-planned later), and an arrival ahead can move a start earlier as well as later (it
+ * opens new holes).  Keeping reservations between walks would restore both promises.
  */
 #ifndef EGS_SCHED_H
 #define EGS_SCHED_H

@@ -1358,6 +1358,51 @@ static void test_backfill_estimates_hold(void **state)
 	assert_true(util[1] > util[0]);
 }
 
+/*
+ * What backfill gives up (sched.h): B (its workspace busy until +200) is promised +200 in the hole
+ * that A (both H100 nodes, waiting for x until +1000) leaves on n2.  x releases early at +100: A
+ * starts at once and takes B's hole, so B's promise moves later (to A's end).  Without backfill
+ * B waits for A from the start and the early release only moves it earlier.
+ */
+static void test_backfill_early_release_limit(void **state)
+{
+	(void)state;
+	for (int on = 0; on <= 1; on++) {
+		backfill_cfg = on;
+		struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
+		int64_t now = T0;
+		add_node(st, "c1", "n1", "H100", "p5", 8, 81920, now);
+		add_node(st, "c1", "n2", "H100", "p5", 8, 81920, now);
+		add_node(st, "c1", "n3", "A100", "p4d", 8, 40960, now);
+		add_ws(st, "wx", "c1", NULL);
+		add_ws(st, "wa", "c1", NULL);
+		add_ws(st, "wb", "c1", NULL);
+		struct egs_gpr *x = mk_gpr("x", "wx", 1, 8, 1000, 300);
+		struct egs_gpr *y = mk_gpr("y", "wb", 1, 8, 200, 300);
+		struct egs_gpr *a = mk_gpr("a", "wa", 2, 8, 500, 200);
+		struct egs_gpr *b = mk_gpr("b", "wb", 1, 8, 600, 100);
+		egs_strlcpy(x->gpu_shape, "H100", sizeof(x->gpu_shape));
+		egs_strlcpy(y->gpu_shape, "A100", sizeof(y->gpu_shape));
+		egs_strlcpy(a->gpu_shape, "H100", sizeof(a->gpu_shape));
+		egs_strlcpy(b->gpu_shape, "H100", sizeof(b->gpu_shape));
+		submit(st, x, now);
+		submit(st, y, now);
+		submit(st, a, now);
+		submit(st, b, now);
+		settle(st, now);
+		assert_int_equal(x->state, EGS_GPR_PROVISIONED);
+		assert_int_equal(y->state, EGS_GPR_PROVISIONED);
+		assert_int_equal(a->est_start, now + 1000);
+		assert_int_equal(b->est_start, now + (on ? 200 : 1500));
+		assert_int_equal(egs_gpr_release(st, x, now + 100), EGS_OK);
+		settle(st, now + 100);
+		assert_int_equal(a->state, EGS_GPR_PROVISIONED);
+		assert_int_equal(b->est_start, now + 600);
+		assert_int_equal(b->delayed_count, on ? 1 : 0);
+		done(st);
+	}
+}
+
 /* The kept plan's wait-time answers, egs_sched_append and egs_sched_estimate equal a fresh walk with
  * backfill on too (the snapshots keep the holes). */
 static void test_estimates_from_kept_plan(void **state);
@@ -2425,6 +2470,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_backfill_short_before_reservation, teardown),
 		cmocka_unit_test_teardown(test_backfill_workspace_hole, teardown),
 		cmocka_unit_test_teardown(test_backfill_estimates_hold, teardown),
+		cmocka_unit_test_teardown(test_backfill_early_release_limit, teardown),
 		cmocka_unit_test_teardown(test_backfill_plan_paths_agree, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
