@@ -89,6 +89,8 @@ struct egs_plan {
 	const struct egs_gpr *last; /* the last GPR placed, in queue order */
 	struct egs_gpr **order;    /* every GPR placed, in queue order (the walk's, then appended) */
 	size_t norder, caporder;
+	size_t *started;           /* positions in order of the GPRs this plan started, ascending */
+	size_t nstarted, capstarted;
 	struct snap *snaps;        /* the walk's state every SNAP_EVERY GPRs (wait-time queries) */
 	size_t nsnaps;
 	bool valid;
@@ -490,6 +492,7 @@ static void plan_cleanup(struct egs_plan *p)
 	}
 	free(p->snaps);
 	free(p->order);
+	free(p->started);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -574,6 +577,15 @@ static void order_push(struct egs_plan *p, struct egs_gpr *g)
 		p->order = egs_realloc(p->order, p->caporder * sizeof(*p->order));
 	}
 	p->order[p->norder++] = g;
+}
+
+static void started_push(struct egs_plan *p, size_t pos)
+{
+	if (p->nstarted == p->capstarted) {
+		p->capstarted = p->capstarted ? 2 * p->capstarted : 64;
+		p->started = egs_realloc(p->started, p->capstarted * sizeof(*p->started));
+	}
+	p->started[p->nstarted++] = pos;
 }
 
 static size_t preferred_rank(const struct egs_gpr *g, const char *cluster)
@@ -1232,8 +1244,11 @@ static int64_t walk(struct egs_state *st, int64_t now, struct egs_plan *keep, in
 			snap_take(p, i);
 		int64_t t = plan_one(p, order[i]);
 		/* A GPR started just now is due again at its provisioning time-out. */
-		if (order[i]->state == EGS_GPR_PROVISIONING)
+		if (order[i]->state == EGS_GPR_PROVISIONING) {
 			t = now + st->cfg.provision_timeout_s;
+			if (keep)
+				started_push(p, i);
+		}
 		if (t != EGS_NEVER && t > now && t < next)
 			next = t;
 	}
@@ -1269,7 +1284,10 @@ int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, s
 		return EGS_NEVER - 1;
 	p->now = now;
 	order_push(p, g);
-	return plan_one(p, g);
+	int64_t t = plan_one(p, g);
+	if (g->state == EGS_GPR_PROVISIONING)
+		started_push(p, p->norder - 1);
+	return t;
 }
 
 void egs_plan_invalidate(struct egs_plan *p)
@@ -1349,8 +1367,10 @@ static bool estimate_kept(struct egs_plan *kept, const struct egs_gpr *const *pr
 	/* The GPRs the walk started after the snapshot, wherever they stand in the queue, hold their
 	 * own nodes from when they started: a full plan now sees them provisioning since then, before
 	 * it places anyone. */
-	for (size_t i = s->pos; i < kept->norder; i++) {
-		const struct egs_gpr *g = kept->order[i];
+	for (size_t j = 0; j < kept->nstarted; j++) {
+		if (kept->started[j] < s->pos)
+			continue;
+		const struct egs_gpr *g = kept->order[kept->started[j]];
 		if (g->state != EGS_GPR_PROVISIONING)
 			continue;
 		if (!started_nodes(&q, g)) {
