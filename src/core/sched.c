@@ -83,6 +83,8 @@ struct egs_plan {
 	struct pool **match;   /* scratch of place(): one cluster's matching pools */
 	int64_t *cand;         /* scratch of fit(): candidate start times */
 	struct hole **hsel;    /* scratch of fit(): holes that can hold the GPR */
+	struct hole **hok;     /* scratch of fit(): holes long enough for it, starting by T */
+	size_t nhok;
 	struct slot **dfs;     /* scratch of pool_tails(): DFS_MAX + 1 entries */
 	size_t *stack;         /* scratch of pool_tails(): 2 * DFS_MAX + 2 entries */
 	bool backfill;         /* st->cfg.backfill */
@@ -409,6 +411,7 @@ static void scratch_alloc(struct egs_plan *p)
 	p->match = egs_calloc(p->nslots + 1, sizeof(*p->match));
 	p->cand = egs_calloc(p->nslots + nholes + WS_HOLES + 4, sizeof(*p->cand));
 	p->hsel = egs_calloc(nholes + 1, sizeof(*p->hsel));
+	p->hok = egs_calloc(nholes + 1, sizeof(*p->hok));
 	p->dfs = egs_calloc(DFS_MAX + 1, sizeof(*p->dfs));
 	p->stack = egs_calloc(2 * DFS_MAX + 2, sizeof(*p->stack));
 	p->backfill = p->st->cfg.backfill > 0;
@@ -476,6 +479,7 @@ static void plan_cleanup(struct egs_plan *p)
 	free(p->match);
 	free(p->cand);
 	free(p->hsel);
+	free(p->hok);
 	free(p->dfs);
 	free(p->stack);
 	free(p->wsv);
@@ -748,12 +752,6 @@ static bool ws_free(const struct wsinfo *w, int64_t t, int64_t d)
 	return false;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
 /* Hole order for a GPR that fits several: the tightest (earliest end) first, then by node name. */
 static bool hole_before(const struct hole *x, const struct hole *y, const struct slot *slots)
 {
@@ -844,7 +842,8 @@ static void sort_pools(struct pool **m, size_t nm)
 }
 
 /* Collects into p->cand the times at which g could start before T: now, the nodes' free times,
- * the workspace's, and the starts of holes long enough for it (each clamped to now).  Sorted. */
+ * the workspace's, and the starts of holes long enough for it (each clamped to now).  Sorted.
+ * The pools' holes long enough that start by T go to p->hok: no other can hold it. */
 static size_t candidates(struct egs_plan *p, const struct wsinfo *w, struct pool *const *m, size_t nm, size_t k,
 			 int64_t d, int64_t T)
 {
@@ -863,14 +862,23 @@ static size_t candidates(struct egs_plan *p, const struct wsinfo *w, struct pool
 	for (size_t i = 0; i < w->nholes; i++)
 		if (w->holes[i].e - (w->holes[i].s < now ? now : w->holes[i].s) >= d)
 			CAND(w->holes[i].s);
+	p->nhok = 0;
 	for (size_t j = 0; j < nm; j++)
 		for (size_t i = 0; i < m[j]->nholes; i++) {
-			const struct hole *h = &m[j]->holes[i];
-			if (h->e - (h->s < now ? now : h->s) >= d)
+			struct hole *h = &m[j]->holes[i];
+			if (h->s <= T && h->e - (h->s < now ? now : h->s) >= d) {
+				p->hok[p->nhok++] = h;
 				CAND(h->s);
+			}
 		}
 #undef CAND
-	qsort(c, nc, sizeof(*c), cmp_i64);
+	for (size_t i = 1; i < nc; i++) { /* a few dozen at most: insertion sort */
+		int64_t x = c[i];
+		size_t j = i;
+		for (; j > 0 && c[j - 1] > x; j--)
+			c[j] = c[j - 1];
+		c[j] = x;
+	}
 	return nc;
 }
 
@@ -895,10 +903,9 @@ static int64_t fit(struct egs_plan *p, const struct wsinfo *w, struct pool *cons
 		size_t tails = 0, nh = 0;
 		while (tails < k && p->tmp[tails]->free_at <= t)
 			tails++;
-		for (size_t j = 0; j < nm; j++)
-			for (size_t i = 0; i < m[j]->nholes; i++)
-				if (m[j]->holes[i].s <= t && t + d <= m[j]->holes[i].e)
-					p->hsel[nh++] = &m[j]->holes[i];
+		for (size_t i = 0; i < p->nhok; i++)
+			if (p->hok[i]->s <= t && t + d <= p->hok[i]->e)
+				p->hsel[nh++] = p->hok[i];
 		if (nh + tails < k)
 			continue;
 		size_t take = nh < k ? nh : k;
