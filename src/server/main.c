@@ -24,6 +24,8 @@ static void usage(FILE *f)
 		   "  --max-nodes-per-gpr N\n"
 		   "               the global hard limit of numberOfGPUNodes (1-1024, default 64) unless an admin\n"
 		   "               sets one (PUT /api/v1/settings/policy; docs/policies.md)\n"
+		   "  --backfill   conservative backfill in the planner: a GPR may start in the hole before a\n"
+		   "               reservation when it ends by then (default off; docs/internals/queue-and-scheduler.md)\n"
 		   "  --quiet      no access log line per request\n");
 }
 
@@ -36,6 +38,7 @@ int main(int argc, char **argv)
 		{ "fair-half-life", required_argument, NULL, 'f' },
 		{ "preempt-min-runtime", required_argument, NULL, 'p' },
 		{ "max-nodes-per-gpr", required_argument, NULL, 'n' },
+		{ "backfill", no_argument, NULL, 'b' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = "127.0.0.1:8080", *data = "./var";
@@ -84,6 +87,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'q': srv.log_requests = false; break;
+		case 'b': srv.state_cfg.backfill = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
