@@ -129,6 +129,8 @@ bool ctl_print_data(struct ctl *c, json_t *v);
 /* JSON helpers that never return NULL: a member's string ("" when absent), its integer. */
 const char *ctl_str(json_t *o, const char *key);
 long long ctl_int_of(json_t *o, const char *key);
+/* A member that is a whole or fractional number as text ("8", "0.2"; "0" when absent). */
+void ctl_num_text(json_t *o, const char *key, char *buf, size_t n);
 /* Relative time for tables: "5m", "2h3m", "3d" for t in the past; "in 5m" for the future; "-". */
 void ctl_age(const char *rfc3339, int64_t now, char *buf, size_t n);
 /* Duration text "1h2m3s" trimmed of zero parts for display ("2h", "1h30m"). */

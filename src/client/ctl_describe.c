@@ -92,7 +92,10 @@ static void print_request(json_t *g)
 {
 	char pref[300], opts[300];
 
-	field("Request:", "%lld node(s) x %lld GPU(s)", ctl_int_of(g, "numberOfGPUNodes"), ctl_int_of(g, "numberOfGPUs"));
+	char gpus[32];
+	ctl_num_text(g, "numberOfGPUs", gpus, sizeof(gpus));
+	field("Request:", "%lld node(s) x %s GPU(s)%s", ctl_int_of(g, "numberOfGPUNodes"), gpus,
+	      !strcmp(ctl_str(g, "gpuSharingMode"), "Shared") ? ", shared" : "");
 	field("  GPU shape:", "%s", *ctl_str(g, "gpuShape") ? ctl_str(g, "gpuShape") : "any");
 	field("  Instance type:", "%s", *ctl_str(g, "instanceType") ? ctl_str(g, "instanceType") : "any");
 	joined(json_object_get(g, "preferredClusters"), pref, sizeof(pref));

@@ -64,7 +64,9 @@ static const char *or_dash(const char *s)
 /* "2x8": nodes x GPUs per node. */
 static void gpus_cell(json_t *g, char *buf, size_t n)
 {
-	snprintf(buf, n, "%lldx%lld", ctl_int_of(g, "numberOfGPUNodes"), ctl_int_of(g, "numberOfGPUs"));
+	char gpus[32];
+	ctl_num_text(g, "numberOfGPUs", gpus, sizeof(gpus));
+	snprintf(buf, n, "%lldx%.12s", ctl_int_of(g, "numberOfGPUNodes"), gpus);
 }
 
 /* A GPR's provisioningStatus: under status in GPR objects, at the top in queue entries. */

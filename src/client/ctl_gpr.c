@@ -21,7 +21,10 @@ static const char create_help[] =
 	"  -w, --workspace NAME       the slice workspace [sliceName] (required)\n"
 	"  --duration DURATION        how long the GPUs are held, e.g. 6h or 0d6h0m [exitDuration] (required)\n"
 	"  --nodes N                  GPU nodes [numberOfGPUNodes] (default 1)\n"
-	"  --gpus N                   GPUs per node [numberOfGPUs] (default 1)\n"
+	"  --gpus N                   GPUs per node [numberOfGPUs] (default 1); with --shared a share\n"
+	"                             of one node's GPUs, two decimals at most: 0.2, 1.5\n"
+	"  --shared                   GPUs, or fractions of one, shared with other workspaces\n"
+	"                             [gpuSharingMode: Shared; one node]\n"
 	"  --priority P               1-1000: low 1-100, medium 101-200, high 201-300+ [priority] (default 101)\n"
 	"  --cluster NAME             a cluster of the workspace [clusterName]\n"
 	"  --gpu-shape SHAPE          e.g. NVIDIA-H100-80GB-HBM3 [gpuShape]\n"
@@ -51,7 +54,7 @@ struct req_flags {
 	const char *workspace, *duration, *nodes, *gpus, *priority, *cluster, *shape, *itype, *memory, *idle;
 	const char *timeout;
 	struct ctl_list preferred;
-	bool eviction, requeue, wait;
+	bool eviction, requeue, wait, shared;
 };
 
 static void req_opts(struct req_flags *f, struct ctl_opt *o)
@@ -64,11 +67,12 @@ static void req_opts(struct req_flags *f, struct ctl_opt *o)
 		{"memory", 0, &f->memory, NULL, NULL},           {"idle-timeout", 0, &f->idle, NULL, NULL},
 		{"preferred-cluster", 0, NULL, NULL, &f->preferred}, {"enable-eviction", 0, NULL, &f->eviction, NULL},
 		{"requeue-on-failure", 0, NULL, &f->requeue, NULL}, {"wait", 0, NULL, &f->wait, NULL},
-		{"timeout", 0, &f->timeout, NULL, NULL},         {NULL, 0, NULL, NULL, NULL},
+		{"timeout", 0, &f->timeout, NULL, NULL},         {"shared", 0, NULL, &f->shared, NULL},
+		{NULL, 0, NULL, NULL, NULL},
 	};
 	memcpy(o, opts, sizeof(opts));
 }
-#define REQ_OPTS 16
+#define REQ_OPTS 17
 
 /* Adds an integer flag to req under field; false after a usage error. */
 static bool put_int(struct ctl *c, json_t *req, const char *flag, const char *v, const char *field, long min, long max)
@@ -80,6 +84,22 @@ static bool put_int(struct ctl *c, json_t *req, const char *flag, const char *v,
 	if (!ctl_int(c, flag, v, min, max, &n))
 		return false;
 	json_object_set_new(req, field, json_integer(n));
+	return true;
+}
+
+/* --gpus of a shared request: 0.01 to 64 with at most two decimals, sent as a number. */
+static bool put_share(struct ctl *c, json_t *req, const char *v)
+{
+	const char *dot = strchr(v, '.');
+	char *end;
+	double x = strtod(v, &end);
+	bool digits = *v >= '0' && *v <= '9' && strspn(v, "0123456789.") == strlen(v) && (!dot || !strchr(dot + 1, '.'));
+	if (*end || !digits || (dot && strlen(dot + 1) > 2) || !(x >= 0.01 && x <= 64)) {
+		ctl_usage(c, "--gpus %s: with --shared, a number from 0.01 to 64 with at most two decimals", v);
+		return false;
+	}
+	json_object_set_new(req, "numberOfGPUs", x == (double)(long)x ? json_integer((long)x) : json_real(x));
+	json_object_set_new(req, "gpuSharingMode", json_string("Shared"));
 	return true;
 }
 
@@ -105,7 +125,8 @@ static json_t *build_request(struct ctl *c, const struct req_flags *f, const cha
 	put_str(req, "sliceName", f->workspace);
 	put_str(req, "exitDuration", f->duration);
 	if (!put_int(c, req, "--nodes", f->nodes, "numberOfGPUNodes", 1, 1024) ||
-	    !put_int(c, req, "--gpus", f->gpus, "numberOfGPUs", 1, 64) ||
+	    (f->shared ? !put_share(c, req, f->gpus ? f->gpus : "1")
+		       : !put_int(c, req, "--gpus", f->gpus, "numberOfGPUs", 1, 64)) ||
 	    !put_int(c, req, "--priority", f->priority, "priority", 1, 1000) ||
 	    !put_int(c, req, "--memory", f->memory, "memoryPerGpu", 0, 1L << 30))
 		goto fail;

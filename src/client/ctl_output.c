@@ -241,6 +241,23 @@ long long ctl_int_of(json_t *o, const char *key)
 	return json_integer_value(json_object_get(o, key));
 }
 
+void ctl_num_text(json_t *o, const char *key, char *buf, size_t n)
+{
+	json_t *v = json_object_get(o, key);
+	if (json_is_real(v))
+		snprintf(buf, n, "%.2f", json_real_value(v));
+	else
+		snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+	char *dot = strchr(buf, '.');
+	if (dot) { /* 0.20 -> 0.2, 1.00 -> 1 */
+		char *e = buf + strlen(buf);
+		while (e > dot + 1 && e[-1] == '0')
+			*--e = '\0';
+		if (e == dot + 1)
+			*dot = '\0';
+	}
+}
+
 void ctl_duration_text(int64_t secs, char *buf, size_t n)
 {
 	int64_t d = secs / 86400, h = secs % 86400 / 3600, m = secs % 3600 / 60, s = secs % 60;

@@ -483,3 +483,21 @@ def test_get_queue_is_in_start_order(env):
         ctl.ok("delete", "gpr", g)
     ctl.ok("release", "gpr", hold)
     assert ctl.json("get", "queue", "-w", "q-ws")["items"] == []
+
+
+def test_create_shared_fraction_of_a_gpu(env):
+    c, ctl = env
+    ctl.ok("apply", "-f", ctl.write("share.yaml", ws_doc("share-ws")))
+    p = ctl.ok("create", "gpr", "tiny", "-w", "share-ws", "--shared", "--gpus", "0.25", "--duration", "1h",
+               "-o", "name")
+    gid = p.stdout.strip()[4:]
+    g = c.status(gid)
+    assert (g["gpuSharingMode"], g["numberOfGPUs"], g["numberOfGPUNodes"]) == ("Shared", 0.25, 1)
+    assert re.search(r"\b1x0\.25\b", ctl.ok("get", "gprs", "-w", "share-ws").stdout)
+    assert "1 node(s) x 0.25 GPU(s), shared" in ctl.ok("describe", "gpr", gid).stdout
+    for bad in ("0.001", "0", "65", "1e-1", "x", "1.2.3", "-1"):
+        p = ctl("create", "gpr", "bad", "-w", "share-ws", "--shared", "--gpus", bad, "--duration", "1h")
+        assert p.returncode == USAGE and "--gpus" in p.stderr, (bad, p.stderr)
+    # Without --shared a fraction is refused by the client, as before.
+    assert ctl("create", "gpr", "bad", "-w", "share-ws", "--gpus", "0.5", "--duration", "1h").returncode == USAGE
+
