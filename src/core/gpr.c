@@ -58,7 +58,9 @@ void egs_gpr_set_state(struct egs_state *st, struct egs_gpr *g, enum egs_gpr_sta
 	bool was_active = egs_gpr_is_active(g);
 	if (old == EGS_GPR_QUEUED && s != EGS_GPR_QUEUED)
 		egs_queue_remove(&st->queue, g);
+	egs_state_count_gpr(st, g, -1);
 	g->state = s;
+	egs_state_count_gpr(st, g, +1);
 	g->phase_since = now;
 	if (s == EGS_GPR_QUEUED && !egs_queue_contains(&st->queue, g)) {
 		g->seq = g->seq ? g->seq : st->next_seq++;

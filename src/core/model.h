@@ -51,6 +51,8 @@ const char *egs_gpr_state_name(enum egs_gpr_state s); /* the wire provisioningSt
 bool egs_gpr_state_parse(const char *s, enum egs_gpr_state *out);
 /* Terminal states never change again. */
 bool egs_gpr_state_terminal(enum egs_gpr_state s);
+/* Pending, Queued, Provisioning or Provisioned: what a workspace's maxGPRs counts. */
+bool egs_gpr_state_unfinished(enum egs_gpr_state s);
 
 struct egs_project {
 	char name[EGS_NAME_MAX];
@@ -138,6 +140,8 @@ struct egs_workspace {
 	size_t n_users;
 	int64_t created_at;
 	char *webhook_url; /* Slack-compatible incoming webhook for its events, owned, NULL = none */
+	/* runtime only: its GPRs in an unfinished state, kept by the state at every transition */
+	int64_t unfinished;
 	char *policy_json;         /* its policy as stored (canonical JSON), owned, NULL = none */
 	struct egs_policy *policy; /* the same, parsed (core/policy.h), owned, NULL = none */
 	bool dirty;

@@ -194,11 +194,6 @@ bool egs_policy_validate(const struct egs_policy *p, const char **field, char *w
 
 /* ---- measuring a request ---- */
 
-static bool unfinished(enum egs_gpr_state s)
-{
-	return s == EGS_GPR_PENDING || s == EGS_GPR_QUEUED || s == EGS_GPR_PROVISIONING || s == EGS_GPR_PROVISIONED;
-}
-
 static bool holding(enum egs_gpr_state s)
 {
 	return s == EGS_GPR_PROVISIONING || s == EGS_GPR_PROVISIONED;
@@ -215,14 +210,8 @@ void egs_policy_measure(const struct egs_state *st, const struct egs_gpr *g, con
 	a->gpus = (int64_t)g->gpus_per_node * g->node_count;
 	a->nodes = g->node_count;
 	a->any_shape = !g->gpu_shape[0];
-	if (need & (1u << EGS_LIMIT_MAX_GPRS)) {
-		for (size_t i = 0; egs_map_next(&st->gprs, &i, NULL, &v);) {
-			const struct egs_gpr *o = v;
-			if (o != self && unfinished(o->state) && !strcmp(o->workspace, g->workspace))
-				a->unfinished++;
-		}
-		a->unfinished++;
-	}
+	if (need & (1u << EGS_LIMIT_MAX_GPRS)) /* the workspace's count, with g once */
+		a->unfinished = (ws ? ws->unfinished : 0) + !(self && egs_gpr_state_unfinished(self->state));
 	if (need & (1u << EGS_LIMIT_QUOTA)) {
 		for (size_t i = 0; i < st->active.len; i++) {
 			const struct egs_gpr *o = st->active.items[i];

@@ -117,6 +117,18 @@ bool egs_gpr_state_parse(const char *s, enum egs_gpr_state *out)
 	return false;
 }
 
+bool egs_gpr_state_unfinished(enum egs_gpr_state s)
+{
+	return s == EGS_GPR_PENDING || s == EGS_GPR_QUEUED || s == EGS_GPR_PROVISIONING || s == EGS_GPR_PROVISIONED;
+}
+
+void egs_state_count_gpr(struct egs_state *st, const struct egs_gpr *g, int delta)
+{
+	struct egs_workspace *w = egs_gpr_state_unfinished(g->state) ? egs_state_workspace(st, g->workspace) : NULL;
+	if (w)
+		w->unfinished += delta;
+}
+
 bool egs_gpr_state_terminal(enum egs_gpr_state s)
 {
 	return s == EGS_GPR_COMPLETE || s == EGS_GPR_CANCELLED || s == EGS_GPR_REJECTED || s == EGS_GPR_ERROR;
@@ -373,6 +385,7 @@ enum egs_err egs_state_add_gpr(struct egs_state *st, struct egs_gpr *g)
 		return err;
 	if (g->seq >= st->next_seq)
 		st->next_seq = g->seq + 1;
+	egs_state_count_gpr(st, g, +1);
 	if (g->state == EGS_GPR_QUEUED) {
 		egs_queue_push(&st->queue, g);
 	} else if (egs_gpr_state_terminal(g->state)) {
@@ -495,6 +508,7 @@ void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj)
 	case EGS_KIND_NODE: egs_map_del(&st->nodes, ((struct egs_node *)obj)->key); break;
 	case EGS_KIND_WORKSPACE: egs_map_del(&st->workspaces, ((struct egs_workspace *)obj)->name); break;
 	case EGS_KIND_GPR:
+		egs_state_count_gpr(st, obj, -1);
 		egs_queue_remove(&st->queue, obj);
 		egs_vec_remove(&st->active, obj);
 		egs_map_del(&st->gprs, ((struct egs_gpr *)obj)->id);

@@ -55,6 +55,9 @@ struct egs_state {
 };
 
 void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg /* NULL = defaults */);
+/* Adds delta to the unfinished count of g's workspace when g's state is unfinished (the state calls
+ * it when g is added or deleted, egs_gpr_set_state around every transition). */
+void egs_state_count_gpr(struct egs_state *st, const struct egs_gpr *g, int delta);
 void egs_state_cleanup(struct egs_state *st);
 
 /* Adders take ownership and do not mark anything dirty (the store's loader uses them as is);

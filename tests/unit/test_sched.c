@@ -352,6 +352,16 @@ static void check_consistency(const struct egs_state *st)
 	egs_map_cleanup(&ws_active);
 	assert_int_equal(queued, egs_queue_len(&st->queue));
 	assert_int_equal(active, st->active.len);
+	/* Each workspace's unfinished count (policies' maxGPRs) agrees with a recount. */
+	for (size_t i = 0; egs_map_next(&st->workspaces, &i, NULL, &v);) {
+		const struct egs_workspace *w = v;
+		int64_t n = 0;
+		void *u;
+		for (size_t j = 0; egs_map_next(&st->gprs, &j, NULL, &u);)
+			n += egs_gpr_state_unfinished(((const struct egs_gpr *)u)->state) &&
+			     !strcmp(((const struct egs_gpr *)u)->workspace, w->name);
+		assert_int_equal(w->unfinished, n);
+	}
 }
 
 /* ---- the happy path ---- */
