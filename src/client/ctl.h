@@ -129,6 +129,8 @@ bool ctl_print_data(struct ctl *c, json_t *v);
 /* JSON helpers that never return NULL: a member's string ("" when absent), its integer. */
 const char *ctl_str(json_t *o, const char *key);
 long long ctl_int_of(json_t *o, const char *key);
+/* Sorts a JSON array in place with cmp, which compares two json_t *const * (qsort's way). */
+void ctl_sort_json(json_t *items, int (*cmp)(const void *, const void *));
 /* A member that is a whole or fractional number as text ("8", "0.2"; "0" when absent). */
 void ctl_num_text(json_t *o, const char *key, char *buf, size_t n);
 /* Relative time for tables: "5m", "2h3m", "3d" for t in the past; "in 5m" for the future; "-". */

@@ -99,16 +99,7 @@ static int cmp_id(const void *a, const void *b)
 /* Sorts an array of GPRs by gprId (ids lead with the creation sequence). */
 static void sort_by_id(json_t *items)
 {
-	size_t n = json_array_size(items);
-	json_t **v = egs_calloc(n, sizeof(*v));
-
-	for (size_t i = 0; i < n; i++)
-		v[i] = json_incref(json_array_get(items, i));
-	qsort(v, n, sizeof(*v), cmp_id);
-	json_array_clear(items);
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(items, v[i]);
-	egs_free(v);
+	ctl_sort_json(items, cmp_id);
 }
 
 /* Prints items (or the one named object) in json, yaml or name format; false for tables. */

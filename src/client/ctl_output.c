@@ -241,6 +241,21 @@ long long ctl_int_of(json_t *o, const char *key)
 	return json_integer_value(json_object_get(o, key));
 }
 
+void ctl_sort_json(json_t *items, int (*cmp)(const void *, const void *))
+{
+	size_t n = json_array_size(items);
+	json_t **v = egs_calloc(n + 1, sizeof(*v));
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_incref(json_array_get(items, i));
+	if (n)
+		qsort(v, n, sizeof(*v), cmp);
+	json_array_clear(items);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(items, v[i]);
+	egs_free(v);
+}
+
 void ctl_num_text(json_t *o, const char *key, char *buf, size_t n)
 {
 	json_t *v = json_object_get(o, key);

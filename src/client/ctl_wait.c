@@ -90,16 +90,7 @@ static int cmp_queue(const void *a, const void *b)
 
 void ctl_sort_queue(json_t *items)
 {
-	size_t n = json_array_size(items);
-	json_t **v = egs_calloc(n, sizeof(*v));
-
-	for (size_t i = 0; i < n; i++)
-		v[i] = json_incref(json_array_get(items, i));
-	qsort(v, n, sizeof(*v), cmp_queue);
-	json_array_clear(items);
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(items, v[i]);
-	egs_free(v);
+	ctl_sort_json(items, cmp_queue);
 }
 
 /* The position among the Queued GPRs of GET /api/v1/gpr/list, for servers without the queue route. */
