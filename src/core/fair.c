@@ -3,6 +3,8 @@
  */
 #include "core/fair.h"
 
+#include "core/gpr.h"
+
 #include <math.h>
 
 /* The map's value: it holds its own key (the map borrows keys). */
@@ -30,11 +32,11 @@ double egs_fair_decayed(const struct egs_state *st, double key, int64_t now)
 }
 
 /* key := log2(2^key + gpu_hours * 2^(end / h)), computed without leaving the log domain. */
-static void add_use(struct egs_state *st, const struct egs_gpr *g, int64_t end)
+void egs_fair_charge(struct egs_state *st, const struct egs_gpr *g, int64_t end)
 {
 	if (!fair_on(st) || !g->start_ts || end <= g->start_ts)
 		return;
-	double gpu_hours = (double)g->node_count * g->gpus_per_node * (double)(end - g->start_ts) / 3600.0;
+	double gpu_hours = egs_gpr_gpus(g) * (double)(end - g->start_ts) / 3600.0;
 	if (!(gpu_hours > 0))
 		return;
 	double x = log2(gpu_hours) + (double)end / (double)st->cfg.fair_half_life_s;
@@ -50,12 +52,7 @@ static void add_use(struct egs_state *st, const struct egs_gpr *g, int64_t end)
 	u->key = hi + log2(1.0 + exp2(lo - hi));
 }
 
-void egs_fair_charge(struct egs_state *st, const struct egs_gpr *g, int64_t end)
-{
-	add_use(st, g, end);
-}
-
 void egs_fair_note_loaded(struct egs_state *st, const struct egs_gpr *g)
 {
-	add_use(st, g, g->completion_ts ? g->completion_ts : g->exit_at);
+	egs_fair_charge(st, g, g->completion_ts ? g->completion_ts : g->exit_at);
 }

@@ -51,6 +51,13 @@ static bool any_attached(struct egs_state *st, const struct egs_gpr *g)
 	return false;
 }
 
+double egs_gpr_gpus(const struct egs_gpr *g)
+{
+	if (g->share_centi)
+		return (double)g->share_centi / EGS_SHARE_WHOLE * g->node_count;
+	return (double)g->gpus_per_node * g->node_count;
+}
+
 void egs_gpr_set_state(struct egs_state *st, struct egs_gpr *g, enum egs_gpr_state s, int64_t now,
 		       const char *reason, const char *fmt, ...)
 {

@@ -17,6 +17,10 @@
 /* True while the GPR holds (or is taking, or returning) nodes. */
 bool egs_gpr_is_active(const struct egs_gpr *g);
 
+/* The GPUs g asks for in all: nodes x GPUs per node, or its share (0.2, 1.2) when Shared.  What usage,
+ * cost and fair share count. */
+double egs_gpr_gpus(const struct egs_gpr *g);
+
 /* Moves g to state s at now, with an event of the given reason and message (printf-style). */
 void egs_gpr_set_state(struct egs_state *st, struct egs_gpr *g, enum egs_gpr_state s, int64_t now,
 		       const char *reason, const char *fmt, ...) __attribute__((format(printf, 6, 7)));

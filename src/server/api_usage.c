@@ -8,7 +8,7 @@
  *                                      and cluster, wait times by bucket, the shapes most waited
  *                                      for, early-release rates per workspace
  *
- * A GPR holds GPUs (gpusPerNode x nodes) from its startTimestamp until it leaves Provisioned: the
+ * A GPR holds GPUs (egs_gpr_gpus: gpusPerNode x nodes, or its share when Shared) from its startTimestamp until it leaves Provisioned: the
  * exit time, or its completion when released early (draining included), capped at the exit time.
  * Cost integrates the price over that interval, following price changes: a price set at time t
  * applies from t on (prices are kept in the store's meta table, at most 100 changes per shape).
@@ -54,7 +54,7 @@ double egs_price_at(const struct egs_server *srv, const char *shape, int64_t t)
 	return p;
 }
 
-double egs_price_cost(const struct egs_server *srv, const char *shape, int gpus, int64_t from, int64_t to)
+double egs_price_cost(const struct egs_server *srv, const char *shape, double gpus, int64_t from, int64_t to)
 {
 	json_t *h = history(srv, shape);
 	double cost = 0;
@@ -91,17 +91,12 @@ bool egs_gpr_held(const struct egs_gpr *g, int64_t now, int64_t *from, int64_t *
 	return true;
 }
 
-static int gpr_gpus(const struct egs_gpr *g)
-{
-	return g->gpus_per_node * (g->nodes.n ? (int)g->nodes.n : g->node_count);
-}
-
 double egs_gpr_cost(const struct egs_server *srv, const struct egs_gpr *g, int64_t now)
 {
 	int64_t from, to;
 	if (!srv->obs || !egs_gpr_held(g, now, &from, &to))
 		return 0;
-	return egs_price_cost(srv, egs_gpr_shape(srv, g), gpr_gpus(g), from, to);
+	return egs_price_cost(srv, egs_gpr_shape(srv, g), egs_gpr_gpus(g), from, to);
 }
 
 static json_t *time_json(int64_t t)
@@ -248,7 +243,7 @@ static void usage_add(struct egs_server *srv, json_t *per_ws, const struct egs_g
 		json_object_set_new(per_ws, g->workspace, acc);
 	}
 	const char *shape = egs_gpr_shape(srv, g);
-	int gpus = gpr_gpus(g);
+	double gpus = egs_gpr_gpus(g);
 	double h = gpus * (double)(hi - lo) / 3600.0, c = egs_price_cost(srv, shape, gpus, lo, hi);
 	json_t *by = json_object_get(json_object_get(acc, "byShape"), shape);
 	if (!by) {
@@ -261,8 +256,9 @@ static void usage_add(struct egs_server *srv, json_t *per_ws, const struct egs_g
 	bump(acc, "cost", c);
 	bump(acc, "gprs", 1);
 	json_array_append_new(json_object_get(acc, "items"),
-			      json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:f, s:f, s:s}", "gprId", g->id, "gprName", g->name,
-					"gpuShape", shape, "gpus", gpus, "from", time_json(lo), "to", time_json(hi), "gpuHours",
+			      json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:f, s:f, s:s}", "gprId", g->id, "gprName", g->name,
+					"gpuShape", shape, "gpus",
+					gpus == (double)(json_int_t)gpus ? json_integer((json_int_t)gpus) : json_real(gpus), "from", time_json(lo), "to", time_json(hi), "gpuHours",
 					h, "cost", cents(c), "provisioningStatus", egs_gpr_state_name(g->state)));
 }
 
@@ -419,7 +415,7 @@ static void shape_wait(struct insight *in, const char *shape, int64_t wait, bool
 
 /* Early release per workspace: GPRs started in the period, those released before their exit, and
  * the GPU-hours they handed back. */
-static void insight_early(struct insight *in, const struct egs_gpr *g, int gpus)
+static void insight_early(struct insight *in, const struct egs_gpr *g, double gpus)
 {
 	int64_t from, to;
 	if (!g->start_ts || g->start_ts < in->since || g->start_ts >= in->until)
@@ -443,7 +439,7 @@ static void insight_gpr(struct egs_server *srv, struct insight *in, const struct
 	char key[2 * EGS_NAME_MAX + 2];
 	series_key(srv, g, key, sizeof(key));
 	json_t *pts = json_object_get(series_get(in->series, key, in->nb), "points");
-	int gpus = gpr_gpus(g);
+	double gpus = egs_gpr_gpus(g);
 	if (g->created_at >= in->since && g->created_at < in->until) {
 		json_t *p = json_array_get(pts, (size_t)((g->created_at - in->since) / in->bucket));
 		bump(p, "demandGpuHours", gpus * (double)g->exit_duration_s / 3600.0);

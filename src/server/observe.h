@@ -112,7 +112,7 @@ void egs_obs_notify_event(struct egs_server *srv, const struct egs_event *e);
 /* Price per GPU-hour of shape at time t (0 when none was set). */
 double egs_price_at(const struct egs_server *srv, const char *shape, int64_t t);
 /* Cost of gpus GPUs of shape held over [from, to), following price changes. */
-double egs_price_cost(const struct egs_server *srv, const char *shape, int gpus, int64_t from, int64_t to);
+double egs_price_cost(const struct egs_server *srv, const char *shape, double gpus, int64_t from, int64_t to);
 /* The GPU shape g runs on (its request's, or its first node's), "" when unknown. */
 const char *egs_gpr_shape(const struct egs_server *srv, const struct egs_gpr *g);
 /* The interval [*from, *to) during which g held GPUs at now; false when it never did. */

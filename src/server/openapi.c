@@ -164,7 +164,7 @@ static const struct schema_def schemas[] = {
 	{"PriceRequest", "gpuShape:s pricePerGpuHour:n ~currency:s"},
 	{"PriceSet", "gpuShape:s pricePerGpuHour:n currency:s from:t"},
 	{"UsageByShape", "gpuShape:s gpuHours:n cost:n"},
-	{"UsageGpr", "gprId:s gprName:s gpuShape:s gpus:i from:t? to:t? gpuHours:n cost:n provisioningStatus:" STATE},
+	{"UsageGpr", "gprId:s gprName:s gpuShape:s gpus:n from:t? to:t? gpuHours:n cost:n provisioningStatus:" STATE},
 	{"UsageWorkspace", "sliceName:s gpuHours:n cost:n gprs:i byShape:[UsageByShape] items:[UsageGpr]"},
 	{"Usage", "since:t? until:t? currency:s items:[UsageWorkspace]"},
 	{"InsightPoint", "t:t? demandGpuHours:n capacityGpuHours:n usedGpuHours:n requests:i"},

@@ -239,3 +239,24 @@ def test_old_agents_never_get_shares(cluster):
     wait_for(lambda: old.serve() or cluster.status(d)["status"]["provisioningStatus"] == "Provisioned",
              what="dedicated on the old agent")
     assert cluster.status(g)["status"]["provisioningStatus"] == "Queued"
+
+
+def test_usage_cost_and_fair_share_count_the_share(cluster):
+    """A 0.5 share held 2 hours is 1 GPU-hour: in the usage report, in status.cost and in the fair-share
+    figure that orders its workspace's next request (not 2 GPU-hours, its GPUs rounded up)."""
+    setup_pool(cluster)
+    cluster.admin.ok("PUT", "/api/v1/prices", {"gpuShape": TWO["gpuModel"], "pricePerGpuHour": 3})
+    t0 = cluster.advance("1s")["now"]
+    half = shared(cluster, "wa", 0.5, duration="2h")
+    cluster.wait_state(half, "Provisioned")
+    cluster.advance("2h")
+    st = cluster.wait_state(half, "Complete")
+    assert st["status"]["cost"] == "3.00"
+    rep = cluster.admin.get("/api/v1/usage?sliceName=wa&since=" + t0)["items"][0]
+    assert rep["gpuHours"] == 1 and rep["cost"] == 3 and rep["items"][0]["gpus"] == 0.5
+    # The node is busy with a dedicated GPR; wa's next request queues with its 1 GPU-hour behind it.
+    busy = cluster.gpr(sliceName="wb", numberOfGPUs=2)
+    cluster.wait_state(busy, "Provisioned")
+    nxt = cluster.gpr(sliceName="wa", numberOfGPUs=2)
+    item = [i for i in cluster.admin.get("/api/v1/queue")["items"] if i["gprId"] == nxt][0]
+    assert abs(item["workspaceRecentGpuHours"] - 1.0) < 0.01
