@@ -208,9 +208,9 @@ def wait_for(pred, timeout=15.0, interval=0.05, what="condition"):
 class Cluster:
     """egsd plus agents; the fixture most tests use."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, extra=()):
         self.tmp = tmp
-        self.egsd = Egsd(os.path.join(tmp, "egsd")).start()
+        self.egsd = Egsd(os.path.join(tmp, "egsd"), extra=extra).start()
         self.admin = self.egsd.api()
         self.agents = {}
         self.tokens = {}

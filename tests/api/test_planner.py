@@ -1,6 +1,9 @@
 """The planner through the real API: preemption by a high-priority request, fairness among equal
 priorities (the workspace that used fewer GPU-hours goes first)."""
-from conftest import H100
+import os
+import subprocess
+
+from conftest import BIN, H100, Cluster
 
 
 def events(cluster, gid, reason):
@@ -75,3 +78,34 @@ def test_equal_priorities_go_to_the_workspace_that_used_less(cluster):
     cluster.advance("2h")
     cluster.wait_state(l, "Provisioned")
     assert cluster.status(h)["status"]["provisioningStatus"] == "Queued"
+
+
+def test_planner_flags_are_checked(tmpdir_path):
+    """egsd refuses a malformed --fair-half-life or --preempt-min-runtime at start (exit 2, naming the
+    flag) instead of running with a silently different planner."""
+    for flag in ("--fair-half-life", "--preempt-min-runtime"):
+        for bad in ("abc", "-5", "", "1e3", "99999999999999999999", "10s"):
+            p = subprocess.run([os.path.join(BIN, "egsd"), "--data", os.path.join(tmpdir_path, "d"), flag, bad],
+                               capture_output=True, text=True, timeout=10)
+            assert p.returncode == 2 and flag in p.stderr, (flag, bad, p.returncode, p.stderr)
+    assert not os.path.exists(os.path.join(tmpdir_path, "d", "egs.db"))
+
+
+def test_fair_share_off_is_first_come_first_served(tmpdir_path):
+    c = Cluster(tmpdir_path, extra=["--fair-half-life", "0"])
+    try:
+        c.add_cluster("worker-1", [("h100-1", H100)])
+        for w in ("heavy", "light", "other"):
+            c.workspace(w, ["worker-1"])
+        used = c.gpr(sliceName="heavy", numberOfGPUs=8, exitDuration="1h")
+        c.wait_state(used, "Provisioned")
+        c.advance("1h")
+        c.wait_state(used, "Complete")
+        c.wait_state(c.gpr(sliceName="other", exitDuration="2h"), "Provisioned")
+        h = c.gpr(sliceName="heavy")
+        l = c.gpr(sliceName="light")
+        items = c.admin.get("/api/v1/queue")["items"]
+        assert [i["gprId"] for i in items] == [h, l]
+        assert all(i["workspaceRecentGpuHours"] == 0 for i in items)
+    finally:
+        c.close()
