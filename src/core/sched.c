@@ -1303,6 +1303,17 @@ void egs_plan_invalidate(struct egs_plan *p)
 		p->valid = false;
 }
 
+/* Places g in p and reserves what it gets, starting nothing (the side-effect-free walks);
+ * returns its start (EGS_NEVER when none). */
+static int64_t place_dry(struct egs_plan *p, const struct egs_gpr *g)
+{
+	struct wsinfo *w = ws_get(p, g->workspace);
+	int64_t t = place(p, g, w);
+	if (t != EGS_NEVER)
+		reserve(p, g, w, t);
+	return t;
+}
+
 /* True when queued GPR q goes before a hypothetical GPR of priority prio and fair key fair: it
  * would be the newest of its priority and key. */
 static bool before_probe(const struct egs_gpr *q, int prio, double fair)
@@ -1388,12 +1399,8 @@ static bool estimate_kept(struct egs_plan *kept, const struct egs_gpr *const *pr
 	}
 	for (size_t i = s->pos; i < lo; i++) {
 		const struct egs_gpr *g = kept->order[i];
-		if (g->state == EGS_GPR_PROVISIONING)
-			continue;
-		struct wsinfo *w = ws_get(&q, g->workspace);
-		int64_t t = place(&q, g, w);
-		if (t != EGS_NEVER)
-			reserve(&q, g, w, t);
+		if (g->state != EGS_GPR_PROVISIONING)
+			place_dry(&q, g);
 	}
 	place_probes(&q, probes, n, now, out, clusters);
 	plan_cleanup(&q);
@@ -1413,12 +1420,8 @@ void egs_sched_estimates(struct egs_state *st, const struct egs_gpr *const *prob
 	size_t nq = egs_queue_len(&st->queue);
 	struct egs_gpr **order = egs_malloc((nq + 1) * sizeof(*order));
 	egs_queue_sorted(&st->queue, order);
-	for (size_t i = 0; i < nq && before_probe(order[i], probes[0]->priority, fair); i++) {
-		struct wsinfo *w = ws_get(&p, order[i]->workspace);
-		int64_t t = place(&p, order[i], w);
-		if (t != EGS_NEVER)
-			reserve(&p, order[i], w, t);
-	}
+	for (size_t i = 0; i < nq && before_probe(order[i], probes[0]->priority, fair); i++)
+		place_dry(&p, order[i]);
 	free(order);
 	place_probes(&p, probes, n, now, out, clusters);
 	plan_cleanup(&p);
@@ -1441,13 +1444,8 @@ void egs_sched_dry_starts(struct egs_state *st, int64_t now, int64_t *out, struc
 	size_t nq = egs_queue_len(&st->queue);
 	struct egs_gpr **o = order ? order : egs_malloc((nq + 1) * sizeof(*o));
 	egs_queue_sorted(&st->queue, o);
-	for (size_t i = 0; i < nq; i++) {
-		struct wsinfo *w = ws_get(&p, o[i]->workspace);
-		int64_t t = place(&p, o[i], w);
-		if (t != EGS_NEVER)
-			reserve(&p, o[i], w, t);
-		out[i] = t;
-	}
+	for (size_t i = 0; i < nq; i++)
+		out[i] = place_dry(&p, o[i]);
 	if (!order)
 		free(o);
 	plan_cleanup(&p);
