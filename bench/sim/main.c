@@ -3,6 +3,8 @@
  */
 #include "sim.h"
 
+#include "core/util.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -32,16 +34,6 @@ static void usage(FILE *f)
 		DEFAULT_TRACE, SIM_PRIO_HIGH, SIM_PRIO_NORMAL);
 }
 
-static bool num(const char *s, long long lo, long long hi, long long *out)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
-}
 
 static bool real(const char *s, double lo, double hi, double *out)
 {
@@ -68,22 +60,22 @@ static int parse(int argc, char **argv, struct sim_opts *o, double *fail_rate)
 		{ "help", no_argument, NULL, 'h' },             { NULL, 0, NULL, 0 },
 	};
 	int c;
-	long long v;
+	int64_t v;
 	while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
 		bool ok = true;
 		switch (c) {
-		case 'n': ok = num(optarg, 1, 1000000, &v), o->nodes = (long)v; break;
-		case 'w': ok = num(optarg, 1, 100000000, &v), o->workspaces = (long)v; break;
-		case 'r': ok = num(optarg, 1, 86400, &v), o->round_s = v; break;
+		case 'n': ok = egs_int_parse(optarg, 1, 1000000, &v), o->nodes = (long)v; break;
+		case 'w': ok = egs_int_parse(optarg, 1, 100000000, &v), o->workspaces = (long)v; break;
+		case 'r': ok = egs_int_parse(optarg, 1, 86400, &v), o->round_s = v; break;
 		case 'E': o->hold_window = true; break;
 		case 'B': o->backfill = true; break;
 		case 'p': ok = real(optarg, 0, 1, &o->high_share); break;
-		case 'f': ok = num(optarg, 1, 1LL << 40, &v), o->fail_every_s = v; break;
+		case 'f': ok = egs_int_parse(optarg, 1, 1LL << 40, &v), o->fail_every_s = v; break;
 		case 'R': ok = real(optarg, 1e-9, 1e6, fail_rate); break;
-		case 'F': ok = num(optarg, 1, 1LL << 40, &v), o->fail_for_s = v; break;
-		case 's': ok = num(optarg, 0, INT64_MAX, &v), o->seed = (uint64_t)v; break;
-		case 'H': ok = num(optarg, 0, 100LL * 365 * 86400, &v), o->fair_half_life_s = v ? v : -1; break;
-		case 'l': ok = num(optarg, 1, INT64_MAX, &v), o->limit = (long)v; break;
+		case 'F': ok = egs_int_parse(optarg, 1, 1LL << 40, &v), o->fail_for_s = v; break;
+		case 's': ok = egs_int_parse(optarg, 0, INT64_MAX, &v), o->seed = (uint64_t)v; break;
+		case 'H': ok = egs_int_parse(optarg, 0, 100LL * 365 * 86400, &v), o->fair_half_life_s = v ? v : -1; break;
+		case 'l': ok = egs_int_parse(optarg, 1, INT64_MAX, &v), o->limit = (long)v; break;
 		case 'j': o->jobs_out = optarg; break;
 		case 'J': o->json = true; break;
 		case 'h': usage(stdout); return 1;

@@ -47,17 +47,6 @@ static size_t split(char *line, char **f, size_t max)
 	return n;
 }
 
-static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
-}
-
 /* The request a job becomes; prio/ws < 0 mean "not given: hash them". */
 static void map_job(struct sim_job *j, const struct sim_opts *o, int64_t prio, int64_t ws)
 {
@@ -86,7 +75,7 @@ static bool read_row(char *line, const int *col, struct sim_job *j, const struct
 		if ((size_t)col[c] >= nf)
 			return false;
 		int64_t hi = c == COL_GPUS ? 1 << 20 : c == COL_PRIORITY ? 1000 : EGS_MAX_DURATION_S * 100;
-		if (!parse_i64(f[col[c]], c == COL_PRIORITY ? 1 : 0, hi, &v[c]))
+		if (!egs_int_parse(f[col[c]], c == COL_PRIORITY ? 1 : 0, hi, &v[c]))
 			return false;
 	}
 	if ((size_t)col[COL_ID] >= nf || !f[col[COL_ID]][0] || v[COL_GPUS] < 1 || v[COL_DURATION] < 1 ||

@@ -4,7 +4,9 @@
 #include "core/util.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -153,4 +155,15 @@ int64_t egs_memory_to_mib(int64_t v)
 	if (v < 0 || v > (int64_t)1 << 40)
 		return -1;
 	return v < 1024 ? v * 1024 : v;
+}
+
+bool egs_int_parse(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
 }

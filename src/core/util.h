@@ -29,6 +29,9 @@ bool egs_dns_label_valid(const char *s, const char **why);
  * instance types, GPU shapes, key names). */
 bool egs_label_valid(const char *s, const char **why);
 
+/* Parses all of s as a decimal integer in [lo, hi] (no sign games, no trailing text, no overflow). */
+bool egs_int_parse(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
 /* The memory rule of the Contracts: below 1024 the value is GB, from 1024 up it is MiB.
  * Returns MiB, or -1 when v is negative or absurdly large. */
 int64_t egs_memory_to_mib(int64_t v);

@@ -3,6 +3,8 @@
  */
 #include "server/server.h"
 
+#include "core/util.h"
+
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,9 +55,7 @@ int main(int argc, char **argv)
 		case 'd': data = optarg; break;
 		case 'c': dev_clock = true; break;
 		case 't': {
-			char *end;
-			srv.token_ttl_s = strtol(optarg, &end, 10);
-			if (*end || srv.token_ttl_s < 1) {
+			if (!egs_int_parse(optarg, 1, 10LL * 365 * 86400, &srv.token_ttl_s)) {
 				fprintf(stderr, "egsd: --token-ttl must be a positive number of seconds\n");
 				return 2;
 			}
@@ -63,9 +63,8 @@ int main(int argc, char **argv)
 		}
 		case 'f':
 		case 'p': {
-			char *end;
-			long long v = strtoll(optarg, &end, 10);
-			if (*end || !*optarg || v < 0 || v > 100LL * 365 * 86400) {
+			int64_t v;
+			if (!egs_int_parse(optarg, 0, 100LL * 365 * 86400, &v)) {
 				fprintf(stderr, "egsd: --%s must be a number of seconds\n",
 					c == 'f' ? "fair-half-life" : "preempt-min-runtime");
 				return 2;
@@ -77,9 +76,8 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'n': {
-			char *end;
-			long n = strtol(optarg, &end, 10);
-			if (*end || n < 1 || n > 1024) {
+			int64_t n;
+			if (!egs_int_parse(optarg, 1, 1024, &n)) {
 				fprintf(stderr, "egsd: --max-nodes-per-gpr must be a number from 1 to 1024\n");
 				return 2;
 			}
