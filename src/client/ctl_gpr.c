@@ -4,6 +4,7 @@
  * kubectl-style names; the request they build uses the API's wire names.
  */
 #include "core/common.h"
+#include "core/share.h"
 #include "core/util.h"
 
 #include "client/ctl.h"
@@ -90,15 +91,13 @@ static bool put_int(struct ctl *c, json_t *req, const char *flag, const char *v,
 /* --gpus of a shared request: 0.01 to 64 with at most two decimals, sent as a number. */
 static bool put_share(struct ctl *c, json_t *req, const char *v)
 {
-	const char *dot = strchr(v, '.');
-	char *end;
-	double x = strtod(v, &end);
-	bool digits = *v >= '0' && *v <= '9' && strspn(v, "0123456789.") == strlen(v) && (!dot || !strchr(dot + 1, '.'));
-	if (*end || !digits || (dot && strlen(dot + 1) > 2) || !(x >= 0.01 && x <= 64)) {
+	int centi;
+	if (!egs_share_parse(v, 64 * EGS_SHARE_WHOLE, &centi)) {
 		ctl_usage(c, "--gpus %s: with --shared, a number from 0.01 to 64 with at most two decimals", v);
 		return false;
 	}
-	json_object_set_new(req, "numberOfGPUs", x == (double)(long)x ? json_integer((long)x) : json_real(x));
+	json_object_set_new(req, "numberOfGPUs", centi % EGS_SHARE_WHOLE ? json_real((double)centi / EGS_SHARE_WHOLE)
+									 : json_integer(centi / EGS_SHARE_WHOLE));
 	json_object_set_new(req, "gpuSharingMode", json_string("Shared"));
 	return true;
 }
