@@ -3,6 +3,7 @@
  */
 #include "core/gpr.h"
 #include "core/fair.h"
+#include "core/held.h"
 #include "core/share_gpr.h"
 #include "core/util.h"
 
@@ -156,6 +157,10 @@ enum egs_err egs_gpr_release(struct egs_state *st, struct egs_gpr *g, int64_t no
 	default: return EGS_ERR_GPR_FINISHED;
 	}
 	g->flags |= EGS_GPRF_EARLY_RELEASE;
+	/* The exit the plan counted on: the planner holds the nodes until then, until using them
+	 * earlier moves no one later (core/held.h). */
+	int64_t until = g->state == EGS_GPR_PROVISIONED ? g->exit_at : g->phase_since + g->exit_duration_s;
+	egs_held_add(st, g, until, now);
 	egs_gpr_set_state(st, g, EGS_GPR_RELEASING, now, "EarlyRelease", "GPR %s released early; draining %zu node(s)",
 			  g->name, g->nodes.n);
 	let_go_of_nodes(st, g, now);

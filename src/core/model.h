@@ -109,6 +109,7 @@ struct egs_node {
 	int64_t free_since; /* when it last became free (no holder, nothing attached) */
 	int64_t quarantine_until; /* a failed check keeps it Unhealthy at least until then */
 	int64_t failure_noted;    /* when a NodeFailed warning was written for the current failure */
+	int64_t held_until;       /* the planner holds it for an early release until then (core/held.h) */
 	char address[128];        /* "host:port" of the agent's check port from registration, "" = none */
 	/* GPU sharing (core/share_gpr.h), runtime only */
 	bool sharing;                       /* its agent registered the "sharing" feature */
@@ -220,6 +221,8 @@ struct egs_gpr {
 	double fair;         /* its workspace's usage key when it was queued (core/fair.h), -inf =
 			      * none; persisted */
 	size_t heap_idx;   /* position in the queue heap, SIZE_MAX when not queued */
+	int64_t held_until; /* released early: the planner holds its capacity until then (core/held.h) */
+	bool held_lifted;   /* its hold is lifted for a trial walk */
 	/* Owned by the state, not by this struct: freed by egs_gpr_clear_check_runs() when the GPR leaves
 	 * the state, so that a shallow copy of a GPR (PATCH edits one) never frees them. */
 	struct egs_check_run *check_runs;

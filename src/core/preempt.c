@@ -5,6 +5,7 @@
 #include "core/preempt.h"
 
 #include "core/gpr.h"
+#include "core/held.h"
 #include "core/sched.h"
 #include "core/share_gpr.h"
 
@@ -25,10 +26,11 @@ struct victim {
 
 /* A node the request could use that is free or on its way back (its holder is no longer
  * provisioned: releasing, evicted, or finished). */
-static bool coming(const struct egs_state *st, const struct egs_node *n)
+static bool coming(const struct egs_state *st, const struct egs_node *n, int64_t now)
 {
-	if (!n->gpr_id[0])
-		return !egs_share_node_busy(n); /* shares (core/share_gpr.h) leave at their own exits */
+	if (!n->gpr_id[0]) /* shares (core/share_gpr.h) leave at their own exits; a held release
+			    * (core/held.h) counts as still running, as it does for the plan */
+		return !egs_share_node_busy(n) && !egs_node_held(n, now);
 	const struct egs_gpr *h = egs_state_gpr(st, n->gpr_id);
 	return !h || (h->state != EGS_GPR_PROVISIONED && h->state != EGS_GPR_PROVISIONING);
 }
@@ -57,7 +59,7 @@ static double choose(struct egs_state *st, const struct egs_gpr *g, const struct
 	void *p;
 	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &p);) {
 		const struct egs_node *n = p;
-		if (usable(st, g, ws, n, cluster, now) && coming(st, n))
+		if (usable(st, g, ws, n, cluster, now) && coming(st, n, now))
 			have++;
 	}
 	if (have >= (size_t)g->node_count)

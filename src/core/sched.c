@@ -7,6 +7,7 @@
 
 #include "core/fair.h"
 #include "core/gpr.h"
+#include "core/held.h"
 #include "core/preempt.h"
 #include "core/share_gpr.h"
 
@@ -443,6 +444,11 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 			s->free_at = g->exit_at > now ? g->exit_at : now;
 		else if (g && g->state == EGS_GPR_PROVISIONING) /* its window starts when attached: ~now */
 			s->free_at = g->phase_since + g->exit_duration_s;
+		int64_t held = egs_node_held(n, now); /* an early release not applied yet (core/held.h) */
+		if (held) {
+			s->free_at = held > s->free_at ? held : s->free_at;
+			s->free_now = false;
+		}
 		share_slot_init(p, s);
 		s->idle_now = s->free_now;
 	}
@@ -457,6 +463,14 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 		if (until > w->until)
 			w->until = until;
 		w->active = true;
+	}
+	for (size_t i = 0; i < st->held.len; i++) {
+		const struct egs_gpr *g = st->held.items[i];
+		if (g->held_lifted || g->held_until <= now)
+			continue;
+		struct wsinfo *w = ws_get(p, g->workspace);
+		if (g->held_until > w->until)
+			w->until = g->held_until;
 	}
 }
 
@@ -1272,14 +1286,73 @@ static int64_t walk(struct egs_state *st, int64_t now, struct egs_plan *keep, in
 	return next;
 }
 
+/* Held releases tried one by one per run, after all of them at once failed: each try is a walk. */
+#define HELD_TRIES 2
+
+/* True when some GPR starts later in `after` than in `before` (both in queue order, n entries). */
+static bool moves_later(const int64_t *before, const int64_t *after, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (after[i] > before[i])
+			return true;
+	return false;
+}
+
+/*
+ * Applies the held early releases (core/held.h) that move no queued GPR later: all of them when a
+ * walk with all of them applied moves no one later than a walk with none, else the oldest ones
+ * that pass one at a time (at most HELD_TRIES per run, a failed one goes to the back of the list).
+ */
+static void held_resolve(struct egs_state *st, int64_t now)
+{
+	egs_held_expire(st, now);
+	if (st->held.len && st->generation == st->held_gen)
+		return; /* nothing changed since the last try: the same walks would give the same answer */
+	size_t nq = egs_queue_len(&st->queue);
+	if (!st->held.len || !nq) {
+		while (st->held.len) /* nobody waits: nobody can be delayed */
+			egs_held_drop(st, 0);
+		return;
+	}
+	int64_t *base = egs_malloc(nq * sizeof(*base)), *trial = egs_malloc(nq * sizeof(*trial));
+	egs_sched_dry_starts(st, now, base, NULL);
+	for (size_t i = 0; i < st->held.len; i++)
+		egs_held_set(st, i, false);
+	egs_sched_dry_starts(st, now, trial, NULL);
+	bool all = !moves_later(base, trial, nq);
+	for (size_t i = 0; i < st->held.len; i++)
+		egs_held_set(st, i, true);
+	if (all) {
+		while (st->held.len)
+			egs_held_drop(st, 0);
+	}
+	for (size_t tries = 0, n = st->held.len; tries < HELD_TRIES && tries < n; tries++) {
+		egs_held_set(st, 0, false);
+		egs_sched_dry_starts(st, now, trial, NULL);
+		if (moves_later(base, trial, nq)) {
+			egs_held_set(st, 0, true);
+			egs_held_rotate(st); /* the next run tries the others first */
+			continue;
+		}
+		egs_held_drop(st, 0);
+		int64_t *x = base; /* the new baseline */
+		base = trial;
+		trial = x;
+	}
+	free(base);
+	free(trial);
+}
+
 int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
 {
 	int64_t next = due_transitions(st, now);
+	held_resolve(st, now);
 	int64_t after = walk(st, now, keep, next);
 	/* A high-priority request that could not start may evict its way in; the freed nodes go to it
 	 * in a fresh walk (it comes first in queue order). */
 	if (egs_preempt(st, now))
 		after = walk(st, now, keep, next);
+	st->held_gen = st->generation;
 	return after;
 }
 

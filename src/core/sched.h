@@ -8,12 +8,20 @@
  * walk); each workspace likewise (one provisioned GPR per workspace).  A GPR gets the earliest time at
  * which enough matching nodes and its workspace are free, and reserves those nodes from then for its
  * whole duration, so a GPR behind it never takes them and never delays it.  Without arrivals and
- * early releases every GPR starts at its estimate.  Early releases move estimates earlier on a pool
- * of identical nodes; across clusters or node shapes the greedy walk may hand a freed node to an
- * earlier GPR and push a later one back (tests/unit/test_sched.c shows how): keeping reservations
- * between walks is the planner issue's work.  A GPR whose time is now
- * and whose nodes are free now is provisioned.  Because windows are strict, an estimate is an upper
- * bound unless a higher-priority request arrives; early releases only make it earlier.
+ * early releases every GPR starts at its estimate.  A GPR whose time is now and whose nodes are
+ * free now is provisioned.  Because windows are strict, an estimate is an upper bound unless a
+ * higher-priority request arrives; early releases only make it earlier.
+ *
+ * Early releases.  Handed to the queue at once, a released node can move an estimate later: across
+ * clusters or node shapes the greedy walk may give it to a GPR ahead that could also run elsewhere
+ * and push back one that only fits there, and with backfill a GPR ahead may start sooner and take
+ * the hole a GPR behind was promised.  So a release is first held (core/held.h): the walk sees the
+ * GPR's nodes and workspace busy until its old exit, exactly as before the release.  Each run
+ * (held_resolve) applies the held releases when a walk with them moves no queued GPR later than a
+ * walk without them: all at once, else one at a time, oldest first.  A release that fails now is
+ * tried again when something else changes (e.g. the GPR it would delay has started) and lapses at
+ * the old exit.  The cost: a held node may stay idle that a smarter plan could use without
+ * delaying anyone, and each run with holds pending walks the queue two to four times more.
  *
  * Conservative backfill (egs_state_config.backfill; off by default).  A reservation that starts
  * after a node's or the workspace's previous free time leaves a hole in front of it; a GPR later in
@@ -29,10 +37,9 @@
  * k + 32 x (matching pools) + 16 + 3 candidate start times, each checked against those holes, and
  * picks free nodes from at most 64 heap entries per pool before it scans the pool in name order.
  * Exactness assumes the bounds do not bind; when they do (deep queues), a later walk may find a
- * hole the first one had no room for.  What backfill gives up, which is why it is off by default:
- * an early release can let a GPR ahead move earlier into the time a backfilled GPR was promised
- * (it is re-planned later), and an arrival ahead can move a start earlier as well as later (it
- * opens new holes).  Keeping reservations between walks would restore both promises.
+ * hole the first one had no room for.  An early release that would let a GPR ahead take the time
+ * a backfilled GPR was promised is held (above); an arrival ahead can move a start earlier as well
+ * as later (it opens new holes).
  */
 #ifndef EGS_SCHED_H
 #define EGS_SCHED_H

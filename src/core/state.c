@@ -345,6 +345,7 @@ void egs_state_cleanup(struct egs_state *st)
 	free(st->events);
 	egs_vec_cleanup(&st->changes);
 	egs_vec_cleanup(&st->active);
+	egs_vec_cleanup(&st->held);
 	egs_vec_cleanup(&st->new_events);
 	memset(st, 0, sizeof(*st));
 }

@@ -45,6 +45,7 @@ struct egs_state {
 	struct egs_map fair;            /* workspace name -> its usage key (core/fair.h) */
 	struct egs_queue queue;         /* GPRs in EGS_GPR_QUEUED */
 	struct egs_vec active;          /* GPRs in Provisioning, Provisioned or Releasing */
+	struct egs_vec held;            /* GPRs released early whose capacity is held (core/held.h) */
 	struct egs_vec changes;         /* struct egs_change*, this turn's mutations */
 	struct egs_vec new_events;      /* struct egs_event*, this turn's events (owned) */
 	struct egs_event **events;      /* ring of recent committed events (owned) */
@@ -52,6 +53,7 @@ struct egs_state {
 	uint64_t next_seq;
 	int64_t next_event_id;
 	uint64_t generation; /* bumped on every change that can move the plan */
+	uint64_t held_gen;   /* generation when the planner last tried the held releases */
 };
 
 void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg /* NULL = defaults */);

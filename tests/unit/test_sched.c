@@ -1388,12 +1388,13 @@ static void test_backfill_estimates_hold_with_fair_share(void **state)
 }
 
 /*
- * What backfill gives up (sched.h): B (its workspace busy until +200) is promised +200 in the hole
- * that A (both H100 nodes, waiting for x until +1000) leaves on n2.  x releases early at +100: A
- * starts at once and takes B's hole, so B's promise moves later (to A's end).  Without backfill
- * B waits for A from the start and the early release only moves it earlier.
+ * An early release is held (core/held.h) when using it would move a promise later.  With backfill,
+ * B (its workspace busy until +200) is promised +200 in the hole that A (both H100 nodes, waiting
+ * for x until +1000) leaves on n2.  x releases early at +100: starting A at once would take B's
+ * hole and move B to +600, so the release is held: A keeps +1000 and B +200, and both start then.
+ * Without backfill B waits for A from the start; the release moves both earlier and is applied.
  */
-static void test_backfill_early_release_limit(void **state)
+static void test_backfill_early_release_held(void **state)
 {
 	(void)state;
 	for (int on = 0; on <= 1; on++) {
@@ -1424,10 +1425,28 @@ static void test_backfill_early_release_limit(void **state)
 		assert_int_equal(a->est_start, now + 1000);
 		assert_int_equal(b->est_start, now + (on ? 200 : 1500));
 		assert_int_equal(egs_gpr_release(st, x, now + 100), EGS_OK);
-		settle(st, now + 100);
-		assert_int_equal(a->state, EGS_GPR_PROVISIONED);
-		assert_int_equal(b->est_start, now + 600);
-		assert_int_equal(b->delayed_count, on ? 1 : 0);
+		int64_t t = settle(st, now + 100);
+		assert_int_equal(x->state, EGS_GPR_COMPLETE);
+		assert_int_equal(b->delayed_count, 0);
+		if (!on) {
+			assert_int_equal(st->held.len, 0);
+			assert_int_equal(a->state, EGS_GPR_PROVISIONED);
+			assert_int_equal(a->start_ts, now + 100);
+			assert_int_equal(b->est_start, now + 600);
+			done(st);
+			continue;
+		}
+		assert_int_equal(st->held.len, 1);
+		assert_int_equal(a->state, EGS_GPR_QUEUED);
+		assert_int_equal(a->est_start, now + 1000);
+		assert_int_equal(b->est_start, now + 200);
+		/* B starts at +200 as promised; then the release delays nobody and applies: A starts
+		 * when B leaves n2, at +800, earlier than its +1000. */
+		while (a->state == EGS_GPR_QUEUED)
+			t = settle(st, t);
+		assert_int_equal(b->start_ts, now + 200);
+		assert_int_equal(a->start_ts, now + 800);
+		assert_int_equal(st->held.len, 0);
 		done(st);
 	}
 }
@@ -1479,22 +1498,34 @@ static void compare(struct egs_gpr *const *g, const int64_t *before, size_t n, i
 }
 
 /*
- * One cluster of identical nodes, 30 random GPRs: early releases at random moments move no
- * queued GPR's estimate later, and between releases every estimate holds exactly.
+ * 30 random GPRs: early releases at random moments move no queued GPR's estimate later, and
+ * between releases every estimate holds exactly, except that a held release (core/held.h) may be
+ * applied at a later run, when the GPR it would have delayed has started: then estimates may move
+ * earlier.  Run on one cluster of identical nodes (where no release is ever held), and on two
+ * clusters with two node shapes and requests pinned by shape, GPU count or cluster, with and
+ * without backfill (where the greedy walk alone would move estimates later).  Returns the
+ * releases and the estimates they moved earlier.
  */
-static void test_early_release_random(void **state)
+static void early_release_random(bool homogeneous, size_t *releases_out, size_t *gains_out, size_t *held_out)
 {
-	(void)state;
-	size_t releases = 0, gains = 0;
+	size_t releases = 0, gains = 0, held = 0;
 	for (uint64_t seed = 1; seed <= 20; seed++) {
 		struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
-		random_world(st, seed, 4, 4, true);
+		random_world(st, seed, homogeneous ? 4 : 3, 4, homogeneous);
 		enum { N = 30 };
 		struct egs_gpr *g[N];
 		int64_t before[N];
 		int64_t now = T0;
-		for (size_t i = 0; i < N; i++)
-			g[i] = submit(st, random_gpr(i, 4, 3, true, false), now);
+		for (size_t i = 0; i < N; i++) {
+			for (;;) { /* only requests the inventory can hold, as the API does */
+				g[i] = random_gpr(i, 4, homogeneous ? 3 : 2, homogeneous, false);
+				const struct egs_workspace *ws = egs_state_workspace(st, g[i]->workspace);
+				if (egs_sched_capacity(st, g[i], ws, NULL, 0) >= (size_t)g[i]->node_count)
+					break;
+				egs_gpr_free(g[i]);
+			}
+			submit(st, g[i], now);
+		}
 		int64_t next = settle(st, now);
 		struct workload wl = { g, NULL, NULL, N, st };
 		for (int steps = 0; !all_done(&wl); steps++) {
@@ -1509,6 +1540,7 @@ static void test_early_release_random(void **state)
 					if (g[(i + off) % N]->state == EGS_GPR_PROVISIONED)
 						victim = g[(i + off) % N];
 			int64_t t = now + (next - now) / 2;
+			size_t held_before = st->held.len;
 			if (victim && t > now) {
 				assert_int_equal(egs_gpr_release(st, victim, t), EGS_OK);
 				assert_true(victim->flags & EGS_GPRF_EARLY_RELEASE);
@@ -1523,38 +1555,59 @@ static void test_early_release_random(void **state)
 				assert_int_equal(victim->state, EGS_GPR_COMPLETE);
 			size_t later, earlier;
 			compare(g, before, N, now, &later, &earlier);
+			if (later)
+				fprintf(stderr, "seed %llu (%s, backfill %d): victim %s, held %zu -> %zu\n",
+					(unsigned long long)seed, homogeneous ? "one pool" : "mixed", backfill_cfg,
+					victim ? victim->id : "none", held_before, st->held.len);
 			assert_int_equal(later, 0);
-			if (!victim)
+			if (!victim && !held_before)
 				assert_int_equal(earlier, 0); /* nothing changed: the plan holds exactly */
+			if (homogeneous && !backfill_cfg)
+				assert_int_equal(st->held.len, 0); /* one pool, no holes: every release applies */
+			held += victim && st->held.len > held_before;
 			gains += earlier;
 			check_consistency(st);
 			egs_state_clear_changes(st);
 		}
 		for (size_t i = 0; i < N; i++)
 			assert_int_equal(g[i]->state, EGS_GPR_COMPLETE);
+		assert_int_equal(st->held.len, 0);
 		done(st);
 	}
+	*releases_out = releases;
+	*gains_out = gains;
+	*held_out = held;
+}
+
+static void test_early_release_random(void **state)
+{
+	(void)state;
+	size_t releases, gains, held;
+	early_release_random(true, &releases, &gains, &held);
 	/* The test bites: there were releases, and they did move estimates earlier. */
 	assert_true(releases > 20);
 	assert_true(gains > 20);
+	assert_int_equal(held, 0);
+	for (int bf = 0; bf <= 1; bf++) {
+		backfill_cfg = bf;
+		early_release_random(false, &releases, &gains, &held);
+		fprintf(stderr, "mixed nodes, backfill %s: %zu early releases, %zu held, %zu estimates moved earlier\n",
+			bf ? "on" : "off", releases, held, gains);
+		assert_true(releases > 20);
+		assert_true(gains > 20);
+	}
+	backfill_cfg = 0;
 }
 
 /*
  * Two clusters of identical nodes.  c1 frees at +50 and +1000, c2 at +60 and +65.  The head A
  * (one node, 100 s) is planned on c1 at +50 and B (two nodes in one cluster) on c2 at +65.  Then
- * the holder of c2's first node releases early at +10: A now starts at once on c2, which takes
- * c2 from B until +110.  DESIGN.md and sched.h promise that early releases only make estimates
- * earlier; B's moves from +65 to +110.
+ * the holder of c2's first node releases early at +10.  Handed to the queue at once, the node
+ * would let A start on c2 and keep c2 from B until +110; so the release is held (core/held.h) and
+ * both start exactly as promised.
  */
 static void test_early_release_never_later_two_clusters(void **state)
 {
-	/* Known limitation of the greedy walk (see sched.h): across clusters or node shapes a freed
-	 * node can go to an earlier GPR and push a later one back.  The reservation-keeping planner
-	 * of the planner issue must make this pass; until then it is reported as skipped. */
-	if (!getenv("EGS_PLANNER_KEEPS_RESERVATIONS")) {
-		skip();
-		return;
-	}
 	(void)state;
 	struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
 	int64_t now = T0;
@@ -1588,30 +1641,26 @@ static void test_early_release_never_later_two_clusters(void **state)
 	assert_int_equal(egs_gpr_release(st, hold[2], t), EGS_OK);
 	settle(st, t);
 	assert_int_equal(hold[2]->state, EGS_GPR_COMPLETE);
-	/* A gains (it starts at once)... */
-	assert_true(a->state == EGS_GPR_PROVISIONED || a->est_start <= now + 50);
-	/* ...but B must not lose. */
 	if (b->est_start > now + 65)
 		fprintf(stderr, "b: estimate +65 moved to +%lld after an early release\n", (long long)(b->est_start - now));
-	assert_true(b->est_start <= now + 65);
+	assert_int_equal(st->held.len, 1);
+	assert_int_equal(a->est_start, now + 50);
+	assert_int_equal(b->est_start, now + 65);
+	while (b->state == EGS_GPR_QUEUED)
+		t = settle(st, t);
+	assert_int_equal(a->start_ts, now + 50);
+	assert_int_equal(b->start_ts, now + 65);
 	assert_int_equal(b->delayed_count, 0);
 	done(st);
 }
 
 /*
- * The same promise in one cluster with two node sizes: the 8-GPU node frees early, so the 4-GPU
- * head A takes it (earliest free wins over best fit) and B, which only fits on the 8-GPU node,
- * moves from +60 to +110.
+ * The same promise in one cluster with two node sizes: the 8-GPU node frees early.  Applied at
+ * once, the 4-GPU head A would take it (earliest free wins over best fit) and B, which only fits
+ * on the 8-GPU node, would move from +60 to +110; the release is held instead.
  */
 static void test_early_release_never_later_two_shapes(void **state)
 {
-	/* Known limitation of the greedy walk (see sched.h): across clusters or node shapes a freed
-	 * node can go to an earlier GPR and push a later one back.  The reservation-keeping planner
-	 * of the planner issue must make this pass; until then it is reported as skipped. */
-	if (!getenv("EGS_PLANNER_KEEPS_RESERVATIONS")) {
-		skip();
-		return;
-	}
 	(void)state;
 	struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
 	int64_t now = T0;
@@ -1638,7 +1687,17 @@ static void test_early_release_never_later_two_shapes(void **state)
 	assert_int_equal(x2->state, EGS_GPR_COMPLETE);
 	if (b->est_start > now + 60)
 		fprintf(stderr, "b: estimate +60 moved to +%lld after an early release\n", (long long)(b->est_start - now));
-	assert_true(b->est_start <= now + 60);
+	assert_int_equal(st->held.len, 1);
+	assert_int_equal(a->est_start, now + 40);
+	assert_int_equal(b->est_start, now + 60);
+	/* A starts at +40 on the small node; then nobody is left for the release to delay, so it
+	 * applies and B starts at once, earlier than promised. */
+	while (b->state == EGS_GPR_QUEUED)
+		t = settle(st, t);
+	assert_int_equal(a->start_ts, now + 40);
+	assert_int_equal(b->start_ts, now + 40);
+	assert_string_equal(big->gpr_id, "b");
+	assert_int_equal(st->held.len, 0);
 	assert_int_equal(b->delayed_count, 0);
 	done(st);
 }
@@ -2500,7 +2559,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_backfill_workspace_hole, teardown),
 		cmocka_unit_test_teardown(test_backfill_estimates_hold, teardown),
 		cmocka_unit_test_teardown(test_backfill_estimates_hold_with_fair_share, teardown),
-		cmocka_unit_test_teardown(test_backfill_early_release_limit, teardown),
+		cmocka_unit_test_teardown(test_backfill_early_release_held, teardown),
 		cmocka_unit_test_teardown(test_backfill_plan_paths_agree, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
