@@ -221,8 +221,13 @@ struct egs_gpr {
 	double fair;         /* its workspace's usage key when it was queued (core/fair.h), -inf =
 			      * none; persisted */
 	size_t heap_idx;   /* position in the queue heap, SIZE_MAX when not queued */
+	uint64_t queue_stamp; /* the queue's stamp of its last push or priority change (core/queue.h) */
 	int64_t held_until; /* released early: the planner holds its capacity until then (core/held.h) */
 	bool held_lifted;   /* its hold is lifted for a trial walk */
+	uint32_t plan_ws;     /* the planner's cache: its workspace's index in the plan of serial... */
+	uint64_t plan_serial; /* ...plan_serial (core/sched.c) */
+	uint64_t match_mask;   /* the planner's cache: the pools it matches in pool layout... */
+	uint64_t match_layout; /* ...match_layout (core/sched.c); 0 = none: reset it when its shape changes */
 	/* Owned by the state, not by this struct: freed by egs_gpr_clear_check_runs() when the GPR leaves
 	 * the state, so that a shallow copy of a GPR (PATCH edits one) never frees them. */
 	struct egs_check_run *check_runs;

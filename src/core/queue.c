@@ -17,7 +17,24 @@ void egs_queue_cleanup(struct egs_queue *q)
 	for (size_t i = 0; i < q->len; i++)
 		q->heap[i]->heap_idx = SIZE_MAX;
 	free(q->heap);
+	free(q->order);
+	free(q->added);
 	memset(q, 0, sizeof(*q));
+}
+
+/* Notes g (just pushed or given a new priority) for the next egs_queue_sorted. */
+static void note_added(struct egs_queue *q, struct egs_gpr *g)
+{
+	g->queue_stamp = ++q->stamps;
+	if (!q->order_ok)
+		return;
+	if (q->nadded == q->capadded) {
+		q->capadded = q->capadded ? 2 * q->capadded : 64;
+		q->added = egs_realloc(q->added, q->capadded * sizeof(*q->added));
+	}
+	q->added[q->nadded++] = (struct egs_queue_entry){ g, g->queue_stamp };
+	if (q->nadded > q->len / 4 + 64) /* a merge would not beat a fresh sort */
+		q->order_ok = false;
 }
 
 bool egs_queue_before(const struct egs_gpr *a, const struct egs_gpr *b)
@@ -76,6 +93,7 @@ void egs_queue_push(struct egs_queue *q, struct egs_gpr *g)
 	q->heap[q->len] = g;
 	g->heap_idx = q->len++;
 	sift_up(q, g->heap_idx);
+	note_added(q, g);
 }
 
 bool egs_queue_remove(struct egs_queue *q, struct egs_gpr *g)
@@ -101,6 +119,7 @@ void egs_queue_set_priority(struct egs_queue *q, struct egs_gpr *g, int priority
 	g->priority = priority;
 	if (!egs_queue_contains(q, g) || old == priority)
 		return;
+	note_added(q, g); /* its old place in the kept order no longer holds */
 	if (priority > old)
 		sift_up(q, g->heap_idx);
 	else
@@ -139,12 +158,11 @@ static int cmp_fair_seq(const void *a, const void *b)
 
 #define SORT_MAX_PRIORITY 1000
 
-void egs_queue_sorted(const struct egs_queue *q, struct egs_gpr **out)
+/* The queue order from scratch into out: priorities are small integers, so bucket by priority
+ * (counting sort), then order each bucket by fair key and seq, which is cheaper than a comparison
+ * sort of the whole queue. */
+static void sort_all(const struct egs_queue *q, struct egs_gpr **out)
 {
-	if (!q->len)
-		return;
-	/* Priorities are small integers: bucket by priority (counting sort), then order each bucket by
-	 * fair key and seq, which is cheaper than a comparison sort of the whole queue. */
 	size_t *count = egs_calloc(SORT_MAX_PRIORITY + 2, sizeof(*count));
 	for (size_t i = 0; i < q->len; i++) {
 		int pr = q->heap[i]->priority;
@@ -168,4 +186,54 @@ void egs_queue_sorted(const struct egs_queue *q, struct egs_gpr **out)
 		}
 	}
 	free(count);
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	const struct egs_queue_entry *x = a, *y = b;
+	return cmp_order(&x->g, &y->g);
+}
+
+/* True when e still stands for its GPR: queued, and not pushed again or reprioritised since. */
+static bool entry_live(const struct egs_queue *q, const struct egs_queue_entry *e)
+{
+	return egs_queue_contains(q, e->g) && e->g->queue_stamp == e->stamp;
+}
+
+/* The kept order merged with the GPRs added since (both in queue order) into out. */
+static void merge_added(struct egs_queue *q, struct egs_gpr **out)
+{
+	if (q->nadded > 1)
+		qsort(q->added, q->nadded, sizeof(*q->added), cmp_entry);
+	size_t n = 0, a = 0;
+	for (size_t i = 0; i <= q->norder; i++) {
+		const struct egs_queue_entry *e = i < q->norder ? &q->order[i] : NULL;
+		if (e && !entry_live(q, e))
+			continue;
+		for (; a < q->nadded && (!e || egs_queue_before(q->added[a].g, e->g)); a++)
+			if (entry_live(q, &q->added[a]))
+				out[n++] = q->added[a].g;
+		if (e)
+			out[n++] = e->g;
+	}
+	EGS_ASSERT(n == q->len);
+}
+
+void egs_queue_sorted(struct egs_queue *q, struct egs_gpr **out)
+{
+	if (!q->len) {
+		q->norder = q->nadded = 0;
+		q->order_ok = true;
+		return;
+	}
+	if (q->order_ok)
+		merge_added(q, out);
+	else
+		sort_all(q, out);
+	q->order = egs_realloc(q->order, q->len * sizeof(*q->order));
+	for (size_t i = 0; i < q->len; i++)
+		q->order[i] = (struct egs_queue_entry){ out[i], out[i]->queue_stamp };
+	q->norder = q->len;
+	q->nadded = 0;
+	q->order_ok = true;
 }

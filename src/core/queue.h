@@ -11,10 +11,23 @@
 
 #include "core/model.h"
 
+/* One entry of the order egs_queue_sorted keeps between calls: a GPR and its push stamp. */
+struct egs_queue_entry {
+	struct egs_gpr *g;
+	uint64_t stamp;
+};
+
 struct egs_queue {
 	struct egs_gpr **heap;
 	size_t len;
 	size_t cap;
+	/* The order of the last egs_queue_sorted, and what was pushed (or reprioritised) since: the
+	 * next call merges the two instead of sorting again.  An entry holds while its GPR is still
+	 * queued under the same push stamp (egs_gpr.queue_stamp). */
+	struct egs_queue_entry *order, *added;
+	size_t norder, nadded, capadded;
+	bool order_ok;
+	uint64_t stamps;
 };
 
 void egs_queue_init(struct egs_queue *q);
@@ -39,8 +52,9 @@ static inline bool egs_queue_contains(const struct egs_queue *q, const struct eg
 /* True when a goes before b: higher priority, then lower fair key, then earlier seq. */
 bool egs_queue_before(const struct egs_gpr *a, const struct egs_gpr *b);
 
-/* Fills out (caller-provided, egs_queue_len entries) with the queued GPRs in queue order.
- * O(n log n); the heap itself is not changed. */
-void egs_queue_sorted(const struct egs_queue *q, struct egs_gpr **out);
+/* Fills out (caller-provided, egs_queue_len entries) with the queued GPRs in queue order.  The
+ * heap is not changed; the order is kept for the next call, which merges the GPRs pushed since
+ * into it: O(n + a log a) for a pushes, O(n log n) the first time. */
+void egs_queue_sorted(struct egs_queue *q, struct egs_gpr **out);
 
 #endif

@@ -22,8 +22,6 @@ struct snap;
  * finds no room is not recorded: the time is lost to backfill, never double-booked. */
 #define POOL_HOLES 32
 #define WS_HOLES 16
-/* pool_tails() walks at most this many nodes of a heap before it scans the pool in name order. */
-#define DFS_MAX 64
 
 /* A stretch [s, e) that is free before a reservation made in this walk, on the slot of index
  * `slot` in p->slots (pools) or in a workspace (slot unused). */
@@ -38,6 +36,7 @@ struct slot {
 	bool free_now;
 	bool idle_now; /* free now and not started on in this walk (free_now also goes false when reserved) */
 	uint32_t name_rank; /* the node's place in name order: ties break without strcmp */
+	uint32_t name_pos;  /* its place in its pool's byname (and segment tree leaves) */
 	struct pool *pool;
 	size_t hidx; /* position in its pool's heap */
 	int64_t ded_free_at;           /* free of dedicated holds and reservations: shared GPRs' floor */
@@ -56,6 +55,11 @@ struct pool {
 	size_t nholes;
 	uint32_t *byname; /* the members (indexes into p->slots) in name order, n entries */
 	size_t index;     /* its place in p->pools */
+	/* Min-segment trees over byname (leaves at segsz + name_pos): the free_at of idle members
+	 * (INT64_MAX for the others) and of the other members, so that the first members in name
+	 * order free by t are found in O(log n) each (pool_tails). */
+	size_t segsz;
+	int64_t *seg_idle, *seg_busy;
 };
 
 struct wsinfo {
@@ -65,6 +69,7 @@ struct wsinfo {
 	bool active;   /* holds an active GPR now */
 	struct hole holes[WS_HOLES]; /* free stretches before until (backfill) */
 	size_t nholes;
+	uint64_t pool_ok; /* bit j: p->pools[j] is in one of its clusters (plans of <= 64 pools) */
 };
 
 /* The state of one walk over the queue; kept between runs so that a GPR that goes to the end of
@@ -86,8 +91,6 @@ struct egs_plan {
 	struct hole **hsel;    /* scratch of fit(): holes that can hold the GPR */
 	struct hole **hok;     /* scratch of fit(): holes long enough for it, starting by T */
 	size_t nhok;
-	struct slot **dfs;     /* scratch of pool_tails(): DFS_MAX + 1 entries */
-	size_t *stack;         /* scratch of pool_tails(): 2 * DFS_MAX + 2 entries */
 	bool backfill;         /* st->cfg.backfill */
 	const struct egs_gpr *last; /* the last GPR placed, in queue order */
 	struct egs_gpr **order;    /* every GPR placed, in queue order (the walk's, then appended) */
@@ -97,6 +100,8 @@ struct egs_plan {
 	struct snap *snaps;        /* the walk's state every SNAP_EVERY GPRs (wait-time queries) */
 	size_t nsnaps;
 	bool valid;
+	uint64_t serial; /* unique per plan of a state: GPRs cache their wsinfo index under it */
+	uint64_t layout; /* the pools' layout (st->pool_layout): GPRs cache their pool masks under it */
 	int share_take[EGS_SHARE_DEV_MAX]; /* place() of a shared GPR: its shares of p->chosen[0] */
 	bool shared; /* some slot has a share timeline (snapshots do not keep them) */
 };
@@ -220,7 +225,24 @@ static struct wsinfo *ws_get(struct egs_plan *p, const char *name)
 	w->until = p->now;
 	w->active = false;
 	w->nholes = 0;
+	w->pool_ok = 0;
+	for (size_t a = 0; a < p->npools && a < 64; a = p->pools[a].group_end) /* a cluster at a time */
+		if (!w->ws || egs_strlist_has(&w->ws->clusters, p->pools[a].proto->cluster))
+			for (size_t j = a; j < p->pools[a].group_end && j < 64; j++)
+				w->pool_ok |= 1ull << j;
 	egs_map_put(&p->ws, w->name, w);
+	return w;
+}
+
+/* ws_get for a GPR of the state, through the index it caches for this plan (a map lookup hashes
+ * the name: a tenth of a walk). */
+static struct wsinfo *ws_of(struct egs_plan *p, struct egs_gpr *g)
+{
+	if (g->plan_serial == p->serial && g->plan_ws < p->nws)
+		return &p->wsv[g->plan_ws];
+	struct wsinfo *w = ws_get(p, g->workspace);
+	g->plan_serial = p->serial;
+	g->plan_ws = (uint32_t)(w - p->wsv);
 	return w;
 }
 
@@ -295,6 +317,48 @@ static struct slot *heap_pop(struct pool *q)
 	return top;
 }
 
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Sets the leaf of slot s in its pool's segment trees and the minima above it. */
+static void seg_set(struct slot *s)
+{
+	struct pool *q = s->pool;
+	size_t x = q->segsz + s->name_pos;
+	q->seg_idle[x] = s->idle_now ? s->free_at : INT64_MAX;
+	q->seg_busy[x] = s->idle_now ? INT64_MAX : s->free_at;
+	for (x /= 2; x >= 1; x /= 2) {
+		q->seg_idle[x] = min64(q->seg_idle[2 * x], q->seg_idle[2 * x + 1]);
+		q->seg_busy[x] = min64(q->seg_busy[2 * x], q->seg_busy[2 * x + 1]);
+	}
+}
+
+/* (Re)builds q's segment trees from its members' free_at and idle_now. */
+static void seg_build(struct egs_plan *p, struct pool *q)
+{
+	size_t sz = 1;
+	while (sz < q->n)
+		sz *= 2;
+	q->segsz = sz;
+	free(q->seg_idle);
+	free(q->seg_busy);
+	q->seg_idle = egs_malloc(2 * sz * sizeof(int64_t));
+	q->seg_busy = egs_malloc(2 * sz * sizeof(int64_t));
+	for (size_t x = 0; x < 2 * sz; x++)
+		q->seg_idle[x] = q->seg_busy[x] = INT64_MAX;
+	for (size_t r = 0; r < q->n; r++) {
+		const struct slot *s = &p->slots[q->byname[r]];
+		q->seg_idle[sz + r] = s->idle_now ? s->free_at : INT64_MAX;
+		q->seg_busy[sz + r] = s->idle_now ? INT64_MAX : s->free_at;
+	}
+	for (size_t x = sz - 1; x >= 1; x--) {
+		q->seg_idle[x] = min64(q->seg_idle[2 * x], q->seg_idle[2 * x + 1]);
+		q->seg_busy[x] = min64(q->seg_busy[2 * x], q->seg_busy[2 * x + 1]);
+	}
+}
+
 struct pool_ref {
 	const char *cluster;
 	size_t id;
@@ -305,6 +369,32 @@ static int cmp_pool_ref(const void *a, const void *b)
 	const struct pool_ref *x = a, *y = b;
 	int c = strcmp(x->cluster, y->cluster);
 	return c ? c : (x->id > y->id) - (x->id < y->id);
+}
+
+/* Sets p->layout to the state's serial for the pools' attributes in their final order, starting a
+ * new serial when they differ from the last plan's: a GPR's cached pool mask (match_mask) holds
+ * while the layout does. */
+static void layout_note(struct egs_plan *p)
+{
+	enum { KEYSZ = 2 * EGS_NAME_MAX + EGS_KEY_MAX + 48 };
+	struct egs_state *st = p->st;
+	char *joined = egs_malloc(p->npools * KEYSZ + 1);
+	size_t len = 0;
+	for (size_t j = 0; j < p->npools; j++) {
+		const struct egs_node *n = p->pools[j].proto;
+		int w = snprintf(joined + len, KEYSZ, "%s\x1f%s\x1f%s\x1f%d\x1f%lld\x1e", n->cluster, n->gpu_shape,
+				 n->instance_type, n->gpu_count, (long long)n->memory_mib);
+		len += w > 0 && w < KEYSZ ? (size_t)w : 0;
+	}
+	joined[len] = '\0';
+	if (!st->pool_layout_keys || strcmp(st->pool_layout_keys, joined) != 0) {
+		free(st->pool_layout_keys);
+		st->pool_layout_keys = joined;
+		st->pool_layout++;
+	} else {
+		free(joined);
+	}
+	p->layout = st->pool_layout;
 }
 
 static void build_pools(struct egs_plan *p)
@@ -356,6 +446,7 @@ static void build_pools(struct egs_plan *p)
 		p->pools[j].holes = egs_calloc(POOL_HOLES, sizeof(struct hole));
 		p->pools[j].index = j;
 	}
+	layout_note(p);
 	for (size_t i = 0; i < p->nslots; i++) {
 		struct pool *q = &p->pools[where[slot_pool[i]]];
 		p->slots[i].pool = q;
@@ -371,9 +462,12 @@ static void build_pools(struct egs_plan *p)
 	size_t *fill = egs_calloc(npools + 1, sizeof(*fill));
 	for (size_t r = 0; r < p->nslots; r++) {
 		struct pool *q = p->slots[byrank[r]].pool;
+		p->slots[byrank[r]].name_pos = (uint32_t)fill[q->index];
 		q->byname[fill[q->index]++] = byrank[r];
 	}
 	free(fill);
+	for (size_t j = 0; j < npools; j++)
+		seg_build(p, &p->pools[j]);
 	free(byrank);
 	free(where);
 	free(order);
@@ -413,8 +507,6 @@ static void scratch_alloc(struct egs_plan *p)
 	p->cand = egs_calloc(p->nslots + nholes + WS_HOLES + 4, sizeof(*p->cand));
 	p->hsel = egs_calloc(nholes + 1, sizeof(*p->hsel));
 	p->hok = egs_calloc(nholes + 1, sizeof(*p->hok));
-	p->dfs = egs_calloc(DFS_MAX + 1, sizeof(*p->dfs));
-	p->stack = egs_calloc(2 * DFS_MAX + 2, sizeof(*p->stack));
 	p->backfill = p->st->cfg.backfill > 0;
 }
 
@@ -423,6 +515,7 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 	memset(p, 0, sizeof(*p));
 	p->st = st;
 	p->now = now;
+	p->serial = ++st->plan_serial;
 	p->slots = egs_calloc(st->nodes.len + 1, sizeof(*p->slots));
 	p->capws = 2 * (st->workspaces.len + st->active.len) + 16;
 	p->wsv = egs_calloc(p->capws, sizeof(*p->wsv));
@@ -485,6 +578,8 @@ static void plan_cleanup(struct egs_plan *p)
 		free(p->pools[i].heap);
 		free(p->pools[i].holes);
 		free(p->pools[i].byname);
+		free(p->pools[i].seg_idle);
+		free(p->pools[i].seg_busy);
 	}
 	free(p->pools);
 	free(p->slots);
@@ -494,8 +589,6 @@ static void plan_cleanup(struct egs_plan *p)
 	free(p->cand);
 	free(p->hsel);
 	free(p->hok);
-	free(p->dfs);
-	free(p->stack);
 	free(p->wsv);
 	egs_map_cleanup(&p->ws);
 	for (size_t i = 0; i < p->nsnaps; i++) {
@@ -551,6 +644,7 @@ static void snap_restore(struct egs_plan *q, const struct egs_plan *p, const str
 	memset(q, 0, sizeof(*q));
 	q->st = p->st;
 	q->now = now;
+	q->serial = ++p->st->plan_serial;
 	q->nslots = p->nslots;
 	q->slots = egs_malloc((p->nslots + 1) * sizeof(*q->slots));
 	memcpy(q->slots, p->slots, p->nslots * sizeof(*q->slots));
@@ -565,6 +659,7 @@ static void snap_restore(struct egs_plan *q, const struct egs_plan *p, const str
 		d->holes = egs_calloc(POOL_HOLES, sizeof(*d->holes));
 		d->byname = egs_malloc((d->n + 1) * sizeof(*d->byname));
 		memcpy(d->byname, p->pools[j].byname, d->n * sizeof(*d->byname));
+		d->seg_idle = d->seg_busy = NULL; /* rebuilt below from the restored slots */
 		d->nholes = s->nholes[j];
 		memcpy(d->holes, s->holes + j * POOL_HOLES, d->nholes * sizeof(*d->holes));
 		for (size_t h = 0; h < d->n; h++) {
@@ -578,6 +673,8 @@ static void snap_restore(struct egs_plan *q, const struct egs_plan *p, const str
 		q->slots[i].free_now = s->free_now[i];
 		q->slots[i].pool = q->pools + (p->slots[i].pool - p->pools);
 	}
+	for (size_t j = 0; j < q->npools; j++)
+		seg_build(q, &q->pools[j]);
 	scratch_alloc(q);
 	q->capws = 2 * s->nws + 16;
 	q->nws = s->nws;
@@ -623,6 +720,14 @@ static bool k_first(struct pool *const *m, size_t nm, size_t k, struct slot **ou
 		have += m[j]->n;
 	if (have < k)
 		return false;
+	if (k == 1) { /* the common case: the best heap top, nothing popped */
+		struct pool *best = NULL;
+		for (size_t j = 0; j < nm; j++)
+			if (m[j]->n && (!best || slot_before(m[j]->heap[0], best->heap[0])))
+				best = m[j];
+		out[0] = best->heap[0];
+		return true;
+	}
 	for (size_t got = 0; got < k; got++) {
 		struct pool *best = NULL;
 		for (size_t j = 0; j < nm; j++)
@@ -712,6 +817,7 @@ static void reserve_shared(struct egs_plan *p, const struct egs_gpr *g, struct w
 	if (end > s->free_at) {
 		s->free_at = end;
 		heap_down(s->pool, s->hidx); /* it only moved later */
+		seg_set(s);
 	}
 	w->until = end;
 }
@@ -721,6 +827,7 @@ static void start_shared(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w
 	struct egs_node *n = p->chosen[0]->n;
 	egs_share_start(p->st, g, n, p->share_take);
 	p->chosen[0]->idle_now = false;
+	seg_set(p->chosen[0]);
 	g->est_start = p->now;
 	egs_gpr_set_state(p->st, g, EGS_GPR_PROVISIONING, p->now, "Provisioning",
 			  "GPR %s starts provisioning with %d.%02d shared GPU(s) of node %s of cluster %s", g->name,
@@ -781,46 +888,25 @@ static bool hole_before(const struct hole *x, const struct hole *y, const struct
  * differ and an estimate behind moves.  So nodes free by t go in a fixed order: best fit (the
  * caller orders the pools), then name; at now the idle ones first (they can start at once).
  * Collects up to want nodes of pool q free by t (only idle ones when idle is 1, only busy ones
- * when 2) into out; returns how many.  Walks at most DFS_MAX heap entries, then the name order.
+ * when 2) into out; returns how many.  The pool's segment trees find them left to right in name
+ * order: O(log n) each.
  */
 static size_t pool_tails(struct egs_plan *p, struct pool *q, int64_t t, int idle, size_t want, struct slot **out)
 {
-	size_t nd = 0, ns = 0, got = 0;
-	bool over = false;
-	if (q->n)
-		p->stack[ns++] = 0;
-	while (ns) {
-		size_t i = p->stack[--ns];
-		struct slot *s = q->heap[i];
-		if (s->free_at > t)
-			continue; /* the heap: so is everything under it */
-		if (nd == DFS_MAX) {
-			over = true;
-			break;
+	size_t stack[2 * 64 + 2], ns = 0, got = 0;
+	if (q->n && want)
+		stack[ns++] = 1;
+	while (ns && got < want) {
+		size_t x = stack[--ns];
+		int64_t v = idle == 1 ? q->seg_idle[x] : idle == 2 ? q->seg_busy[x] : min64(q->seg_idle[x], q->seg_busy[x]);
+		if (v > t)
+			continue; /* nobody under x is free by t */
+		if (x >= q->segsz) {
+			out[got++] = &p->slots[q->byname[x - q->segsz]];
+			continue;
 		}
-		if (!idle || s->idle_now == (idle == 1))
-			p->dfs[nd++] = s;
-		if (2 * i + 1 < q->n)
-			p->stack[ns++] = 2 * i + 1;
-		if (2 * i + 2 < q->n)
-			p->stack[ns++] = 2 * i + 2;
-	}
-	if (!over) {
-		for (; got < want && got < nd; got++) {
-			size_t b = got;
-			for (size_t x = got + 1; x < nd; x++)
-				if (p->dfs[x]->name_rank < p->dfs[b]->name_rank)
-					b = x;
-			struct slot *s = p->dfs[b];
-			p->dfs[b] = p->dfs[got];
-			out[got] = p->dfs[got] = s;
-		}
-		return got;
-	}
-	for (size_t r = 0; r < q->n && got < want; r++) {
-		struct slot *s = &p->slots[q->byname[r]];
-		if (s->free_at <= t && (!idle || s->idle_now == (idle == 1)))
-			out[got++] = s;
+		stack[ns++] = 2 * x + 1; /* the left child comes off first: name order */
+		stack[ns++] = 2 * x;
 	}
 	return got;
 }
@@ -942,9 +1028,33 @@ static int64_t fit(struct egs_plan *p, const struct wsinfo *w, struct pool *cons
 	return T;
 }
 
+/* The pools (of a plan of at most 64) that g's own fields match: its cluster, GPU shape, instance
+ * type, GPUs per node and memory (the workspace's clusters are wsinfo.pool_ok's part). */
+static uint64_t pools_matching(const struct egs_plan *p, const struct egs_gpr *g)
+{
+	uint64_t mask = 0;
+	for (size_t j = 0; j < p->npools; j++)
+		if ((!g->cluster[0] || !strcmp(g->cluster, p->pools[j].proto->cluster)) &&
+		    shape_matches(g, p->pools[j].proto))
+			mask |= 1ull << j;
+	return mask;
+}
+
+/* pools_matching for a GPR of the state, cached in it while the pools' layout stays (the string
+ * compares were a third of a walk); edits of its shape reset the cache (egs_gpr.match_layout). */
+static uint64_t match_mask(const struct egs_plan *p, struct egs_gpr *g)
+{
+	if (g->match_layout != p->layout) {
+		g->match_mask = pools_matching(p, g);
+		g->match_layout = p->layout;
+	}
+	return g->match_mask;
+}
+
 /* Finds g's earliest start over the clusters it may use; on success returns the time and leaves
- * the chosen nodes in p->chosen[0 .. node_count).  w is g's workspace entry. */
-static int64_t place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w)
+ * the chosen nodes in p->chosen[0 .. node_count).  w is g's workspace entry; cached (may be NULL)
+ * is g's match_mask when the plan has at most 64 pools. */
+static int64_t place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w, const uint64_t *cached)
 {
 	if (g->share_centi)
 		return place_shared(p, g, w);
@@ -953,20 +1063,20 @@ static int64_t place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo 
 	size_t best_rank = SIZE_MAX;
 	size_t k = (size_t)g->node_count;
 	struct pool **m = p->match;
+	bool masked = p->npools <= 64;
+	uint64_t mask = !masked ? 0 : (cached ? *cached : pools_matching(p, g)) & w->pool_ok;
 	for (size_t a = 0; a < p->npools;) {
 		size_t b = p->pools[a].group_end, nm = 0;
-		if (g->cluster[0] && strcmp(g->cluster, p->pools[a].proto->cluster) != 0) {
-			a = b;
-			continue;
+		if (masked) {
+			for (size_t j = a; j < b; j++)
+				if (mask >> j & 1)
+					m[nm++] = &p->pools[j];
+		} else if ((!g->cluster[0] || !strcmp(g->cluster, p->pools[a].proto->cluster)) &&
+			   (!ws || egs_strlist_has(&ws->clusters, p->pools[a].proto->cluster))) {
+			for (size_t j = a; j < b; j++)
+				if (shape_matches(g, p->pools[j].proto))
+					m[nm++] = &p->pools[j];
 		}
-		/* The cluster's tests once per cluster, the node's per pool (strcmp was a third of a walk). */
-		if (ws && !egs_strlist_has(&ws->clusters, p->pools[a].proto->cluster)) {
-			a = b;
-			continue;
-		}
-		for (size_t j = a; j < b; j++)
-			if (shape_matches(g, p->pools[j].proto))
-				m[nm++] = &p->pools[j];
 		if (p->backfill)
 			sort_pools(m, nm);
 		if (nm && k_first(m, nm, k, p->tmp)) {
@@ -1008,6 +1118,7 @@ static void reserve(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *
 		s->free_at = s->ded_free_at = end;
 		s->free_now = false;
 		heap_down(s->pool, s->hidx); /* it only moved later */
+		seg_set(s);
 	}
 	if (t < w->until && end <= w->until) { /* backfilled into a hole of the workspace */
 		hole_take(w->holes, &w->nholes, WS_HOLES, 0, t, end, p->now);
@@ -1044,6 +1155,7 @@ static void start(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w)
 		struct egs_node *n = p->chosen[i]->n;
 		egs_strlcpy(n->gpr_id, g->id, sizeof(n->gpr_id));
 		p->chosen[i]->idle_now = false;
+		seg_set(p->chosen[i]);
 		n->allocated_at = p->now;
 		egs_state_touch(st, EGS_KIND_NODE, n);
 		egs_strlist_add(&g->nodes, n->key);
@@ -1214,8 +1326,9 @@ static int64_t due_transitions(struct egs_state *st, int64_t now)
  * now, else records its estimate and reserves its nodes.  Returns its start (EGS_NEVER if none). */
 static int64_t plan_one(struct egs_plan *p, struct egs_gpr *g)
 {
-	struct wsinfo *w = ws_get(p, g->workspace);
-	int64_t t = place(p, g, w);
+	struct wsinfo *w = ws_of(p, g);
+	uint64_t mask = p->npools <= 64 ? match_mask(p, g) : 0;
+	int64_t t = place(p, g, w, &mask);
 	p->last = g;
 	if (t == EGS_NEVER) {
 		set_estimate(p->st, g, t);
@@ -1378,10 +1491,11 @@ void egs_plan_invalidate(struct egs_plan *p)
 
 /* Places g in p and reserves what it gets, starting nothing (the side-effect-free walks);
  * returns its start (EGS_NEVER when none). */
-static int64_t place_dry(struct egs_plan *p, const struct egs_gpr *g)
+static int64_t place_dry(struct egs_plan *p, struct egs_gpr *g)
 {
-	struct wsinfo *w = ws_get(p, g->workspace);
-	int64_t t = place(p, g, w);
+	struct wsinfo *w = ws_of(p, g);
+	uint64_t mask = p->npools <= 64 ? match_mask(p, g) : 0;
+	int64_t t = place(p, g, w, &mask);
 	if (t != EGS_NEVER)
 		reserve(p, g, w, t);
 	return t;
@@ -1399,7 +1513,7 @@ static void place_probes(struct egs_plan *b, const struct egs_gpr *const *probes
 			 int64_t *out, char (*clusters)[EGS_NAME_MAX])
 {
 	for (size_t j = 0; j < n; j++) {
-		int64_t t = place(b, probes[j], ws_get(b, probes[j]->workspace));
+		int64_t t = place(b, probes[j], ws_get(b, probes[j]->workspace), NULL);
 		if (t != EGS_NEVER && t < now)
 			t = now;
 		out[j] = t;
@@ -1471,7 +1585,7 @@ static bool estimate_kept(struct egs_plan *kept, const struct egs_gpr *const *pr
 		reserve(&q, g, ws_get(&q, g->workspace), g->phase_since);
 	}
 	for (size_t i = s->pos; i < lo; i++) {
-		const struct egs_gpr *g = kept->order[i];
+		struct egs_gpr *g = kept->order[i];
 		if (g->state != EGS_GPR_PROVISIONING)
 			place_dry(&q, g);
 	}

@@ -346,6 +346,7 @@ void egs_state_cleanup(struct egs_state *st)
 	egs_vec_cleanup(&st->changes);
 	egs_vec_cleanup(&st->active);
 	egs_vec_cleanup(&st->held);
+	free(st->pool_layout_keys);
 	egs_vec_cleanup(&st->new_events);
 	memset(st, 0, sizeof(*st));
 }

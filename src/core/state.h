@@ -54,6 +54,9 @@ struct egs_state {
 	int64_t next_event_id;
 	uint64_t generation; /* bumped on every change that can move the plan */
 	uint64_t held_gen;   /* generation when the planner last tried the held releases */
+	uint64_t plan_serial; /* the last plan's serial (core/sched.c) */
+	uint64_t pool_layout;   /* serial of the planner's pools as pool_layout_keys lists them (owned) */
+	char *pool_layout_keys;
 };
 
 void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg /* NULL = defaults */);

@@ -583,6 +583,7 @@ static void gpr_update(struct egs_req *r)
 		g->idle_timeout_s = c->idle_timeout_s;
 		g->flags = c->flags;
 		g->share_centi = c->share_centi;
+		g->match_layout = 0; /* the planner's cached pool match (core/sched.c) */
 		egs_strlist_copy(&g->preferred_clusters, &c->preferred_clusters);
 		egs_state_touch(&srv->st, EGS_KIND_GPR, g);
 		egs_state_event(&srv->st, now, "Normal", "Updated", "GPR", g->id, g->workspace, "GPR %s updated", g->name);

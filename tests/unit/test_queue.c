@@ -115,7 +115,7 @@ static void check_heap(const struct egs_queue *q)
 	}
 }
 
-static void check_against_ref(const struct egs_queue *q, struct ref *r, struct egs_gpr *pool, size_t npool,
+static void check_against_ref(struct egs_queue *q, struct ref *r, struct egs_gpr *pool, size_t npool,
 			      bool full, struct egs_gpr **scratch_a, struct egs_gpr **scratch_b)
 {
 	assert_int_equal(egs_queue_len(q), r->n);
