@@ -26,7 +26,7 @@ static void usage(FILE *f)
 		   "  --fail-for S         a failed node stays Unhealthy S seconds (default 3600)\n"
 		   "  --fair-half-life S   half-life of the usage that orders equal priorities (default: the core's, 1 day);\n"
 		   "                       0 turns fair share off (first come, first served)\n"
-		   "  --backfill           conservative backfill in the planner (the core's config switch; default off)\n"
+		   "  --no-backfill        turn off conservative backfill in the planner (on by default, as in egsd)\n"
 		   "  --seed N             salt of every hash (default 1)\n"
 		   "  --limit N            replay only the first N jobs\n"
 		   "  --jobs FILE          write one CSV line per job (estimate, start, end, late reason)\n"
@@ -56,6 +56,7 @@ static int parse(int argc, char **argv, struct sim_opts *o, double *fail_rate)
 		{ "fail-rate", required_argument, NULL, 'R' },  { "fail-for", required_argument, NULL, 'F' },
 		{ "seed", required_argument, NULL, 's' },       { "limit", required_argument, NULL, 'l' },
 		{ "fair-half-life", required_argument, NULL, 'H' }, { "backfill", no_argument, NULL, 'B' },
+		{ "no-backfill", no_argument, NULL, 'b' },
 		{ "jobs", required_argument, NULL, 'j' },       { "json", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },             { NULL, 0, NULL, 0 },
 	};
@@ -69,6 +70,7 @@ static int parse(int argc, char **argv, struct sim_opts *o, double *fail_rate)
 		case 'r': ok = egs_int_parse(optarg, 1, 86400, &v), o->round_s = v; break;
 		case 'E': o->hold_window = true; break;
 		case 'B': o->backfill = true; break;
+		case 'b': o->backfill = false; break;
 		case 'p': ok = real(optarg, 0, 1, &o->high_share); break;
 		case 'f': ok = egs_int_parse(optarg, 1, 1LL << 40, &v), o->fail_every_s = v; break;
 		case 'R': ok = real(optarg, 1e-9, 1e6, fail_rate); break;
@@ -102,7 +104,7 @@ static int parse(int argc, char **argv, struct sim_opts *o, double *fail_rate)
 int main(int argc, char **argv)
 {
 	struct sim_opts o = { .trace = DEFAULT_TRACE, .workspaces = 2000, .round_s = 1800, .high_share = 0.1,
-			      .fail_for_s = 3600, .seed = 1 };
+			      .fail_for_s = 3600, .seed = 1, .backfill = true };
 	double fail_rate = 0;
 	int rc = parse(argc, argv, &o, &fail_rate);
 	if (rc)

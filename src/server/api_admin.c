@@ -73,7 +73,7 @@ static void gpr_approve(struct egs_req *r)
 	static const char *const allowed[] = { "gprId", NULL };
 	char id[EGS_ID_MAX];
 	struct egs_gpr *g = admin_gpr(r, allowed, id);
-	if (!g)
+	if (!g || !egs_policy_approvable(r, g))
 		return;
 	enum egs_err err = egs_gpr_approve(&r->srv->st, g, egs_now(r->srv));
 	if (err)

@@ -153,6 +153,26 @@ bool egs_policy_admit(struct egs_req *r, struct egs_gpr *g, const struct egs_gpr
 	return true;
 }
 
+bool egs_policy_approvable(struct egs_req *r, struct egs_gpr *g)
+{
+	struct egs_server *srv = r->srv;
+	const struct egs_workspace *ws = egs_state_workspace(&srv->st, g->workspace);
+	const struct egs_policy *wp = ws ? ws->policy : NULL, *gp = srv->policy_global;
+	uint32_t need = (wp ? egs_policy_limits_set(wp) : 0) | egs_policy_limits_set(gp);
+	if (g->state != EGS_GPR_PENDING || !need)
+		return true; /* not Pending: egs_gpr_approve says so */
+	struct egs_policy_ask a;
+	struct egs_policy_result res;
+	egs_policy_measure(&srv->st, g, ws, g, need, &a);
+	egs_policy_check(wp, gp, &a, need, &res);
+	egs_policy_ask_cleanup(&a);
+	if (res.verdict != EGS_POLICY_HARD)
+		return true;
+	egs_reply_err(r, EGS_ERR_INVALID, "POLICY_LIMIT_EXCEEDED", res.field,
+		      "GPR %s cannot be approved: %s (the policy changed since it was created)", g->id, res.message);
+	return false;
+}
+
 /* ---- workspace policy routes ---- */
 
 /* The GET form: {workspaceName, ...what the policy sets}. */

@@ -26,8 +26,9 @@ static void usage(FILE *f)
 		   "  --max-nodes-per-gpr N\n"
 		   "               the global hard limit of numberOfGPUNodes (1-1024, default 64) unless an admin\n"
 		   "               sets one (PUT /api/v1/settings/policy; docs/policies.md)\n"
-		   "  --backfill   conservative backfill in the planner: a GPR may start in the hole before a\n"
-		   "               reservation when it ends by then (default off; docs/internals/queue-and-scheduler.md)\n"
+		   "  --no-backfill\n"
+		   "               turn off conservative backfill in the planner (on by default: a GPR may start in the\n"
+		   "               hole before a reservation when it ends by then; docs/internals/queue-and-scheduler.md)\n"
 		   "  --quiet      no access log line per request\n");
 }
 
@@ -40,7 +41,8 @@ int main(int argc, char **argv)
 		{ "fair-half-life", required_argument, NULL, 'f' },
 		{ "preempt-min-runtime", required_argument, NULL, 'p' },
 		{ "max-nodes-per-gpr", required_argument, NULL, 'n' },
-		{ "backfill", no_argument, NULL, 'b' },
+		{ "backfill", no_argument, NULL, 'b' }, /* the default since backfill keeps every promise */
+		{ "no-backfill", no_argument, NULL, 'B' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = "127.0.0.1:8080", *data = "./var";
@@ -48,6 +50,7 @@ int main(int argc, char **argv)
 	struct egs_server srv;
 	memset(&srv, 0, sizeof(srv));
 	srv.log_requests = true;
+	srv.state_cfg.backfill = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, "l:d:ct:qhf:p:n:", opts, NULL)) != -1) {
 		switch (c) {
@@ -86,6 +89,7 @@ int main(int argc, char **argv)
 		}
 		case 'q': srv.log_requests = false; break;
 		case 'b': srv.state_cfg.backfill = 1; break;
+		case 'B': srv.state_cfg.backfill = 0; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

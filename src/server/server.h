@@ -229,6 +229,10 @@ enum egs_err egs_policy_start(struct egs_server *srv);
  * the limits reading the changed fields).  Over a hard limit: replies 422 POLICY_LIMIT_EXCEEDED
  * naming the field and returns false.  Over a soft limit: sets g->pending_reason (owned by g). */
 bool egs_policy_admit(struct egs_req *r, struct egs_gpr *g, const struct egs_gpr *old);
+/* Before an admin approves Pending GPR g: true when g is within every hard limit of the policies
+ * as they are now (they may have changed since g was created); otherwise replies 422
+ * POLICY_LIMIT_EXCEEDED naming the limit and returns false.  Soft limits are what approval is for. */
+bool egs_policy_approvable(struct egs_req *r, struct egs_gpr *g);
 
 /* Starts/stops the server: see main.c. */
 enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const char *data_dir, bool dev_clock);

@@ -201,11 +201,10 @@ def test_connectivity_between_the_nodes_of_a_gpr(cluster):
     assert st["status"]["nodes"] == ["h100-a", "h100-b"]
     conn = [c for c in check_log(agent, gid)[0]["checks"] if c["name"] == "connectivity"][0]
     assert conn["status"] == "passed" and "reached 1 peer agent(s)" in conn["output"], conn
-    cluster.admin.ok("PUT", "/api/v1/gpr", {"gprId": gid, "earlyRelease": True})
-    cluster.wait_state(gid, "Complete")
-    # Now only h100-c and h100-d are free, and they cannot reach each other's agents.
-    cluster.admin.ok("POST", "/api/v1/debug/clock", {"advance": "10m"})  # past any quarantine
-    gid2 = cluster.gpr(sliceName="w", numberOfGPUNodes=2, numberOfGPUs=8)
+    # gid keeps h100-a and h100-b: only h100-c and h100-d are free, and they cannot reach each other's
+    # agents.
+    cluster.workspace("w2", ["worker-1"])
+    gid2 = cluster.gpr(sliceName="w2", numberOfGPUNodes=2, numberOfGPUs=8)
     st = wait_for(lambda: cluster.status(gid2)["status"]["retryCount"] >= 1 and cluster.status(gid2), timeout=30,
                   what="a failed attempt")
     assert "pre-check connectivity failed: cannot reach the agent of h100-" in st["status"]["failureReason"], st

@@ -229,6 +229,31 @@ def test_soft_limit_pending_then_approved_and_provisioned(pool):
     assert g["status"]["pendingReason"] is None and g["exitDuration"] == "8h0m0s"
 
 
+def test_approval_rechecks_the_hard_limits_of_the_policy_as_it_is_now(pool):
+    """A GPR held for approval under one policy is not approved past a hard limit set since: the
+    approval is refused with the limit, the GPR stays Pending (nothing changes), and it is approved once
+    the limit allows it again."""
+    c = pool
+    put_policy(c, "team-a", softLimits={"maxExitDurationPerGPR": "6h"})
+    gid = c.gpr(sliceName="team-a", clusterName="h100", exitDuration="8h", numberOfGPUs=2)
+    assert state(c, gid) == "Pending"
+    put_policy(c, "team-a", maxExitDurationPerGPR="7h", softLimits={"maxExitDurationPerGPR": "6h"})
+    before = c.status(gid)
+    err = refused(*c.admin.call("POST", "/api/v1/gpr/approve", {"gprId": gid}), 422, "POLICY_LIMIT_EXCEEDED",
+                  "exitDuration")
+    assert "cannot be approved" in err["message"] and "maxExitDurationPerGPR 7h0m0s" in err["message"], err
+    assert c.status(gid) == before
+    assert not events(c, gid, "Approved")
+    # The global policy's hard limits count too.
+    put_policy(c, "team-a", softLimits={"maxExitDurationPerGPR": "6h"})
+    c.admin.ok("PUT", GLOBAL, {"maxGPUPerGpr": 1, "maxNodesPerGpr": 64})
+    refused(*c.admin.call("POST", "/api/v1/gpr/approve", {"gprId": gid}), 422, "POLICY_LIMIT_EXCEEDED", "numberOfGPUs")
+    assert state(c, gid) == "Pending"
+    c.admin.ok("PUT", GLOBAL, {"maxNodesPerGpr": 64})
+    c.admin.ok("POST", "/api/v1/gpr/approve", {"gprId": gid})
+    assert state(c, gid) != "Pending" and events(c, gid, "Approved")
+
+
 def test_soft_limit_pending_then_rejected(pool):
     c = pool
     put_policy(c, "team-a", softLimits={"priorityRange": {"min": 1, "max": 150}, "maxGPUPerGpr": 4})
