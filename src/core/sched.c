@@ -1399,17 +1399,10 @@ static int64_t walk(struct egs_state *st, int64_t now, struct egs_plan *keep, in
 	return next;
 }
 
+static bool dry_walk(struct egs_state *st, int64_t now, int64_t *out, struct egs_gpr **order, const int64_t *base);
+
 /* Held releases tried one by one per run, after all of them at once failed: each try is a walk. */
 #define HELD_TRIES 2
-
-/* True when some GPR starts later in `after` than in `before` (both in queue order, n entries). */
-static bool moves_later(const int64_t *before, const int64_t *after, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (after[i] > before[i])
-			return true;
-	return false;
-}
 
 /*
  * Applies the held early releases (core/held.h) that move no queued GPR later: all of them when a
@@ -1428,11 +1421,10 @@ static void held_resolve(struct egs_state *st, int64_t now)
 		return;
 	}
 	int64_t *base = egs_malloc(nq * sizeof(*base)), *trial = egs_malloc(nq * sizeof(*trial));
-	egs_sched_dry_starts(st, now, base, NULL);
+	dry_walk(st, now, base, NULL, NULL);
 	for (size_t i = 0; i < st->held.len; i++)
 		egs_held_set(st, i, false);
-	egs_sched_dry_starts(st, now, trial, NULL);
-	bool all = !moves_later(base, trial, nq);
+	bool all = !dry_walk(st, now, trial, NULL, base);
 	for (size_t i = 0; i < st->held.len; i++)
 		egs_held_set(st, i, true);
 	if (all) {
@@ -1441,8 +1433,7 @@ static void held_resolve(struct egs_state *st, int64_t now)
 	}
 	for (size_t tries = 0, n = st->held.len; tries < HELD_TRIES && tries < n; tries++) {
 		egs_held_set(st, 0, false);
-		egs_sched_dry_starts(st, now, trial, NULL);
-		if (moves_later(base, trial, nq)) {
+		if (dry_walk(st, now, trial, NULL, base)) {
 			egs_held_set(st, 0, true);
 			egs_held_rotate(st); /* the next run tries the others first */
 			continue;
@@ -1624,16 +1615,27 @@ int64_t egs_sched_estimate(struct egs_state *st, const struct egs_gpr *g, int64_
 	return t;
 }
 
-void egs_sched_dry_starts(struct egs_state *st, int64_t now, int64_t *out, struct egs_gpr **order)
+/* egs_sched_dry_starts, stopping at the first GPR that starts later than in base (when base is not
+ * NULL); returns true when one does (out is then filled only up to it). */
+static bool dry_walk(struct egs_state *st, int64_t now, int64_t *out, struct egs_gpr **order, const int64_t *base)
 {
 	struct egs_plan p;
 	plan_init(&p, st, now);
 	size_t nq = egs_queue_len(&st->queue);
 	struct egs_gpr **o = order ? order : egs_malloc((nq + 1) * sizeof(*o));
 	egs_queue_sorted(&st->queue, o);
-	for (size_t i = 0; i < nq; i++)
+	bool later = false;
+	for (size_t i = 0; i < nq && !later; i++) {
 		out[i] = place_dry(&p, o[i]);
+		later = base && out[i] > base[i];
+	}
 	if (!order)
 		free(o);
 	plan_cleanup(&p);
+	return later;
+}
+
+void egs_sched_dry_starts(struct egs_state *st, int64_t now, int64_t *out, struct egs_gpr **order)
+{
+	dry_walk(st, now, out, order, NULL);
 }
