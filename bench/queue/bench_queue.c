@@ -77,7 +77,7 @@ static int random_priority(void)
  * *spare is the one GPR not queued. */
 static int64_t one_op(struct bench *b, enum op op, struct egs_gpr **spare)
 {
-	struct egs_gpr *g = b->q.heap[next_rand() % b->q.len];
+	struct egs_gpr *g = egs_queue_at(&b->q, next_rand() % b->q.len);
 	int64_t t0, t1;
 	switch (op) {
 	case OP_INSERT: /* make room untimed, then insert the spare */
@@ -115,7 +115,7 @@ static double batch_mean(struct bench *b, enum op op, size_t ops)
 	int *prio = egs_malloc(ops * sizeof(*prio));
 	EGS_ASSERT(b->q.len % 7919 != 0);
 	for (size_t i = 0; i < ops; i++) { /* distinct queued members: a prime stride through the heap */
-		pick[i] = b->q.heap[(i * 7919 + 13) % b->q.len];
+		pick[i] = egs_queue_at(&b->q, (i * 7919 + 13) % b->q.len);
 		prio[i] = random_priority();
 	}
 	for (size_t i = 0; i < ops && op == OP_INSERT; i++) {

@@ -15,7 +15,7 @@ void egs_queue_init(struct egs_queue *q)
 void egs_queue_cleanup(struct egs_queue *q)
 {
 	for (size_t i = 0; i < q->len; i++)
-		q->heap[i]->heap_idx = SIZE_MAX;
+		q->heap[i].g->heap_idx = SIZE_MAX;
 	free(q->heap);
 	free(q->order);
 	free(q->added);
@@ -46,41 +46,55 @@ bool egs_queue_before(const struct egs_gpr *a, const struct egs_gpr *b)
 	return a->seq < b->seq;
 }
 
-static void place(struct egs_queue *q, size_t i, struct egs_gpr *g)
+static bool slot_before(const struct egs_queue_slot *a, const struct egs_queue_slot *b)
 {
-	q->heap[i] = g;
-	g->heap_idx = i;
+	if (a->priority != b->priority)
+		return a->priority > b->priority;
+	if (a->fair != b->fair)
+		return a->fair < b->fair;
+	return a->seq < b->seq;
+}
+
+static void place(struct egs_queue *q, size_t i, struct egs_queue_slot s)
+{
+	q->heap[i] = s;
+	s.g->heap_idx = i;
 }
 
 static void sift_up(struct egs_queue *q, size_t i)
 {
-	struct egs_gpr *g = q->heap[i];
+	struct egs_queue_slot s = q->heap[i];
 	while (i > 0) {
 		size_t parent = (i - 1) / 2;
-		if (!egs_queue_before(g, q->heap[parent]))
+		if (!slot_before(&s, &q->heap[parent]))
 			break;
 		place(q, i, q->heap[parent]);
 		i = parent;
 	}
-	place(q, i, g);
+	place(q, i, s);
 }
 
 static void sift_down(struct egs_queue *q, size_t i)
 {
-	struct egs_gpr *g = q->heap[i];
+	struct egs_queue_slot s = q->heap[i];
 	for (;;) {
 		size_t l = 2 * i + 1, best = i;
-		struct egs_gpr *bg = g;
-		if (l < q->len && egs_queue_before(q->heap[l], bg))
-			best = l, bg = q->heap[l];
-		if (l + 1 < q->len && egs_queue_before(q->heap[l + 1], bg))
-			best = l + 1, bg = q->heap[l + 1];
+		const struct egs_queue_slot *b = &s;
+		if (l < q->len && slot_before(&q->heap[l], b))
+			best = l, b = &q->heap[l];
+		if (l + 1 < q->len && slot_before(&q->heap[l + 1], b))
+			best = l + 1, b = &q->heap[l + 1];
 		if (best == i)
 			break;
-		place(q, i, bg);
+		place(q, i, *b);
 		i = best;
 	}
-	place(q, i, g);
+	place(q, i, s);
+}
+
+static struct egs_queue_slot slot_of(struct egs_gpr *g)
+{
+	return (struct egs_queue_slot){ g->priority, g->fair, g->seq, g };
 }
 
 void egs_queue_push(struct egs_queue *q, struct egs_gpr *g)
@@ -90,7 +104,7 @@ void egs_queue_push(struct egs_queue *q, struct egs_gpr *g)
 		q->cap = q->cap ? q->cap * 2 : 64;
 		q->heap = egs_realloc(q->heap, q->cap * sizeof(*q->heap));
 	}
-	q->heap[q->len] = g;
+	q->heap[q->len] = slot_of(g);
 	g->heap_idx = q->len++;
 	sift_up(q, g->heap_idx);
 	note_added(q, g);
@@ -101,11 +115,11 @@ bool egs_queue_remove(struct egs_queue *q, struct egs_gpr *g)
 	if (!egs_queue_contains(q, g))
 		return false;
 	size_t i = g->heap_idx;
-	struct egs_gpr *last = q->heap[--q->len];
+	struct egs_queue_slot last = q->heap[--q->len];
 	g->heap_idx = SIZE_MAX;
-	if (last != g) {
+	if (last.g != g) {
 		place(q, i, last);
-		if (i > 0 && egs_queue_before(last, q->heap[(i - 1) / 2]))
+		if (i > 0 && slot_before(&last, &q->heap[(i - 1) / 2]))
 			sift_up(q, i);
 		else
 			sift_down(q, i);
@@ -120,6 +134,7 @@ void egs_queue_set_priority(struct egs_queue *q, struct egs_gpr *g, int priority
 	if (!egs_queue_contains(q, g) || old == priority)
 		return;
 	note_added(q, g); /* its old place in the kept order no longer holds */
+	q->heap[g->heap_idx].priority = priority;
 	if (priority > old)
 		sift_up(q, g->heap_idx);
 	else
@@ -128,7 +143,7 @@ void egs_queue_set_priority(struct egs_queue *q, struct egs_gpr *g, int priority
 
 struct egs_gpr *egs_queue_peek(const struct egs_queue *q)
 {
-	return q->len ? q->heap[0] : NULL;
+	return q->len ? q->heap[0].g : NULL;
 }
 
 struct egs_gpr *egs_queue_pop(struct egs_queue *q)
@@ -165,10 +180,11 @@ static void sort_all(const struct egs_queue *q, struct egs_gpr **out)
 {
 	size_t *count = egs_calloc(SORT_MAX_PRIORITY + 2, sizeof(*count));
 	for (size_t i = 0; i < q->len; i++) {
-		int pr = q->heap[i]->priority;
+		int pr = q->heap[i].priority;
 		if (pr < 0 || pr > SORT_MAX_PRIORITY) {
 			free(count);
-			memcpy(out, q->heap, q->len * sizeof(*out));
+			for (size_t k = 0; k < q->len; k++)
+				out[k] = q->heap[k].g;
 			qsort(out, q->len, sizeof(*out), cmp_order);
 			return;
 		}
@@ -177,7 +193,7 @@ static void sort_all(const struct egs_queue *q, struct egs_gpr **out)
 	for (size_t b = 1; b <= SORT_MAX_PRIORITY + 1; b++)
 		count[b] += count[b - 1];
 	for (size_t i = 0; i < q->len; i++)
-		out[count[SORT_MAX_PRIORITY - q->heap[i]->priority]++] = q->heap[i];
+		out[count[SORT_MAX_PRIORITY - q->heap[i].priority]++] = q->heap[i].g;
 	size_t start = 0;
 	for (size_t i = 1; i <= q->len; i++) {
 		if (i == q->len || out[i]->priority != out[start]->priority) {

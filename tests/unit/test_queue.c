@@ -108,10 +108,14 @@ static bool ref_remove(struct ref *r, struct egs_gpr *g)
 static void check_heap(const struct egs_queue *q)
 {
 	for (size_t i = 0; i < q->len; i++) {
-		assert_non_null(q->heap[i]);
-		assert_int_equal(q->heap[i]->heap_idx, i);
+		struct egs_gpr *g = egs_queue_at(q, i);
+		assert_non_null(g);
+		assert_int_equal(g->heap_idx, i);
+		/* the slot's key is its GPR's */
+		assert_int_equal(q->heap[i].priority, g->priority);
+		assert_true(q->heap[i].seq == g->seq && q->heap[i].fair == g->fair);
 		if (i > 0)
-			assert_false(ref_before(q->heap[i], q->heap[(i - 1) / 2]));
+			assert_false(ref_before(g, egs_queue_at(q, (i - 1) / 2)));
 	}
 }
 
