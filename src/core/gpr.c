@@ -139,9 +139,12 @@ enum egs_err egs_gpr_cancel(struct egs_state *st, struct egs_gpr *g, int64_t now
 	enum egs_err err = not_waiting(g);
 	if (err)
 		return err;
+	bool queued = g->state == EGS_GPR_QUEUED;
 	egs_gpr_set_state(st, g, EGS_GPR_CANCELLED, now, "Cancelled", "GPR %s cancelled before provisioning",
 			  g->name);
 	g->completion_ts = now;
+	if (queued) /* the planner keeps its place until freeing it moves no one later (core/held.h) */
+		egs_held_ghost(st, g);
 	return EGS_OK;
 }
 

@@ -1,85 +1,118 @@
 /*
- * held.c: early releases whose capacity the planner holds back; see held.h.  A
- * hold sets held_until on the GPR (the workspace is held through it) and on
- * each of its nodes.
+ * held.c: early releases and cancels whose capacity the planner holds back; see held.h.  A hold of
+ * nodes sets held_until on the GPR (the workspace is held through it) and on each node it lists in
+ * held_nodes; a ghost has held_until INT64_MAX and no nodes until its start.
  */
 #include "core/held.h"
 
 #include <string.h>
 
-static void set_nodes(struct egs_state *st, const struct egs_gpr *g,
-                      int64_t from, int64_t to) {
-  for (size_t i = 0; i < g->nodes.n; i++) {
-    struct egs_node *n = egs_map_get(&st->nodes, g->nodes.v[i]);
-    if (n && n->held_until == from)
-      n->held_until = to;
-  }
+static void set_nodes(struct egs_state *st, const struct egs_gpr *g, int64_t from, int64_t to)
+{
+	for (size_t i = 0; i < g->held_nodes.n; i++) {
+		struct egs_node *n = egs_map_get(&st->nodes, g->held_nodes.v[i]);
+		if (n && n->held_until == from)
+			n->held_until = to;
+	}
 }
 
-void egs_held_add(struct egs_state *st, struct egs_gpr *g, int64_t until,
-                  int64_t now) {
-  if (until <= now || g->share_centi || g->held_until)
-    return;
-  g->held_until = until;
-  for (size_t i = 0; i < g->nodes.n; i++) {
-    struct egs_node *n = egs_map_get(&st->nodes, g->nodes.v[i]);
-    if (n && n->held_until < until)
-      n->held_until = until;
-  }
-  egs_vec_push(&st->held, g);
-  st->generation++;
+static void hold_nodes(struct egs_state *st, struct egs_gpr *g, int64_t until)
+{
+	g->held_until = until;
+	for (size_t i = 0; i < g->held_nodes.n; i++) {
+		struct egs_node *n = egs_map_get(&st->nodes, g->held_nodes.v[i]);
+		if (n && n->held_until < until)
+			n->held_until = until;
+	}
+	st->generation++;
 }
 
-void egs_held_set(struct egs_state *st, size_t i, bool on) {
-  struct egs_gpr *g = st->held.items[i];
-  EGS_ASSERT(g->held_until > 0);
-  if (on)
-    set_nodes(st, g, 0, g->held_until);
-  else
-    set_nodes(st, g, g->held_until, 0);
-  g->held_lifted = !on;
+void egs_held_add(struct egs_state *st, struct egs_gpr *g, int64_t until, int64_t now)
+{
+	if (until <= now || g->share_centi || g->held_until)
+		return;
+	egs_strlist_copy(&g->held_nodes, &g->nodes);
+	hold_nodes(st, g, until);
+	egs_vec_push(&st->held, g);
 }
 
-void egs_held_drop(struct egs_state *st, size_t i) {
-  struct egs_gpr *g = st->held.items[i];
-  if (!g->held_lifted)
-    set_nodes(st, g, g->held_until, 0);
-  g->held_until = 0;
-  g->held_lifted = false;
-  /* Keep the order: the planner tries them in it. */
-  memmove(&st->held.items[i], &st->held.items[i + 1],
-          (st->held.len - i - 1) * sizeof(void *));
-  st->held.len--;
-  st->generation++;
+void egs_held_ghost(struct egs_state *st, struct egs_gpr *g)
+{
+	if (g->share_centi || g->held_until)
+		return;
+	g->ghost = true;
+	g->held_until = INT64_MAX;
+	egs_vec_push(&st->held, g);
+	st->generation++;
 }
 
-void egs_held_expire(struct egs_state *st, int64_t now) {
-  for (size_t i = st->held.len; i-- > 0;) {
-    struct egs_gpr *g = st->held.items[i];
-    if (g->held_until > now)
-      continue;
-    /* Held to the end, the release never happened for the plan: its free nodes
-     * count as free from the old exit, not from the release, or the order in
-     * which the plan takes free nodes (earliest free first) would change and
-     * move estimates. */
-    for (size_t k = 0; k < g->nodes.n; k++) {
-      struct egs_node *n = egs_map_get(&st->nodes, g->nodes.v[k]);
-      if (n && n->held_until == g->held_until && n->free_since < g->held_until)
-        n->free_since = g->held_until;
-    }
-    egs_held_drop(st, i);
-  }
+void egs_held_ghost_start(struct egs_state *st, struct egs_gpr *g, const char *const *nodes, size_t n,
+			  int64_t until)
+{
+	EGS_ASSERT(g->ghost && !g->held_lifted);
+	g->ghost = false;
+	egs_strlist_cleanup(&g->held_nodes);
+	for (size_t i = 0; i < n; i++)
+		egs_strlist_add(&g->held_nodes, nodes[i]);
+	hold_nodes(st, g, until);
 }
 
-int64_t egs_node_held(const struct egs_node *n, int64_t now) {
-  return n->held_until > now ? n->held_until : 0;
+void egs_held_set(struct egs_state *st, size_t i, bool on)
+{
+	struct egs_gpr *g = st->held.items[i];
+	EGS_ASSERT(g->held_until > 0);
+	if (!g->ghost) {
+		if (on)
+			set_nodes(st, g, 0, g->held_until);
+		else
+			set_nodes(st, g, g->held_until, 0);
+	}
+	g->held_lifted = !on;
 }
 
-void egs_held_rotate(struct egs_state *st) {
-  if (st->held.len < 2)
-    return;
-  void *first = st->held.items[0];
-  memmove(&st->held.items[0], &st->held.items[1],
-          (st->held.len - 1) * sizeof(void *));
-  st->held.items[st->held.len - 1] = first;
+void egs_held_drop(struct egs_state *st, size_t i)
+{
+	struct egs_gpr *g = st->held.items[i];
+	if (!g->held_lifted && !g->ghost)
+		set_nodes(st, g, g->held_until, 0);
+	g->held_until = 0;
+	g->held_lifted = false;
+	g->ghost = false;
+	egs_strlist_cleanup(&g->held_nodes);
+	/* Keep the order: the planner tries them in it. */
+	memmove(&st->held.items[i], &st->held.items[i + 1], (st->held.len - i - 1) * sizeof(void *));
+	st->held.len--;
+	st->generation++;
+}
+
+void egs_held_rotate(struct egs_state *st)
+{
+	if (st->held.len < 2)
+		return;
+	void *first = st->held.items[0];
+	memmove(&st->held.items[0], &st->held.items[1], (st->held.len - 1) * sizeof(void *));
+	st->held.items[st->held.len - 1] = first;
+}
+
+void egs_held_expire(struct egs_state *st, int64_t now)
+{
+	for (size_t i = st->held.len; i-- > 0;) {
+		struct egs_gpr *g = st->held.items[i];
+		if (g->held_until > now)
+			continue;
+		/* Held to the end, the release never happened for the plan: its free nodes count as
+		 * free from the old exit, not from the release, or the order in which the plan takes
+		 * free nodes (earliest free first) would change and move estimates. */
+		for (size_t k = 0; k < g->held_nodes.n; k++) {
+			struct egs_node *n = egs_map_get(&st->nodes, g->held_nodes.v[k]);
+			if (n && n->held_until == g->held_until && n->free_since < g->held_until)
+				n->free_since = g->held_until;
+		}
+		egs_held_drop(st, i);
+	}
+}
+
+int64_t egs_node_held(const struct egs_node *n, int64_t now)
+{
+	return n->held_until > now ? n->held_until : 0;
 }

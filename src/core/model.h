@@ -224,6 +224,8 @@ struct egs_gpr {
 	uint64_t queue_stamp; /* the queue's stamp of its last push or priority change (core/queue.h) */
 	int64_t held_until; /* released early: the planner holds its capacity until then (core/held.h) */
 	bool held_lifted;   /* its hold is lifted for a trial walk */
+	bool ghost;         /* cancelled while queued: still placed by the planner (core/held.h) */
+	struct egs_strlist held_nodes; /* the nodes its hold keeps (core/held.h) */
 	uint32_t plan_ws;     /* the planner's cache: its workspace's index in the plan of serial... */
 	uint64_t plan_serial; /* ...plan_serial (core/sched.c) */
 	uint64_t match_mask;   /* the planner's cache: the pools it matches in pool layout... */

@@ -55,11 +55,10 @@ struct pool {
 	size_t nholes;
 	uint32_t *byname; /* the members (indexes into p->slots) in name order, n entries */
 	size_t index;     /* its place in p->pools */
-	/* Min-segment trees over byname (leaves at segsz + name_pos): the free_at of idle members
-	 * (INT64_MAX for the others) and of the other members, so that the first members in name
-	 * order free by t are found in O(log n) each (pool_tails). */
+	/* A min-segment tree of the members' free_at over byname (leaves at segsz + name_pos), so
+	 * that the first members in name order free by t are found in O(log n) each (pool_tails). */
 	size_t segsz;
-	int64_t *seg_idle, *seg_busy;
+	int64_t *seg;
 };
 
 struct wsinfo {
@@ -322,41 +321,31 @@ static int64_t min64(int64_t a, int64_t b)
 	return a < b ? a : b;
 }
 
-/* Sets the leaf of slot s in its pool's segment trees and the minima above it. */
+/* Sets the leaf of slot s in its pool's segment tree and the minima above it. */
 static void seg_set(struct slot *s)
 {
 	struct pool *q = s->pool;
 	size_t x = q->segsz + s->name_pos;
-	q->seg_idle[x] = s->idle_now ? s->free_at : INT64_MAX;
-	q->seg_busy[x] = s->idle_now ? INT64_MAX : s->free_at;
-	for (x /= 2; x >= 1; x /= 2) {
-		q->seg_idle[x] = min64(q->seg_idle[2 * x], q->seg_idle[2 * x + 1]);
-		q->seg_busy[x] = min64(q->seg_busy[2 * x], q->seg_busy[2 * x + 1]);
-	}
+	q->seg[x] = s->free_at;
+	for (x /= 2; x >= 1; x /= 2)
+		q->seg[x] = min64(q->seg[2 * x], q->seg[2 * x + 1]);
 }
 
-/* (Re)builds q's segment trees from its members' free_at and idle_now. */
+/* (Re)builds q's segment tree from its members' free_at. */
 static void seg_build(struct egs_plan *p, struct pool *q)
 {
 	size_t sz = 1;
 	while (sz < q->n)
 		sz *= 2;
 	q->segsz = sz;
-	free(q->seg_idle);
-	free(q->seg_busy);
-	q->seg_idle = egs_malloc(2 * sz * sizeof(int64_t));
-	q->seg_busy = egs_malloc(2 * sz * sizeof(int64_t));
+	free(q->seg);
+	q->seg = egs_malloc(2 * sz * sizeof(int64_t));
 	for (size_t x = 0; x < 2 * sz; x++)
-		q->seg_idle[x] = q->seg_busy[x] = INT64_MAX;
-	for (size_t r = 0; r < q->n; r++) {
-		const struct slot *s = &p->slots[q->byname[r]];
-		q->seg_idle[sz + r] = s->idle_now ? s->free_at : INT64_MAX;
-		q->seg_busy[sz + r] = s->idle_now ? INT64_MAX : s->free_at;
-	}
-	for (size_t x = sz - 1; x >= 1; x--) {
-		q->seg_idle[x] = min64(q->seg_idle[2 * x], q->seg_idle[2 * x + 1]);
-		q->seg_busy[x] = min64(q->seg_busy[2 * x], q->seg_busy[2 * x + 1]);
-	}
+		q->seg[x] = INT64_MAX;
+	for (size_t r = 0; r < q->n; r++)
+		q->seg[sz + r] = p->slots[q->byname[r]].free_at;
+	for (size_t x = sz - 1; x >= 1; x--)
+		q->seg[x] = min64(q->seg[2 * x], q->seg[2 * x + 1]);
 }
 
 struct pool_ref {
@@ -559,8 +548,8 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 	}
 	for (size_t i = 0; i < st->held.len; i++) {
 		const struct egs_gpr *g = st->held.items[i];
-		if (g->held_lifted || g->held_until <= now)
-			continue;
+		if (g->held_lifted || g->ghost || g->held_until <= now)
+			continue; /* a ghost's workspace is reserved by the walk that places it */
 		struct wsinfo *w = ws_get(p, g->workspace);
 		if (g->held_until > w->until)
 			w->until = g->held_until;
@@ -578,8 +567,7 @@ static void plan_cleanup(struct egs_plan *p)
 		free(p->pools[i].heap);
 		free(p->pools[i].holes);
 		free(p->pools[i].byname);
-		free(p->pools[i].seg_idle);
-		free(p->pools[i].seg_busy);
+		free(p->pools[i].seg);
 	}
 	free(p->pools);
 	free(p->slots);
@@ -659,7 +647,7 @@ static void snap_restore(struct egs_plan *q, const struct egs_plan *p, const str
 		d->holes = egs_calloc(POOL_HOLES, sizeof(*d->holes));
 		d->byname = egs_malloc((d->n + 1) * sizeof(*d->byname));
 		memcpy(d->byname, p->pools[j].byname, d->n * sizeof(*d->byname));
-		d->seg_idle = d->seg_busy = NULL; /* rebuilt below from the restored slots */
+		d->seg = NULL; /* rebuilt below from the restored slots */
 		d->nholes = s->nholes[j];
 		memcpy(d->holes, s->holes + j * POOL_HOLES, d->nholes * sizeof(*d->holes));
 		for (size_t h = 0; h < d->n; h++) {
@@ -827,7 +815,6 @@ static void start_shared(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w
 	struct egs_node *n = p->chosen[0]->n;
 	egs_share_start(p->st, g, n, p->share_take);
 	p->chosen[0]->idle_now = false;
-	seg_set(p->chosen[0]);
 	g->est_start = p->now;
 	egs_gpr_set_state(p->st, g, EGS_GPR_PROVISIONING, p->now, "Provisioning",
 			  "GPR %s starts provisioning with %d.%02d shared GPU(s) of node %s of cluster %s", g->name,
@@ -886,20 +873,21 @@ static bool hole_before(const struct hole *x, const struct hole *y, const struct
  * are free by its start: a GPR that starts in a hole holds its node until the hole's end, and the
  * next walk must still hand the GPRs ahead of it the same nodes, or the nodes left free after them
  * differ and an estimate behind moves.  So nodes free by t go in a fixed order: best fit (the
- * caller orders the pools), then name; at now the idle ones first (they can start at once).
- * Collects up to want nodes of pool q free by t (only idle ones when idle is 1, only busy ones
- * when 2) into out; returns how many.  The pool's segment trees find them left to right in name
- * order: O(log n) each.
+ * caller orders the pools), then name.  Not idle ones first at now: a node still detaching from a
+ * GPR counts as free now but not idle, and when the agent's detach arrives between two runs an
+ * idle-first order would hand the GPRs ahead other nodes and move an estimate behind (a GPR
+ * planned on a detaching node waits the seconds the detach takes).
+ * Collects up to want nodes of pool q free by t into out; returns how many.  The pool's segment
+ * tree finds them left to right in name order: O(log n) each.
  */
-static size_t pool_tails(struct egs_plan *p, struct pool *q, int64_t t, int idle, size_t want, struct slot **out)
+static size_t pool_tails(struct egs_plan *p, struct pool *q, int64_t t, size_t want, struct slot **out)
 {
 	size_t stack[2 * 64 + 2], ns = 0, got = 0;
 	if (q->n && want)
 		stack[ns++] = 1;
 	while (ns && got < want) {
 		size_t x = stack[--ns];
-		int64_t v = idle == 1 ? q->seg_idle[x] : idle == 2 ? q->seg_busy[x] : min64(q->seg_idle[x], q->seg_busy[x]);
-		if (v > t)
+		if (q->seg[x] > t)
 			continue; /* nobody under x is free by t */
 		if (x >= q->segsz) {
 			out[got++] = &p->slots[q->byname[x - q->segsz]];
@@ -916,9 +904,8 @@ static size_t pick_tails(struct egs_plan *p, struct pool *const *m, size_t nm, i
 			 struct slot **out)
 {
 	size_t got = 0;
-	for (int idle = t <= p->now ? 1 : 0; idle <= (t <= p->now ? 2 : 0); idle++)
-		for (size_t j = 0; j < nm && got < want; j++)
-			got += pool_tails(p, m[j], t, idle, want - got, out + got);
+	for (size_t j = 0; j < nm && got < want; j++)
+		got += pool_tails(p, m[j], t, want - got, out + got);
 	return got;
 }
 
@@ -1155,7 +1142,6 @@ static void start(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w)
 		struct egs_node *n = p->chosen[i]->n;
 		egs_strlcpy(n->gpr_id, g->id, sizeof(n->gpr_id));
 		p->chosen[i]->idle_now = false;
-		seg_set(p->chosen[i]);
 		n->allocated_at = p->now;
 		egs_state_touch(st, EGS_KIND_NODE, n);
 		egs_strlist_add(&g->nodes, n->key);
@@ -1357,6 +1343,44 @@ void egs_plan_free(struct egs_plan *p)
 	free(p);
 }
 
+static int64_t place_dry(struct egs_plan *p, struct egs_gpr *g);
+
+/* The order of a walk: the queue's, with the ghosts that are not lifted (core/held.h) at the
+ * places they had.  out needs egs_queue_len + st->held.len entries; returns how many it holds. */
+static size_t plan_order(struct egs_state *st, struct egs_gpr **out)
+{
+	size_t nq = egs_queue_len(&st->queue), n = nq;
+	egs_queue_sorted(&st->queue, out);
+	for (size_t i = 0; i < st->held.len; i++) {
+		struct egs_gpr *g = st->held.items[i];
+		if (!g->ghost || g->held_lifted)
+			continue;
+		size_t j = n++; /* insert g into its place (ghosts are few) */
+		for (; j > 0 && egs_queue_before(g, out[j - 1]); j--)
+			out[j] = out[j - 1];
+		out[j] = g;
+	}
+	return n;
+}
+
+/* A ghost's turn in a walk: it reserves what it would get and starts nothing.  In the real walk
+ * (real), a ghost whose start has come becomes a hold of the nodes it was planned on until its
+ * planned end.  Returns its start (EGS_NEVER when none). */
+static int64_t ghost_one(struct egs_plan *p, struct egs_gpr *g, bool real)
+{
+	int64_t t = place_dry(p, g);
+	p->last = g; /* egs_sched_append: a GPR that ranks before a ghost needs a full walk */
+	if (!real || t == EGS_NEVER || t > p->now)
+		return t;
+	size_t k = (size_t)g->node_count;
+	const char **keys = egs_malloc(k * sizeof(*keys));
+	for (size_t i = 0; i < k; i++)
+		keys[i] = p->chosen[i]->n->key;
+	egs_held_ghost_start(p->st, g, keys, k, t + g->exit_duration_s);
+	free(keys);
+	return t;
+}
+
 /* One walk over the queue at now (see egs_sched_run); returns the earlier of next and the next
  * time the walk needs to run again. */
 static int64_t walk(struct egs_state *st, int64_t now, struct egs_plan *keep, int64_t next)
@@ -1370,13 +1394,12 @@ static int64_t walk(struct egs_state *st, int64_t now, struct egs_plan *keep, in
 		if (stale < next)
 			next = stale;
 	}
-	size_t nq = egs_queue_len(&st->queue);
-	struct egs_gpr **order = egs_malloc((nq + 1) * sizeof(*order));
-	egs_queue_sorted(&st->queue, order);
+	struct egs_gpr **order = egs_malloc((egs_queue_len(&st->queue) + st->held.len + 1) * sizeof(*order));
+	size_t nq = plan_order(st, order);
 	for (size_t i = 0; i < nq; i++) {
 		if (keep && i % SNAP_EVERY == 0)
 			snap_take(p, i);
-		int64_t t = plan_one(p, order[i]);
+		int64_t t = order[i]->ghost ? ghost_one(p, order[i], true) : plan_one(p, order[i]);
 		/* A GPR started just now is due again at its provisioning time-out. */
 		if (order[i]->state == EGS_GPR_PROVISIONING) {
 			t = now + st->cfg.provision_timeout_s;
@@ -1595,9 +1618,8 @@ void egs_sched_estimates(struct egs_state *st, const struct egs_gpr *const *prob
 		return;
 	struct egs_plan p;
 	plan_init(&p, st, now);
-	size_t nq = egs_queue_len(&st->queue);
-	struct egs_gpr **order = egs_malloc((nq + 1) * sizeof(*order));
-	egs_queue_sorted(&st->queue, order);
+	struct egs_gpr **order = egs_malloc((egs_queue_len(&st->queue) + st->held.len + 1) * sizeof(*order));
+	size_t nq = plan_order(st, order);
 	for (size_t i = 0; i < nq && before_probe(order[i], probes[0]->priority, fair); i++)
 		place_dry(&p, order[i]);
 	free(order);
@@ -1621,16 +1643,20 @@ static bool dry_walk(struct egs_state *st, int64_t now, int64_t *out, struct egs
 {
 	struct egs_plan p;
 	plan_init(&p, st, now);
-	size_t nq = egs_queue_len(&st->queue);
-	struct egs_gpr **o = order ? order : egs_malloc((nq + 1) * sizeof(*o));
-	egs_queue_sorted(&st->queue, o);
+	struct egs_gpr **o = egs_malloc((egs_queue_len(&st->queue) + st->held.len + 1) * sizeof(*o));
+	size_t n = plan_order(st, o);
 	bool later = false;
-	for (size_t i = 0; i < nq && !later; i++) {
-		out[i] = place_dry(&p, o[i]);
-		later = base && out[i] > base[i];
+	for (size_t i = 0, k = 0; i < n && !later; i++) {
+		int64_t t = place_dry(&p, o[i]); /* ghosts too: they reserve, and are not reported */
+		if (o[i]->ghost)
+			continue;
+		if (order)
+			order[k] = o[i];
+		out[k] = t;
+		later = base && out[k] > base[k];
+		k++;
 	}
-	if (!order)
-		free(o);
+	free(o);
 	plan_cleanup(&p);
 	return later;
 }

@@ -12,23 +12,25 @@
  * free now is provisioned.  Because windows are strict, an estimate is an upper bound unless a
  * higher-priority request arrives; early releases only make it earlier.
  *
- * Early releases.  Handed to the queue at once, a released node can move an estimate later: across
+ * Early releases and cancels.  Handed to the queue at once, a released node can move an estimate later: across
  * clusters or node shapes the greedy walk may give it to a GPR ahead that could also run elsewhere
  * and push back one that only fits there, and with backfill a GPR ahead may start sooner and take
- * the hole a GPR behind was promised.  So a release is first held (core/held.h): the walk sees the
- * GPR's nodes and workspace busy until its old exit, exactly as before the release.  Each run
+ * the hole a GPR behind was promised; a cancel likewise.  So a release is first held (core/held.h):
+ * the walk sees the GPR's nodes and workspace busy until its old exit, exactly as before the
+ * release; a cancelled queued GPR stays in the walk as a ghost (placed, never started) and becomes
+ * a held release of its planned nodes when its planned start comes.  Each run
  * (held_resolve) applies the held releases when a walk with them moves no queued GPR later than a
  * walk without them: all at once, else one at a time, oldest first.  A release that fails now is
  * tried again when something else changes (e.g. the GPR it would delay has started) and lapses at
  * the old exit.  The cost: a held node may stay idle that a smarter plan could use without
  * delaying anyone, and each run with holds pending walks the queue two to four times more.
  *
- * Conservative backfill (egs_state_config.backfill; off by default).  A reservation that starts
+ * Conservative backfill (egs_state_config.backfill; egsd and egs-sim turn it on).  A reservation that starts
  * after a node's or the workspace's previous free time leaves a hole in front of it; a GPR later in
  * the walk may start in holes (on k nodes of one cluster and in its workspace at once) when it ends
  * by their end, so it never delays a GPR placed before it.  Holes are preferred to opening new
  * ones at the same start (tightest first), and nodes free by a start are taken in a fixed order
- * (best fit, then name; at now idle ones first) rather than earliest-free first: a GPR that
+ * (best fit, then name) rather than earliest-free first: a GPR that
  * started in a hole holds its node up to the hole's end, and the next walk must hand the GPRs ahead
  * the same nodes or an estimate behind moves.  With that, without arrivals and early releases
  * every GPR still starts exactly at its estimate (tests/unit/test_sched.c, test_backfill_*).

@@ -190,6 +190,7 @@ void egs_gpr_free(struct egs_gpr *g)
 		return;
 	egs_strlist_cleanup(&g->preferred_clusters);
 	egs_strlist_cleanup(&g->nodes);
+	egs_strlist_cleanup(&g->held_nodes);
 	free(g->failure_reason);
 	free(g->pending_reason);
 	free(g->shares);

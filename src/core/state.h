@@ -35,7 +35,7 @@ struct egs_state_config {
 	int64_t preempt_min_runtime_s; /* a GPR runs this long before it may be preempted (default
 					* 600); negative: at once */
 	int backfill;                 /* conservative backfill in the plan (core/sched.h): positive on,
-				       * 0 or negative off (the default: see sched.h for what it costs) */
+				       * 0 or negative off (a zeroed config; egsd and egs-sim set it on) */
 };
 
 struct egs_state {

@@ -554,6 +554,7 @@ static void gpr_update(struct egs_req *r)
 	c->heap_idx = SIZE_MAX;
 	c->preferred_clusters = (struct egs_strlist){ 0 };
 	c->nodes = (struct egs_strlist){ 0 };
+	c->held_nodes = (struct egs_strlist){ 0 };
 	c->failure_reason = c->pending_reason = NULL;
 	c->shares = NULL; /* waiting GPRs hold no shares; the copy must not free g's */
 	c->n_shares = 0;

@@ -1600,6 +1600,97 @@ static void test_early_release_random(void **state)
 }
 
 /*
+ * Cancels, like early releases, only move estimates earlier (core/held.h): a cancelled queued GPR
+ * stays in the walk as a ghost until freeing its place delays no one, and turns into a held
+ * release when its planned start comes.  30 random GPRs; at random moments a queued one is
+ * cancelled or a provisioned one released early; no queued GPR's estimate ever moves later, and
+ * with nothing changed and nothing held every estimate holds exactly.  Without the ghosts, cancels
+ * moved someone later after 6% (mixed pools) and 18-20% (backfill) of cancels.
+ */
+static void test_cancel_random(void **state)
+{
+	(void)state;
+	for (int homo = 0; homo <= 1; homo++) {
+		for (int bf = 0; bf <= 1; bf++) {
+			backfill_cfg = bf;
+			size_t cancels = 0, ghosts_started = 0, gains = 0;
+			for (uint64_t seed = 1; seed <= 20; seed++) {
+				struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
+				random_world(st, seed, homo ? 4 : 3, 4, homo);
+				enum { N = 30 };
+				struct egs_gpr *g[N];
+				int64_t before[N];
+				int64_t now = T0;
+				for (size_t i = 0; i < N; i++) {
+					for (;;) {
+						g[i] = random_gpr(i, 4, homo ? 3 : 2, homo, false);
+						const struct egs_workspace *ws = egs_state_workspace(st, g[i]->workspace);
+						if (egs_sched_capacity(st, g[i], ws, NULL, 0) >= (size_t)g[i]->node_count)
+							break;
+						egs_gpr_free(g[i]);
+					}
+					submit(st, g[i], now);
+				}
+				int64_t next = settle(st, now);
+				struct workload wl = { g, NULL, NULL, N, st };
+				for (int steps = 0; !all_done(&wl); steps++) {
+					assert_true(steps < 100000);
+					snapshot(g, before, N);
+					struct egs_gpr *victim = NULL;
+					size_t off = (size_t)(rng_next() % N), pick = rng_next() % 6;
+					for (size_t i = 0; i < N && !victim && pick < 2; i++) {
+						struct egs_gpr *x = g[(i + off) % N];
+						if (x->state == (pick == 0 ? EGS_GPR_QUEUED : EGS_GPR_PROVISIONED))
+							victim = x;
+					}
+					int64_t t = now + (next - now) / 2;
+					size_t held_before = st->held.len;
+					if (victim && t > now) {
+						if (victim->state == EGS_GPR_QUEUED) {
+							assert_int_equal(egs_gpr_cancel(st, victim, t), EGS_OK);
+							before[victim - victim + strtoul(victim->id + 4, NULL, 10)] = 0;
+							cancels++;
+						} else {
+							assert_int_equal(egs_gpr_release(st, victim, t), EGS_OK);
+						}
+						now = t;
+					} else {
+						victim = NULL;
+						now = next;
+					}
+					size_t ghosts = 0;
+					for (size_t i = 0; i < st->held.len; i++)
+						ghosts += ((struct egs_gpr *)st->held.items[i])->ghost;
+					next = settle(st, now);
+					for (size_t i = 0; i < N; i++)
+						if (g[i]->state == EGS_GPR_CANCELLED && g[i]->held_until && !g[i]->ghost &&
+						    g[i]->held_nodes.n)
+							ghosts_started += ghosts > 0;
+					size_t later, earlier;
+					compare(g, before, N, now, &later, &earlier);
+					if (later)
+						fprintf(stderr, "seed %llu (%s, backfill %d): victim %s state %d, held %zu -> %zu, ghosts before %zu\n", (unsigned long long)seed,
+							homo ? "one pool" : "mixed", bf, victim ? victim->id : "none", victim ? (int)victim->state : -1, held_before, st->held.len, ghosts);
+					assert_int_equal(later, 0);
+					if (!victim && !held_before)
+						assert_int_equal(earlier, 0);
+					gains += earlier;
+					check_consistency(st);
+					egs_state_clear_changes(st);
+				}
+				assert_int_equal(st->held.len, 0);
+				done(st);
+			}
+			fprintf(stderr, "%s, backfill %s: %zu cancels, %zu estimates moved earlier, ghosts started: %s\n",
+				homo ? "one pool" : "mixed nodes", bf ? "on" : "off", cancels, gains, ghosts_started ? "yes" : "no");
+			assert_true(cancels > 100);
+			assert_true(gains > 100);
+		}
+	}
+	backfill_cfg = 0;
+}
+
+/*
  * Two clusters of identical nodes.  c1 frees at +50 and +1000, c2 at +60 and +65.  The head A
  * (one node, 100 s) is planned on c1 at +50 and B (two nodes in one cluster) on c2 at +65.  Then
  * the holder of c2's first node releases early at +10.  Handed to the queue at once, the node
@@ -2539,6 +2630,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_preempt_counts_free_nodes, teardown),
 		cmocka_unit_test_teardown(test_estimate_holds_when_a_node_frees, teardown),
 		cmocka_unit_test_teardown(test_early_release_random, teardown),
+		cmocka_unit_test_teardown(test_cancel_random, teardown),
 		cmocka_unit_test_teardown(test_early_release_never_later_two_clusters, teardown),
 		cmocka_unit_test_teardown(test_early_release_never_later_two_shapes, teardown),
 		cmocka_unit_test_teardown(test_early_release_paths, teardown),
