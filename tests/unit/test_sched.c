@@ -776,6 +776,28 @@ static struct egs_gpr *random_gpr(size_t i, int nws, int maxnodes, bool homogene
 	return g;
 }
 
+/* random_gpr, drawn again until the inventory of st can hold it: the API refuses the others at
+ * creation. */
+static struct egs_gpr *random_feasible(struct egs_state *st, size_t i, int nws, int maxnodes, bool homogeneous,
+				       bool same_prio)
+{
+	for (;;) {
+		struct egs_gpr *g = random_gpr(i, nws, maxnodes, homogeneous, same_prio);
+		const struct egs_workspace *ws = egs_state_workspace(st, g->workspace);
+		if (egs_sched_capacity(st, g, ws, NULL, 0) >= (size_t)g->node_count)
+			return g;
+		egs_gpr_free(g);
+	}
+}
+
+/* Submits n random GPRs the inventory can hold into g[] at now (the random early-release and cancel
+ * tests' workload: 4 workspaces, up to 3 nodes on one pool, 2 on mixed nodes). */
+static void submit_random(struct egs_state *st, struct egs_gpr **g, size_t n, bool homogeneous, int64_t now)
+{
+	for (size_t i = 0; i < n; i++)
+		g[i] = submit(st, random_feasible(st, i, 4, homogeneous ? 3 : 2, homogeneous, false), now);
+}
+
 static bool all_done(const struct workload *wl)
 {
 	for (size_t i = 0; i < wl->n; i++)
@@ -844,14 +866,7 @@ static size_t run_workload(uint64_t seed, size_t n, int nnodes, int nws, int max
 	struct workload wl = *wlp; /* the arrays are shared: wlp frees them */
 	int64_t t = T0;
 	for (size_t i = 0; i < n; i++) {
-		/* Only requests the inventory can hold: the API refuses the others at creation. */
-		for (;;) {
-			wl.g[i] = random_gpr(i, nws, maxnodes, homogeneous, !all_at_once);
-			const struct egs_workspace *ws = egs_state_workspace(st, wl.g[i]->workspace);
-			if (egs_sched_capacity(st, wl.g[i], ws, NULL, 0) >= (size_t)wl.g[i]->node_count)
-				break;
-			egs_gpr_free(wl.g[i]);
-		}
+		wl.g[i] = random_feasible(st, i, nws, maxnodes, homogeneous, !all_at_once);
 		if (!all_at_once && i > 0)
 			t += rng_range(0, 1800);
 		wl.arrive[i] = t;
@@ -1516,16 +1531,7 @@ static void early_release_random(bool homogeneous, size_t *releases_out, size_t 
 		struct egs_gpr *g[N];
 		int64_t before[N];
 		int64_t now = T0;
-		for (size_t i = 0; i < N; i++) {
-			for (;;) { /* only requests the inventory can hold, as the API does */
-				g[i] = random_gpr(i, 4, homogeneous ? 3 : 2, homogeneous, false);
-				const struct egs_workspace *ws = egs_state_workspace(st, g[i]->workspace);
-				if (egs_sched_capacity(st, g[i], ws, NULL, 0) >= (size_t)g[i]->node_count)
-					break;
-				egs_gpr_free(g[i]);
-			}
-			submit(st, g[i], now);
-		}
+		submit_random(st, g, N, homogeneous, now);
 		int64_t next = settle(st, now);
 		struct workload wl = { g, NULL, NULL, N, st };
 		for (int steps = 0; !all_done(&wl); steps++) {
@@ -1621,16 +1627,7 @@ static void test_cancel_random(void **state)
 				struct egs_gpr *g[N];
 				int64_t before[N];
 				int64_t now = T0;
-				for (size_t i = 0; i < N; i++) {
-					for (;;) {
-						g[i] = random_gpr(i, 4, homo ? 3 : 2, homo, false);
-						const struct egs_workspace *ws = egs_state_workspace(st, g[i]->workspace);
-						if (egs_sched_capacity(st, g[i], ws, NULL, 0) >= (size_t)g[i]->node_count)
-							break;
-						egs_gpr_free(g[i]);
-					}
-					submit(st, g[i], now);
-				}
+				submit_random(st, g, N, homo, now);
 				int64_t next = settle(st, now);
 				struct workload wl = { g, NULL, NULL, N, st };
 				for (int steps = 0; !all_done(&wl); steps++) {
@@ -1669,8 +1666,9 @@ static void test_cancel_random(void **state)
 					size_t later, earlier;
 					compare(g, before, N, now, &later, &earlier);
 					if (later)
-						fprintf(stderr, "seed %llu (%s, backfill %d): victim %s state %d, held %zu -> %zu, ghosts before %zu\n", (unsigned long long)seed,
-							homo ? "one pool" : "mixed", bf, victim ? victim->id : "none", victim ? (int)victim->state : -1, held_before, st->held.len, ghosts);
+						fprintf(stderr, "seed %llu (%s, backfill %d): victim %s, holds %zu -> %zu\n",
+							(unsigned long long)seed, homo ? "one pool" : "mixed", bf,
+							victim ? victim->id : "none", held_before, st->held.len);
 					assert_int_equal(later, 0);
 					if (!victim && !held_before)
 						assert_int_equal(earlier, 0);
