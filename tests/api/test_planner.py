@@ -109,3 +109,42 @@ def test_fair_share_off_is_first_come_first_served(tmpdir_path):
         assert all(i["workspaceRecentGpuHours"] == 0 for i in items)
     finally:
         c.close()
+
+
+def test_an_early_release_that_would_delay_someone_is_held(cluster):
+    """The unit test's two-cluster case through real egsd and agents: c1 frees at +50m and +1000m, c2 at
+    +60m and +65m; A (one node, any cluster) is planned on c1 at +50m, B (two nodes of one cluster) on c2
+    at +65m. The holder of c2's first node releases early at +10m. Handed over at once, that node would
+    let A start on c2 and keep c2 from B until +110m; the release is held instead (core/held.h): neither
+    estimate moves, and both start exactly as first promised."""
+    cluster.add_cluster("c1", [("c1-n1", H100), ("c1-n2", H100)])
+    cluster.add_cluster("c2", [("c2-n1", H100), ("c2-n2", H100)])
+    holds = []
+    for i, (cl, dur) in enumerate([("c1", "50m"), ("c1", "1000m"), ("c2", "60m"), ("c2", "65m")]):
+        cluster.workspace("hold%d" % i, ["c1", "c2"])
+        holds.append(cluster.gpr(sliceName="hold%d" % i, clusterName=cl, numberOfGPUs=8, exitDuration=dur,
+                                 priority=300))
+    for g in holds:
+        cluster.wait_state(g, "Provisioned")
+    cluster.workspace("wa", ["c1", "c2"])
+    cluster.workspace("wb", ["c1", "c2"])
+    a = cluster.gpr(sliceName="wa", numberOfGPUs=8, exitDuration="100m", priority=200)
+    b = cluster.gpr(sliceName="wb", numberOfGPUs=8, numberOfGPUNodes=2, exitDuration="10m", priority=100)
+    start = {g: cluster.status(g)["estimatedStartTime"] for g in (a, b)}
+    exits = {i: cluster.status(h)["status"]["exitTimestamp"] for i, h in enumerate(holds)}
+    assert start[a] == exits[0] and start[b] == exits[3], (start, exits)
+    cluster.advance("10m")
+    cluster.admin.ok("PUT", "/api/v1/gpr", {"gprId": holds[2], "earlyRelease": True})
+    cluster.wait_state(holds[2], "Complete")
+    cluster.advance("1m")
+    for g in (a, b):
+        st = cluster.status(g)
+        assert st["status"]["provisioningStatus"] == "Queued", st
+        assert st["estimatedStartTime"] == start[g], (g, st["estimatedStartTime"], start[g])
+        assert st["status"]["delayedCount"] == 0
+    cluster.advance("39m")  # +50m: hold0 exits and A starts on c1
+    st = cluster.wait_state(a, "Provisioned")
+    assert st["status"]["startTimestamp"] == start[a] and st["clusterName"] == "c1", st
+    cluster.advance("15m")  # +65m: hold3 exits and B starts on c2
+    st = cluster.wait_state(b, "Provisioned")
+    assert st["status"]["startTimestamp"] == start[b] and st["clusterName"] == "c2", st
