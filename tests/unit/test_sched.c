@@ -1513,17 +1513,21 @@ static void compare(struct egs_gpr *const *g, const int64_t *before, size_t n, i
 }
 
 /*
- * 30 random GPRs: early releases at random moments move no queued GPR's estimate later, and
- * between releases every estimate holds exactly, except that a held release (core/held.h) may be
- * applied at a later run, when the GPR it would have delayed has started: then estimates may move
+ * 30 random GPRs; at random moments a provisioned one is released early (and, with cancels, a
+ * queued one is cancelled), half way to the next due time.  No queued GPR's estimate ever moves
+ * later, and between disturbances every estimate holds exactly, except that a hold (core/held.h) may
+ * be applied at a later run, when the GPR it would have delayed has started: then estimates may move
  * earlier.  Run on one cluster of identical nodes (where no release is ever held), and on two
  * clusters with two node shapes and requests pinned by shape, GPU count or cluster, with and
- * without backfill (where the greedy walk alone would move estimates later).  Returns the
- * releases and the estimates they moved earlier.
+ * without backfill (where the greedy walk alone would move estimates later).
  */
-static void early_release_random(bool homogeneous, size_t *releases_out, size_t *gains_out, size_t *held_out)
+struct disturb_stats {
+	size_t releases, cancels, held, gains;
+};
+
+static void disturb_random(bool homogeneous, bool cancels, struct disturb_stats *out)
 {
-	size_t releases = 0, gains = 0, held = 0;
+	*out = (struct disturb_stats){ 0 };
 	for (uint64_t seed = 1; seed <= 20; seed++) {
 		struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
 		random_world(st, seed, homogeneous ? 4 : 3, 4, homogeneous);
@@ -1538,69 +1542,79 @@ static void early_release_random(bool homogeneous, size_t *releases_out, size_t 
 			assert_true(steps < 100000);
 			assert_true(next > now && next < T0 + LONG_HEARTBEAT);
 			snapshot(g, before, N);
-			/* Sometimes release a provisioned GPR early, half way to the next due time. */
 			struct egs_gpr *victim = NULL;
 			size_t off = (size_t)(rng_next() % N);
-			if (rng_next() % 4 == 0)
-				for (size_t i = 0; i < N && !victim; i++)
-					if (g[(i + off) % N]->state == EGS_GPR_PROVISIONED)
-						victim = g[(i + off) % N];
+			enum egs_gpr_state want = EGS_GPR_PROVISIONED;
+			bool go;
+			if (cancels) {
+				uint64_t pick = rng_next() % 6;
+				go = pick < 2;
+				want = pick == 0 ? EGS_GPR_QUEUED : EGS_GPR_PROVISIONED;
+			} else {
+				go = rng_next() % 4 == 0;
+			}
+			for (size_t i = 0; i < N && !victim && go; i++)
+				if (g[(i + off) % N]->state == want)
+					victim = g[(i + off) % N];
 			int64_t t = now + (next - now) / 2;
 			size_t held_before = st->held.len;
 			if (victim && t > now) {
-				assert_int_equal(egs_gpr_release(st, victim, t), EGS_OK);
-				assert_true(victim->flags & EGS_GPRF_EARLY_RELEASE);
-				releases++;
+				if (want == EGS_GPR_QUEUED) {
+					assert_int_equal(egs_gpr_cancel(st, victim, t), EGS_OK);
+					before[strtoul(victim->id + 4, NULL, 10)] = 0; /* ids are gpr-<index> */
+					out->cancels++;
+				} else {
+					assert_int_equal(egs_gpr_release(st, victim, t), EGS_OK);
+					assert_true(victim->flags & EGS_GPRF_EARLY_RELEASE);
+					out->releases++;
+				}
 				now = t;
 			} else {
 				victim = NULL;
 				now = next;
 			}
 			next = settle(st, now);
-			if (victim)
+			if (victim && want == EGS_GPR_PROVISIONED)
 				assert_int_equal(victim->state, EGS_GPR_COMPLETE);
 			size_t later, earlier;
 			compare(g, before, N, now, &later, &earlier);
 			if (later)
-				fprintf(stderr, "seed %llu (%s, backfill %d): victim %s, held %zu -> %zu\n",
+				fprintf(stderr, "seed %llu (%s, backfill %d): victim %s, holds %zu -> %zu\n",
 					(unsigned long long)seed, homogeneous ? "one pool" : "mixed", backfill_cfg,
 					victim ? victim->id : "none", held_before, st->held.len);
 			assert_int_equal(later, 0);
 			if (!victim && !held_before)
 				assert_int_equal(earlier, 0); /* nothing changed: the plan holds exactly */
-			if (homogeneous && !backfill_cfg)
+			if (homogeneous && !backfill_cfg && !cancels)
 				assert_int_equal(st->held.len, 0); /* one pool, no holes: every release applies */
-			held += victim && st->held.len > held_before;
-			gains += earlier;
+			out->held += victim && st->held.len > held_before;
+			out->gains += earlier;
 			check_consistency(st);
 			egs_state_clear_changes(st);
 		}
 		for (size_t i = 0; i < N; i++)
-			assert_int_equal(g[i]->state, EGS_GPR_COMPLETE);
+			assert_true(g[i]->state == EGS_GPR_COMPLETE || g[i]->state == EGS_GPR_CANCELLED);
 		assert_int_equal(st->held.len, 0);
 		done(st);
 	}
-	*releases_out = releases;
-	*gains_out = gains;
-	*held_out = held;
 }
 
 static void test_early_release_random(void **state)
 {
 	(void)state;
-	size_t releases, gains, held;
-	early_release_random(true, &releases, &gains, &held);
+	struct disturb_stats d;
+	disturb_random(true, false, &d);
 	/* The test bites: there were releases, and they did move estimates earlier. */
-	assert_true(releases > 20);
-	assert_true(gains > 20);
-	assert_int_equal(held, 0);
+	assert_true(d.releases > 20);
+	assert_true(d.gains > 20);
+	assert_int_equal(d.held, 0);
 	for (int bf = 0; bf <= 1; bf++) {
 		backfill_cfg = bf;
-		early_release_random(false, &releases, &gains, &held);
+		disturb_random(false, false, &d);
 		fprintf(stderr, "mixed nodes, backfill %s: %zu early releases, %zu held, %zu estimates moved earlier\n",
-			bf ? "on" : "off", releases, held, gains);
-		assert_true(releases > 20);
-		assert_true(gains > 20);
+			bf ? "on" : "off", d.releases, d.held, d.gains);
+		assert_true(d.releases > 20);
+		assert_true(d.gains > 20);
 	}
 	backfill_cfg = 0;
 }
@@ -1619,70 +1633,12 @@ static void test_cancel_random(void **state)
 	for (int homo = 0; homo <= 1; homo++) {
 		for (int bf = 0; bf <= 1; bf++) {
 			backfill_cfg = bf;
-			size_t cancels = 0, ghosts_started = 0, gains = 0;
-			for (uint64_t seed = 1; seed <= 20; seed++) {
-				struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
-				random_world(st, seed, homo ? 4 : 3, 4, homo);
-				enum { N = 30 };
-				struct egs_gpr *g[N];
-				int64_t before[N];
-				int64_t now = T0;
-				submit_random(st, g, N, homo, now);
-				int64_t next = settle(st, now);
-				struct workload wl = { g, NULL, NULL, N, st };
-				for (int steps = 0; !all_done(&wl); steps++) {
-					assert_true(steps < 100000);
-					snapshot(g, before, N);
-					struct egs_gpr *victim = NULL;
-					size_t off = (size_t)(rng_next() % N), pick = rng_next() % 6;
-					for (size_t i = 0; i < N && !victim && pick < 2; i++) {
-						struct egs_gpr *x = g[(i + off) % N];
-						if (x->state == (pick == 0 ? EGS_GPR_QUEUED : EGS_GPR_PROVISIONED))
-							victim = x;
-					}
-					int64_t t = now + (next - now) / 2;
-					size_t held_before = st->held.len;
-					if (victim && t > now) {
-						if (victim->state == EGS_GPR_QUEUED) {
-							assert_int_equal(egs_gpr_cancel(st, victim, t), EGS_OK);
-							before[victim - victim + strtoul(victim->id + 4, NULL, 10)] = 0;
-							cancels++;
-						} else {
-							assert_int_equal(egs_gpr_release(st, victim, t), EGS_OK);
-						}
-						now = t;
-					} else {
-						victim = NULL;
-						now = next;
-					}
-					size_t ghosts = 0;
-					for (size_t i = 0; i < st->held.len; i++)
-						ghosts += ((struct egs_gpr *)st->held.items[i])->ghost;
-					next = settle(st, now);
-					for (size_t i = 0; i < N; i++)
-						if (g[i]->state == EGS_GPR_CANCELLED && g[i]->held_until && !g[i]->ghost &&
-						    g[i]->held_nodes.n)
-							ghosts_started += ghosts > 0;
-					size_t later, earlier;
-					compare(g, before, N, now, &later, &earlier);
-					if (later)
-						fprintf(stderr, "seed %llu (%s, backfill %d): victim %s, holds %zu -> %zu\n",
-							(unsigned long long)seed, homo ? "one pool" : "mixed", bf,
-							victim ? victim->id : "none", held_before, st->held.len);
-					assert_int_equal(later, 0);
-					if (!victim && !held_before)
-						assert_int_equal(earlier, 0);
-					gains += earlier;
-					check_consistency(st);
-					egs_state_clear_changes(st);
-				}
-				assert_int_equal(st->held.len, 0);
-				done(st);
-			}
-			fprintf(stderr, "%s, backfill %s: %zu cancels, %zu estimates moved earlier, ghosts started: %s\n",
-				homo ? "one pool" : "mixed nodes", bf ? "on" : "off", cancels, gains, ghosts_started ? "yes" : "no");
-			assert_true(cancels > 100);
-			assert_true(gains > 100);
+			struct disturb_stats d;
+			disturb_random(homo, true, &d);
+			fprintf(stderr, "%s, backfill %s: %zu cancels, %zu early releases, %zu estimates moved earlier\n",
+				homo ? "one pool" : "mixed nodes", bf ? "on" : "off", d.cancels, d.releases, d.gains);
+			assert_true(d.cancels > 100);
+			assert_true(d.gains > 100);
 		}
 	}
 	backfill_cfg = 0;
