@@ -66,10 +66,13 @@ def test_receiver_down_then_back_gets_everything_in_order(cluster):
     try:
         want = LIFECYCLE + ["EarlyRelease", "Complete"]
         wait_for(lambda: rx.reasons() == want, timeout=20, what="delivery after the receiver came back")
-        text = cluster.admin.raw("GET", "/metrics")[1].decode()
+        # The delivery thread counts a delivery when the receiver's reply is in, a moment after the
+        # receiver has the body: wait for the counter rather than read it once.
+        delivered = 'egs_webhook_deliveries_total{outcome="delivered"} 5'
+        text = wait_for(lambda: (lambda t: delivered in t and t)(cluster.admin.raw("GET", "/metrics")[1].decode()),
+                        timeout=5, what="the delivered counter at 5")
         retries = [l for l in text.splitlines() if l.startswith("egs_webhook_retries_total ")]
         assert retries and float(retries[0].split()[1]) >= 1
-        assert 'egs_webhook_deliveries_total{outcome="delivered"} 5' in text
     finally:
         rx.close()
 
