@@ -162,8 +162,7 @@ enum egs_err egs_gpr_release(struct egs_state *st, struct egs_gpr *g, int64_t no
 	g->flags |= EGS_GPRF_EARLY_RELEASE;
 	/* The exit the plan counted on: the planner holds the nodes until then, until using them
 	 * earlier moves no one later (core/held.h). */
-	int64_t until = g->state == EGS_GPR_PROVISIONED ? g->exit_at : g->phase_since + g->exit_duration_s;
-	egs_held_add(st, g, until, now);
+	egs_held_add(st, g, egs_gpr_planned_end(g, now), now);
 	egs_gpr_set_state(st, g, EGS_GPR_RELEASING, now, "EarlyRelease", "GPR %s released early; draining %zu node(s)",
 			  g->name, g->nodes.n);
 	let_go_of_nodes(st, g, now);
@@ -172,6 +171,53 @@ enum egs_err egs_gpr_release(struct egs_state *st, struct egs_gpr *g, int64_t no
 		egs_gpr_set_state(st, g, EGS_GPR_COMPLETE, now, "Complete", "GPR %s complete", g->name);
 	}
 	return EGS_OK;
+}
+
+static bool strlist_equal(const struct egs_strlist *a, const struct egs_strlist *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++)
+		if (strcmp(a->v[i], b->v[i]) != 0)
+			return false;
+	return true;
+}
+
+bool egs_gpr_update_request(struct egs_state *st, struct egs_gpr *g, const struct egs_gpr *c, int64_t now)
+{
+	bool changed = strcmp(c->name, g->name) || strcmp(c->cluster, g->cluster) ||
+		       strcmp(c->instance_type, g->instance_type) || strcmp(c->gpu_shape, g->gpu_shape) ||
+		       c->gpus_per_node != g->gpus_per_node || c->node_count != g->node_count ||
+		       c->memory_mib != g->memory_mib || c->exit_duration_s != g->exit_duration_s ||
+		       c->idle_timeout_s != g->idle_timeout_s || c->flags != g->flags ||
+		       c->share_centi != g->share_centi || !strlist_equal(&c->preferred_clusters, &g->preferred_clusters);
+	if (!changed)
+		return false;
+	egs_strlcpy(g->name, c->name, sizeof(g->name));
+	egs_strlcpy(g->cluster, c->cluster, sizeof(g->cluster));
+	egs_strlcpy(g->instance_type, c->instance_type, sizeof(g->instance_type));
+	egs_strlcpy(g->gpu_shape, c->gpu_shape, sizeof(g->gpu_shape));
+	g->gpus_per_node = c->gpus_per_node;
+	g->node_count = c->node_count;
+	g->memory_mib = c->memory_mib;
+	g->exit_duration_s = c->exit_duration_s;
+	g->idle_timeout_s = c->idle_timeout_s;
+	g->flags = c->flags;
+	g->share_centi = c->share_centi;
+	egs_strlist_copy(&g->preferred_clusters, &c->preferred_clusters);
+	g->match_layout = 0; /* the planner's cached pool match reads the shape (core/sched.c) */
+	egs_state_touch(st, EGS_KIND_GPR, g);
+	egs_state_event(st, now, "Normal", "Updated", "GPR", g->id, g->workspace, "GPR %s updated", g->name);
+	return true;
+}
+
+int64_t egs_gpr_planned_end(const struct egs_gpr *g, int64_t now)
+{
+	if (g->state == EGS_GPR_PROVISIONED)
+		return g->exit_at;
+	if (g->state == EGS_GPR_PROVISIONING)
+		return g->phase_since + g->exit_duration_s;
+	return now;
 }
 
 void egs_gpr_set_priority(struct egs_state *st, struct egs_gpr *g, int priority, int64_t now)

@@ -39,6 +39,14 @@ enum egs_err egs_gpr_release(struct egs_state *st, struct egs_gpr *g, int64_t no
 
 /* Checks that fields of g may still be edited (Pending/Queued); same errors as cancel. */
 enum egs_err egs_gpr_editable(const struct egs_gpr *g);
+/* Replaces the request fields of editable GPR g (name, cluster, shape, instance type, GPUs, nodes,
+ * memory, durations, flags, preferred clusters, share) with c's (borrowed; priority is
+ * egs_gpr_set_priority's), drops the planner's caches that read them, and records an Updated event.
+ * Returns false, changing nothing, when c asks for what g already has. */
+bool egs_gpr_update_request(struct egs_state *st, struct egs_gpr *g, const struct egs_gpr *c, int64_t now);
+/* The time the plan counts an active GPR's window to end: its exit once provisioned, its duration
+ * from when provisioning began while provisioning (attach takes seconds), now otherwise. */
+int64_t egs_gpr_planned_end(const struct egs_gpr *g, int64_t now);
 /* Sets the priority of an editable GPR (reorders the queue). */
 void egs_gpr_set_priority(struct egs_state *st, struct egs_gpr *g, int priority, int64_t now);
 

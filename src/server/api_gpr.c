@@ -565,30 +565,7 @@ static void gpr_update(struct egs_req *r)
 	}
 	int new_priority = c->priority;
 	c->priority = g->priority;
-	bool changed = memcmp(c->name, g->name, sizeof(g->name)) || memcmp(c->cluster, g->cluster, sizeof(g->cluster)) ||
-		       memcmp(c->instance_type, g->instance_type, sizeof(g->instance_type)) ||
-		       memcmp(c->gpu_shape, g->gpu_shape, sizeof(g->gpu_shape)) || c->gpus_per_node != g->gpus_per_node ||
-		       c->node_count != g->node_count || c->memory_mib != g->memory_mib ||
-		       c->exit_duration_s != g->exit_duration_s || c->idle_timeout_s != g->idle_timeout_s ||
-		       c->flags != g->flags || c->preferred_clusters.n != g->preferred_clusters.n ||
-		       c->share_centi != g->share_centi;
-	if (changed) {
-		memcpy(g->name, c->name, sizeof(g->name));
-		memcpy(g->cluster, c->cluster, sizeof(g->cluster));
-		memcpy(g->instance_type, c->instance_type, sizeof(g->instance_type));
-		memcpy(g->gpu_shape, c->gpu_shape, sizeof(g->gpu_shape));
-		g->gpus_per_node = c->gpus_per_node;
-		g->node_count = c->node_count;
-		g->memory_mib = c->memory_mib;
-		g->exit_duration_s = c->exit_duration_s;
-		g->idle_timeout_s = c->idle_timeout_s;
-		g->flags = c->flags;
-		g->share_centi = c->share_centi;
-		g->match_layout = 0; /* the planner's cached pool match (core/sched.c) */
-		egs_strlist_copy(&g->preferred_clusters, &c->preferred_clusters);
-		egs_state_touch(&srv->st, EGS_KIND_GPR, g);
-		egs_state_event(&srv->st, now, "Normal", "Updated", "GPR", g->id, g->workspace, "GPR %s updated", g->name);
-	}
+	egs_gpr_update_request(&srv->st, g, c, now);
 	char *hold = c->pending_reason; /* a change over a soft limit of the policy waits for approval */
 	c->pending_reason = NULL;
 	egs_gpr_free(c);

@@ -140,6 +140,28 @@ def test_edit_queued_gpr_is_revalidated(cluster):
     assert st2["exitDuration"] == "3h0m0s" and st2["numberOfGPUNodes"] == 1  # nothing changed
 
 
+def test_edit_of_a_queued_gprs_shape_and_preferred_clusters_is_planned(cluster):
+    """A queued GPR asking for a busy H100 is edited to ask for the free A100: the planner must plan the
+    new shape (it caches which node pools a GPR matches) and start it there. And preferredClusters
+    edited to another list of the same length is an edit too."""
+    cluster.add_cluster("worker-1", [("h100-1", H100), ("a100-1", A100)])
+    cluster.add_cluster("worker-2", [("h100-9", H100)])
+    cluster.workspace("a", ["worker-1", "worker-2"])
+    cluster.workspace("b", ["worker-1", "worker-2"])
+    cluster.workspace("c", ["worker-1", "worker-2"])
+    for ws, cl in (("a", "worker-1"), ("c", "worker-2")):
+        cluster.wait_state(cluster.gpr(sliceName=ws, clusterName=cl, numberOfGPUs=8, gpuShape=H100["gpuModel"],
+                                       exitDuration="5h"), "Provisioned")
+    q = cluster.gpr(sliceName="b", numberOfGPUs=8, gpuShape=H100["gpuModel"], exitDuration="1h",
+                    preferredClusters=["worker-1"])
+    assert cluster.status(q)["status"]["provisioningStatus"] == "Queued"
+    cluster.admin.ok("PUT", "/api/v1/gpr", {"gprId": q, "preferredClusters": ["worker-2"]})
+    assert cluster.status(q)["preferredClusters"] == ["worker-2"]
+    cluster.admin.ok("PUT", "/api/v1/gpr", {"gprId": q, "gpuShape": A100["gpuModel"]})
+    st = cluster.wait_state(q, "Provisioned")
+    assert st["status"]["nodes"] == ["a100-1"] and st["gpuShape"] == A100["gpuModel"], st
+
+
 def test_waittime_lists_every_matching_shape_sorted(cluster):
     cluster.add_cluster("worker-1", [("h100-1", H100), ("a100-1", A100)])
     cluster.add_cluster("worker-2", [("h100-9", H100)])
