@@ -540,8 +540,7 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 	for (size_t i = 0; i < st->active.len; i++) {
 		struct egs_gpr *g = st->active.items[i];
 		struct wsinfo *w = ws_get(p, g->workspace);
-		int64_t until = g->state == EGS_GPR_PROVISIONED ? g->exit_at
-			      : g->state == EGS_GPR_PROVISIONING ? g->phase_since + g->exit_duration_s : now;
+		int64_t until = egs_gpr_planned_end(g, now);
 		if (until > w->until)
 			w->until = until;
 		w->active = true;
@@ -748,9 +747,7 @@ static void share_slot_init(struct egs_plan *p, struct slot *s)
 	int take[EGS_SHARE_DEV_MAX];
 	for (size_t i = 0; i < n->shared.len; i++) {
 		const struct egs_gpr *g = n->shared.items[i];
-		int64_t end = g->state == EGS_GPR_PROVISIONED	 ? g->exit_at
-			      : g->state == EGS_GPR_PROVISIONING ? g->phase_since + g->exit_duration_s
-								 : p->now; /* Releasing: leaving */
+		int64_t end = egs_gpr_planned_end(g, p->now); /* Releasing: leaving now */
 		egs_share_takes(n, g, take);
 		egs_share_timeline_add(s->sh, p->now, end > p->now ? end : p->now, take);
 	}

@@ -37,7 +37,7 @@
  * Bounds: at most 32 holes per pool of identical nodes and 16 per workspace (a hole that finds no
  * room is not offered: time lost to backfill, never double-booked); a GPR tries at most
  * k + 32 x (matching pools) + 16 + 3 candidate start times, each checked against those holes, and
- * picks free nodes from at most 64 heap entries per pool before it scans the pool in name order.
+ * picks the free nodes in name order from a min-segment tree per pool (O(log n) each).
  * Exactness assumes the bounds do not bind; when they do (deep queues), a later walk may find a
  * hole the first one had no room for.  An early release that would let a GPR ahead take the time
  * a backfilled GPR was promised is held (above); an arrival ahead can move a start earlier as well
