@@ -37,7 +37,8 @@ static void note_added(struct egs_queue *q, struct egs_gpr *g)
 		q->order_ok = false;
 }
 
-bool egs_queue_before(const struct egs_gpr *a, const struct egs_gpr *b)
+/* The queue order on keys: higher priority, then lower fair key, then earlier seq. */
+static bool slot_before(const struct egs_queue_slot *a, const struct egs_queue_slot *b)
 {
 	if (a->priority != b->priority)
 		return a->priority > b->priority;
@@ -46,13 +47,10 @@ bool egs_queue_before(const struct egs_gpr *a, const struct egs_gpr *b)
 	return a->seq < b->seq;
 }
 
-static bool slot_before(const struct egs_queue_slot *a, const struct egs_queue_slot *b)
+bool egs_queue_before(const struct egs_gpr *a, const struct egs_gpr *b)
 {
-	if (a->priority != b->priority)
-		return a->priority > b->priority;
-	if (a->fair != b->fair)
-		return a->fair < b->fair;
-	return a->seq < b->seq;
+	struct egs_queue_slot x = { a->priority, a->fair, a->seq, NULL }, y = { b->priority, b->fair, b->seq, NULL };
+	return slot_before(&x, &y);
 }
 
 static void place(struct egs_queue *q, size_t i, struct egs_queue_slot s)
@@ -154,7 +152,7 @@ struct egs_gpr *egs_queue_pop(struct egs_queue *q)
 	return g;
 }
 
-static int cmp_order(const void *a, const void *b)
+int egs_queue_cmp(const void *a, const void *b)
 {
 	const struct egs_gpr *x = *(struct egs_gpr *const *)a, *y = *(struct egs_gpr *const *)b;
 	if (x == y)
@@ -185,7 +183,7 @@ static void sort_all(const struct egs_queue *q, struct egs_gpr **out)
 			free(count);
 			for (size_t k = 0; k < q->len; k++)
 				out[k] = q->heap[k].g;
-			qsort(out, q->len, sizeof(*out), cmp_order);
+			qsort(out, q->len, sizeof(*out), egs_queue_cmp);
 			return;
 		}
 		count[SORT_MAX_PRIORITY - pr + 1]++;
@@ -207,7 +205,7 @@ static void sort_all(const struct egs_queue *q, struct egs_gpr **out)
 static int cmp_entry(const void *a, const void *b)
 {
 	const struct egs_queue_entry *x = a, *y = b;
-	return cmp_order(&x->g, &y->g);
+	return egs_queue_cmp(&x->g, &y->g);
 }
 
 /* True when e still stands for its GPR: queued, and not pushed again or reprioritised since. */

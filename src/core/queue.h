@@ -63,6 +63,8 @@ static inline struct egs_gpr *egs_queue_at(const struct egs_queue *q, size_t i) 
 
 /* True when a goes before b: higher priority, then lower fair key, then earlier seq. */
 bool egs_queue_before(const struct egs_gpr *a, const struct egs_gpr *b);
+/* The same order as a qsort comparator over an array of struct egs_gpr *. */
+int egs_queue_cmp(const void *a, const void *b);
 
 /* Fills out (caller-provided, egs_queue_len entries) with the queued GPRs in queue order.  The
  * heap is not changed; the order is kept for the next call, which merges the GPRs pushed since
