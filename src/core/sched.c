@@ -1342,22 +1342,25 @@ void egs_plan_free(struct egs_plan *p)
 
 static int64_t place_dry(struct egs_plan *p, struct egs_gpr *g);
 
-/* The order of a walk: the queue's, with the ghosts that are not lifted (core/held.h) at the
- * places they had.  out needs egs_queue_len + st->held.len entries; returns how many it holds. */
-static size_t plan_order(struct egs_state *st, struct egs_gpr **out)
+/* The order of a walk (caller frees): the queue's, with the ghosts that are not lifted
+ * (core/held.h) merged in at the places they had; *n receives its length. */
+static struct egs_gpr **plan_order(struct egs_state *st, size_t *n)
 {
-	size_t nq = egs_queue_len(&st->queue), n = nq;
-	egs_queue_sorted(&st->queue, out);
+	size_t nq = egs_queue_len(&st->queue), ng = 0;
+	struct egs_gpr **out = egs_malloc((nq + st->held.len + 1) * sizeof(*out));
+	struct egs_gpr **ghosts = egs_malloc((st->held.len + 1) * sizeof(*ghosts));
 	for (size_t i = 0; i < st->held.len; i++) {
 		struct egs_gpr *g = st->held.items[i];
-		if (!g->ghost || g->held_lifted)
-			continue;
-		size_t j = n++; /* insert g into its place (ghosts are few) */
-		for (; j > 0 && egs_queue_before(g, out[j - 1]); j--)
-			out[j] = out[j - 1];
-		out[j] = g;
+		if (g->ghost && !g->held_lifted)
+			ghosts[ng++] = g;
 	}
-	return n;
+	qsort(ghosts, ng, sizeof(*ghosts), egs_queue_cmp);
+	egs_queue_sorted(&st->queue, out);
+	for (size_t w = nq + ng, q = nq, k = ng; k > 0;) /* merge from the back, in place */
+		out[--w] = q > 0 && egs_queue_before(ghosts[k - 1], out[q - 1]) ? out[--q] : ghosts[--k];
+	free(ghosts);
+	*n = nq + ng;
+	return out;
 }
 
 /* A ghost's turn in a walk: it reserves what it would get and starts nothing.  In the real walk
@@ -1391,8 +1394,8 @@ static int64_t walk(struct egs_state *st, int64_t now, struct egs_plan *keep, in
 		if (stale < next)
 			next = stale;
 	}
-	struct egs_gpr **order = egs_malloc((egs_queue_len(&st->queue) + st->held.len + 1) * sizeof(*order));
-	size_t nq = plan_order(st, order);
+	size_t nq;
+	struct egs_gpr **order = plan_order(st, &nq);
 	for (size_t i = 0; i < nq; i++) {
 		if (keep && i % SNAP_EVERY == 0)
 			snap_take(p, i);
@@ -1451,7 +1454,8 @@ static void held_resolve(struct egs_state *st, int64_t now)
 		while (st->held.len)
 			egs_held_drop(st, 0);
 	}
-	for (size_t tries = 0, n = st->held.len; tries < HELD_TRIES && tries < n; tries++) {
+	/* One at a time; with a single hold its own try would repeat the walk that just failed. */
+	for (size_t tries = 0, n = st->held.len; n > 1 && tries < HELD_TRIES && tries < n; tries++) {
 		egs_held_set(st, 0, false);
 		if (dry_walk(st, now, trial, NULL, base)) {
 			egs_held_set(st, 0, true);
@@ -1615,8 +1619,8 @@ void egs_sched_estimates(struct egs_state *st, const struct egs_gpr *const *prob
 		return;
 	struct egs_plan p;
 	plan_init(&p, st, now);
-	struct egs_gpr **order = egs_malloc((egs_queue_len(&st->queue) + st->held.len + 1) * sizeof(*order));
-	size_t nq = plan_order(st, order);
+	size_t nq;
+	struct egs_gpr **order = plan_order(st, &nq);
 	for (size_t i = 0; i < nq && before_probe(order[i], probes[0]->priority, fair); i++)
 		place_dry(&p, order[i]);
 	free(order);
@@ -1640,8 +1644,8 @@ static bool dry_walk(struct egs_state *st, int64_t now, int64_t *out, struct egs
 {
 	struct egs_plan p;
 	plan_init(&p, st, now);
-	struct egs_gpr **o = egs_malloc((egs_queue_len(&st->queue) + st->held.len + 1) * sizeof(*o));
-	size_t n = plan_order(st, o);
+	size_t n;
+	struct egs_gpr **o = plan_order(st, &n);
 	bool later = false;
 	for (size_t i = 0, k = 0; i < n && !later; i++) {
 		int64_t t = place_dry(&p, o[i]); /* ghosts too: they reserve, and are not reported */
