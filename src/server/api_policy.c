@@ -126,48 +126,49 @@ static void apply_defaults(struct egs_req *r, struct egs_gpr *g, const struct eg
 	}
 }
 
+/* Measures g (self: the GPR of the state it stands for, or NULL) against the limits in mask that the
+ * workspace's or the global policy sets, into *res; returns the verdict (OK when none is set). */
+static enum egs_policy_verdict verdict(struct egs_server *srv, const struct egs_gpr *g, const struct egs_gpr *self,
+				       uint32_t mask, struct egs_policy_result *res)
+{
+	const struct egs_workspace *ws = egs_state_workspace(&srv->st, g->workspace);
+	const struct egs_policy *wp = ws ? ws->policy : NULL, *gp = srv->policy_global;
+	uint32_t need = mask & ((wp ? egs_policy_limits_set(wp) : 0) | egs_policy_limits_set(gp));
+	if (!need)
+		return res->verdict = EGS_POLICY_OK;
+	struct egs_policy_ask a;
+	egs_policy_measure(&srv->st, g, ws, self, need, &a);
+	egs_policy_check(wp, gp, &a, need, res);
+	egs_policy_ask_cleanup(&a);
+	return res->verdict;
+}
+
 bool egs_policy_admit(struct egs_req *r, struct egs_gpr *g, const struct egs_gpr *old)
 {
 	struct egs_server *srv = r->srv;
-	const struct egs_workspace *ws = egs_state_workspace(&srv->st, g->workspace);
-	const struct egs_policy *wp = ws ? ws->policy : NULL, *gp = srv->policy_global;
-	struct egs_policy_ask a;
 	struct egs_policy_result res;
-	if (!old)
-		apply_defaults(r, g, wp, gp);
-	uint32_t mask = old ? changed_limits(g, old) : EGS_LIMIT_ALL;
-	uint32_t need = mask & ((wp ? egs_policy_limits_set(wp) : 0) | egs_policy_limits_set(gp));
-	if (!need)
-		return true;
-	egs_policy_measure(&srv->st, g, ws, old, need, &a);
-	egs_policy_check(wp, gp, &a, need, &res);
-	egs_policy_ask_cleanup(&a);
-	if (res.verdict == EGS_POLICY_HARD) {
+	if (!old) {
+		const struct egs_workspace *ws = egs_state_workspace(&srv->st, g->workspace);
+		apply_defaults(r, g, ws ? ws->policy : NULL, srv->policy_global);
+	}
+	switch (verdict(srv, g, old, old ? changed_limits(g, old) : EGS_LIMIT_ALL, &res)) {
+	case EGS_POLICY_HARD:
 		egs_reply_err(r, EGS_ERR_INVALID, "POLICY_LIMIT_EXCEEDED", res.field, "%s", res.message);
 		return false;
-	}
-	if (res.verdict == EGS_POLICY_SOFT) {
+	case EGS_POLICY_SOFT:
 		free(g->pending_reason);
 		g->pending_reason = egs_strdup(res.message);
+		return true;
+	default:
+		return true;
 	}
-	return true;
 }
 
 bool egs_policy_approvable(struct egs_req *r, struct egs_gpr *g)
 {
-	struct egs_server *srv = r->srv;
-	const struct egs_workspace *ws = egs_state_workspace(&srv->st, g->workspace);
-	const struct egs_policy *wp = ws ? ws->policy : NULL, *gp = srv->policy_global;
-	uint32_t need = (wp ? egs_policy_limits_set(wp) : 0) | egs_policy_limits_set(gp);
-	if (g->state != EGS_GPR_PENDING || !need)
-		return true; /* not Pending: egs_gpr_approve says so */
-	struct egs_policy_ask a;
 	struct egs_policy_result res;
-	egs_policy_measure(&srv->st, g, ws, g, need, &a);
-	egs_policy_check(wp, gp, &a, need, &res);
-	egs_policy_ask_cleanup(&a);
-	if (res.verdict != EGS_POLICY_HARD)
-		return true;
+	if (g->state != EGS_GPR_PENDING || verdict(r->srv, g, g, EGS_LIMIT_ALL, &res) != EGS_POLICY_HARD)
+		return true; /* not Pending: egs_gpr_approve says so */
 	egs_reply_err(r, EGS_ERR_INVALID, "POLICY_LIMIT_EXCEEDED", res.field,
 		      "GPR %s cannot be approved: %s (the policy changed since it was created)", g->id, res.message);
 	return false;
