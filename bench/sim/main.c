@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_TRACE "/work/shared/traces/itp_cluster04.csv"
+/* Relative to the repository root, where `make sim` runs it: the shared folder sits beside the checkout. */
+#define DEFAULT_TRACE "../shared/traces/itp_cluster04.csv"
 
 static void usage(FILE *f)
 {
