@@ -25,6 +25,8 @@ enum egs_err {
 	EGS_ERR_GPR_FINISHED,   /* the GPR was cancelled, rejected or failed (409) */
 	EGS_ERR_BUSY,           /* the object is in use (e.g. a workspace with active GPRs) (409) */
 	EGS_ERR_METHOD,         /* the path exists but not with this method (405) */
+	EGS_ERR_KEY_EXPIRED,    /* the API key itself has expired (401, message "Api Key has expired") */
+	EGS_ERR_NOT_IMPLEMENTED,/* a public API route this server does not serve yet (501) */
 };
 
 /* Returns a static, human readable name for an error code (never NULL). */

@@ -602,6 +602,20 @@ static const struct resource *find_resource(const char *name)
 	return NULL;
 }
 
+/* A name as given, or after its "KIND/" prefix when KIND names resource r ("gpr/ID" for gprs, as
+ * create and describe print it); NULL when the prefix names another resource. */
+static const char *strip_kind(const struct resource *r, const char *name)
+{
+	const char *slash = strchr(name, '/');
+	char kind[40];
+
+	if (!slash || (size_t)(slash - name) >= sizeof(kind))
+		return name;
+	memcpy(kind, name, (size_t)(slash - name));
+	kind[slash - name] = '\0';
+	return find_resource(kind) == r ? slash + 1 : NULL;
+}
+
 int ctl_cmd_get(struct ctl *c, int argc, char **argv)
 {
 	struct get_opts o = {0};
@@ -612,6 +626,7 @@ int ctl_cmd_get(struct ctl *c, int argc, char **argv)
 		{"limit", 0, &o.limit, NULL, NULL},           {NULL, 0, NULL, NULL, NULL},
 	};
 	const char *pos[17];
+	char kind[40];
 	const struct resource *r;
 	struct egs_client *cl;
 	int npos, rc;
@@ -622,14 +637,33 @@ int ctl_cmd_get(struct ctl *c, int argc, char **argv)
 		return ctl_help(rc, help, get_help);
 	if (npos == 0)
 		return ctl_usage(c, "name a resource: gprs, workspaces, nodes, gpus, clusters, events, queue or policies (see --help)");
+	if (npos == 1 && strchr(pos[0], '/')) { /* get gpr/ID: the resource and one name */
+		size_t n = (size_t)(strchr(pos[0], '/') - pos[0]);
+		r = NULL;
+		if (n < sizeof(kind)) {
+			memcpy(kind, pos[0], n);
+			kind[n] = '\0';
+			r = find_resource(kind);
+		}
+		if (!r || !r->named)
+			return ctl_usage(c, "'%s' is not RESOURCE/NAME of a resource that takes names", pos[0]);
+		pos[1] = pos[0];
+		npos = 2;
+		goto named;
+	}
 	r = find_resource(pos[0]);
 	if (!r)
 		return ctl_usage(c, "unknown resource '%s': use gprs, workspaces, nodes, gpus, clusters, events, queue or policies",
 				 pos[0]);
 	if (npos > 1 && !r->named)
 		return ctl_usage(c, "get %s takes no names (filter with the options of --help)", r->names[0]);
-	for (int i = 1; i < npos; i++)
-		o.names[o.nnames++] = pos[i];
+named:
+	for (int i = 1; i < npos; i++) {
+		const char *name = strip_kind(r, pos[i]);
+		if (!name || !*name)
+			return ctl_usage(c, "'%s' does not name a %s", pos[i], r->names[1]);
+		o.names[o.nnames++] = name;
+	}
 	cl = ctl_client(c, &rc);
 	return cl ? r->fn(c, cl, &o) : rc;
 }

@@ -29,6 +29,8 @@ static const char *const err_names[] = {
 	[EGS_ERR_GPR_FINISHED] = "gpr finished",
 	[EGS_ERR_BUSY] = "in use",
 	[EGS_ERR_METHOD] = "method not allowed",
+	[EGS_ERR_KEY_EXPIRED] = "api key expired",
+	[EGS_ERR_NOT_IMPLEMENTED] = "not implemented",
 };
 
 const char *egs_err_str(enum egs_err err)

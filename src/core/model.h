@@ -27,8 +27,10 @@ bool egs_strlist_remove(struct egs_strlist *l, const char *s); /* keeps order */
 void egs_strlist_copy(struct egs_strlist *dst, const struct egs_strlist *src); /* dst is cleared first */
 void egs_strlist_cleanup(struct egs_strlist *l);
 
-enum egs_role { EGS_ROLE_ADMIN = 0, EGS_ROLE_OWNER, EGS_ROLE_VIEWER, EGS_ROLE_AGENT };
-const char *egs_role_name(enum egs_role r); /* "Admin", "Owner", "Viewer", "Agent" */
+/* Editor is the public SDK's name for a writer limited to one workspace: a key with that role acts as
+ * an Owner scoped to its workspace (server/auth.c), and keeps the name it was created with. */
+enum egs_role { EGS_ROLE_ADMIN = 0, EGS_ROLE_OWNER, EGS_ROLE_VIEWER, EGS_ROLE_AGENT, EGS_ROLE_EDITOR };
+const char *egs_role_name(enum egs_role r); /* "Admin", "Owner", "Viewer", "Agent", "Editor" */
 bool egs_role_parse(const char *s, enum egs_role *out); /* case-insensitive */
 
 enum egs_health { EGS_HEALTH_HEALTHY = 0, EGS_HEALTH_UNHEALTHY, EGS_HEALTH_UNSCHEDULABLE };

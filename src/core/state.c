@@ -62,7 +62,7 @@ void egs_strlist_cleanup(struct egs_strlist *l)
 
 /* ---- enums ---- */
 
-static const char *const role_names[] = { "Admin", "Owner", "Viewer", "Agent" };
+static const char *const role_names[] = { "Admin", "Owner", "Viewer", "Agent", "Editor" };
 static const char *const health_names[] = { "Healthy", "Unhealthy", "Unschedulable" };
 static const char *const gpr_state_names[] = {
 	"Pending", "Queued", "Provisioning", "Provisioned", "Releasing",

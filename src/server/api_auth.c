@@ -32,7 +32,7 @@ static void auth_login(struct egs_req *r)
 	}
 	int64_t now = egs_now(r->srv);
 	if (k->expires_at && k->expires_at <= now) {
-		egs_reply_err(r, EGS_ERR_EXPIRED, "API_KEY_EXPIRED", NULL, "Api Key has expired");
+		egs_reply_err(r, EGS_ERR_KEY_EXPIRED, NULL, NULL, "Api Key has expired");
 		return;
 	}
 	int64_t exp = now + r->srv->token_ttl_s;
@@ -92,7 +92,11 @@ static void apikey_create(struct egs_req *r)
 		return;
 	enum egs_role role;
 	if (!egs_role_parse(role_s, &role) || role == EGS_ROLE_AGENT) {
-		egs_reply_invalid(r, "role", "role must be Admin, Owner or Viewer");
+		egs_reply_invalid(r, "role", "role must be Admin, Owner, Editor or Viewer");
+		return;
+	}
+	if (role == EGS_ROLE_EDITOR && !ws[0]) {
+		egs_reply_invalid(r, "workspaceName", "an Editor key is limited to one workspace: workspaceName is required");
 		return;
 	}
 	if (!egs_check_text(r, "userName", user) || !egs_check_text(r, "description", desc))
@@ -154,35 +158,70 @@ static void apikey_create(struct egs_req *r)
 	egs_reply_ok(r, o);
 }
 
+/* ?workspaceName=W (the public SDK's filter) keeps the keys limited to W; an unknown or unseen
+ * workspace answers 404 so that the filter is never silently ignored. */
 static void apikey_list(struct egs_req *r)
 {
 	if (!egs_require_role(r, EGS_R(ADMIN)))
 		return;
+	const char *ws = egs_query(r, "workspaceName");
+	if (ws && *ws) {
+		const struct egs_workspace *w = egs_state_workspace(&r->srv->st, ws);
+		if (!w || !egs_in_project(r, w->project)) {
+			egs_reply_err(r, EGS_ERR_NOT_FOUND, "WORKSPACE_NOT_FOUND", "workspaceName",
+				      "Slice Workspace Not Found: %s", ws);
+			return;
+		}
+	}
 	json_t *items = json_array();
 	void *v;
 	for (size_t i = 0; egs_map_next(&r->srv->st.apikeys, &i, NULL, &v);) {
 		const struct egs_apikey *k = v;
-		if (egs_in_project(r, k->project))
+		if (egs_in_project(r, k->project) && (!ws || !*ws || strcmp(k->workspace, ws) == 0))
 			json_array_append_new(items, egs_json_apikey(k));
 	}
 	egs_reply_ok(r, json_pack("{s:o}", "items", items));
 }
 
+/* The key named by its text ({"apiKey": ...}, what the public SDK sends), looked up by hash; NULL
+ * when no such key exists.  Replies 422 for a value that is not a key and returns false. */
+static bool apikey_by_text(struct egs_req *r, char *text, struct egs_apikey **out)
+{
+	*out = NULL;
+	if (!egs_auth_key_wellformed(text)) {
+		sodium_memzero(text, strlen(text));
+		egs_reply_invalid(r, "apiKey", "apiKey must be a key issued by this server");
+		return false;
+	}
+	unsigned char hash[32];
+	egs_auth_hash(text, hash);
+	sodium_memzero(text, strlen(text));
+	struct egs_apikey *k = (struct egs_apikey *)egs_state_apikey_by_hash(&r->srv->st, hash);
+	if (k && sodium_memcmp(k->hash, hash, 32) == 0)
+		*out = k;
+	return true;
+}
+
+/* Deletes a key named by keyId, by name (and project), or by its text (apiKey). */
 static void apikey_delete(struct egs_req *r)
 {
-	static const char *const allowed[] = { "keyId", "name", "projectName", NULL };
-	char id[EGS_ID_MAX], name[EGS_NAME_MAX], project[EGS_NAME_MAX];
+	static const char *const allowed[] = { "keyId", "name", "projectName", "apiKey", NULL };
+	char id[EGS_ID_MAX], name[EGS_NAME_MAX], project[EGS_NAME_MAX], text[64];
 	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
 	    !egs_get_str(r, r->body, "keyId", false, id, sizeof(id)) ||
 	    !egs_get_str(r, r->body, "name", false, name, sizeof(name)) ||
-	    !egs_get_str(r, r->body, "projectName", false, project, sizeof(project)))
+	    !egs_get_str(r, r->body, "projectName", false, project, sizeof(project)) ||
+	    !egs_get_str(r, r->body, "apiKey", false, text, sizeof(text)))
 		return;
-	if (!id[0] && !name[0]) {
-		egs_reply_invalid(r, "keyId", "keyId (or name) is required");
+	if (!id[0] && !name[0] && !text[0]) {
+		egs_reply_invalid(r, "keyId", "keyId, name or apiKey is required");
 		return;
 	}
 	struct egs_apikey *k = id[0] ? egs_state_apikey(&r->srv->st, id) : NULL;
-	if (!id[0]) {
+	const char *field = id[0] ? "keyId" : text[0] ? "apiKey" : "name";
+	if (!id[0] && text[0] && !apikey_by_text(r, text, &k))
+		return;
+	if (!id[0] && !text[0]) {
 		void *v;
 		for (size_t i = 0; egs_map_next(&r->srv->st.apikeys, &i, NULL, &v);) {
 			struct egs_apikey *o = v;
@@ -192,11 +231,11 @@ static void apikey_delete(struct egs_req *r)
 		}
 	}
 	if (!k || !egs_in_project(r, k->project) || k->role == EGS_ROLE_AGENT) {
-		egs_reply_err(r, EGS_ERR_NOT_FOUND, "API_KEY_NOT_FOUND", id[0] ? "keyId" : "name", "no such API key");
+		egs_reply_err(r, EGS_ERR_NOT_FOUND, "API_KEY_NOT_FOUND", field, "no such API key");
 		return;
 	}
 	if (strcmp(k->id, r->who.key_id) == 0) {
-		egs_reply_err(r, EGS_ERR_CONFLICT, "API_KEY_IN_USE", "keyId", "an API key cannot delete itself");
+		egs_reply_err(r, EGS_ERR_CONFLICT, "API_KEY_IN_USE", field, "an API key cannot delete itself");
 		return;
 	}
 	char deleted[EGS_ID_MAX];

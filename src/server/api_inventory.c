@@ -47,6 +47,25 @@ static struct egs_node **visible_nodes(struct egs_req *r, size_t *n)
 	return v;
 }
 
+/* A copy of node view o for managedNodes: the public SDK reads allocationTimeStamp there as a
+ * protobuf Timestamp ({"seconds", "nanos"}), while items keeps the RFC 3339 text of the API
+ * document (seed 000 readers).  Returns a new reference. */
+static json_t *sdk_node(json_t *o)
+{
+	json_t *c = json_deep_copy(o);
+	json_t *alloc = json_object_get(c, "allocation"), *a;
+	size_t i;
+	json_array_foreach(alloc, i, a)
+	{
+		int64_t t = 0;
+		const char *ts = json_string_value(json_object_get(a, "allocationTimeStamp"));
+		if (ts && !egs_time_parse(ts, &t))
+			t = 0;
+		json_object_set_new(a, "allocationTimeStamp", json_pack("{s:I, s:i}", "seconds", (json_int_t)t, "nanos", 0));
+	}
+	return c;
+}
+
 static void inventory_list(struct egs_req *r)
 {
 	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)))
@@ -56,8 +75,8 @@ static void inventory_list(struct egs_req *r)
 	json_t *items = json_array(), *managed = json_array();
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = egs_json_node(r->srv, nodes[i]);
-		json_array_append(items, o);
-		json_array_append_new(managed, o);
+		json_array_append_new(managed, sdk_node(o));
+		json_array_append_new(items, o);
 	}
 	free(nodes);
 	egs_reply_ok(r, json_pack("{s:o, s:o, s:[]}", "items", items, "managedNodes", managed, "unmanagedNodes"));
@@ -99,9 +118,15 @@ static void inventory_by_ws(struct egs_req *r)
 			itype = nd->instance_type;
 			shape = nd->gpu_shape;
 		}
-		json_array_append_new(items, json_pack("{s:o, s:s, s:I, s:i, s:s, s:s, s:s}", "nodeName", names,
-						       "instanceType", itype, "memory", (json_int_t)mem, "totalGpus",
-						       gpus, "gpuShape", shape, "gprId", g->id, "clusterName", g->cluster));
+		/* nodeName..gpuShape: the API document; memoryPerGpu, gpuPerNode, totalGpuNodes: what the public
+		 * SDK's InventoryUsage requires */
+		size_t held = json_array_size(names);
+		json_array_append_new(items, json_pack("{s:o, s:s, s:I, s:i, s:s, s:s, s:s, s:I, s:i, s:i}", "nodeName",
+						       names, "instanceType", itype, "memory", (json_int_t)mem,
+						       "totalGpus", gpus, "gpuShape", shape, "gprId", g->id,
+						       "clusterName", g->cluster, "memoryPerGpu", (json_int_t)mem,
+						       "gpuPerNode", held ? gpus / (int)held : 0, "totalGpuNodes",
+						       (int)held));
 	}
 	egs_reply_ok(r, json_pack("{s:o}", "items", items));
 }

@@ -77,7 +77,8 @@ void egs_auth_mint(struct egs_server *srv, const struct egs_apikey *key, int64_t
 static bool fill_principal(struct egs_req *r, const struct egs_apikey *k)
 {
 	struct egs_principal *w = &r->who;
-	w->role = k->role;
+	/* An Editor key is an Owner limited to its workspace (api_auth.c refuses one without it). */
+	w->role = k->role == EGS_ROLE_EDITOR ? EGS_ROLE_OWNER : k->role;
 	w->key = k;
 	egs_strlcpy(w->key_id, k->id, sizeof(w->key_id));
 	egs_strlcpy(w->project, k->project, sizeof(w->project));
@@ -146,7 +147,7 @@ bool egs_authenticate(struct egs_req *r)
 			k = NULL;
 		}
 		if (!k && err == EGS_ERR_EXPIRED) {
-			egs_reply_err(r, EGS_ERR_EXPIRED, "API_KEY_EXPIRED", NULL, "Api Key has expired");
+			egs_reply_err(r, EGS_ERR_KEY_EXPIRED, NULL, NULL, "Api Key has expired");
 			return false;
 		}
 	}

@@ -71,6 +71,9 @@ static const struct {
 	[EGS_ERR_GPR_FINISHED] = { 409, "GPR_ALREADY_FINISHED", "Conflict" },
 	[EGS_ERR_BUSY] = { 409, "RESOURCE_BUSY", "Conflict" },
 	[EGS_ERR_METHOD] = { 405, "METHOD_NOT_ALLOWED", "Method Not Allowed" },
+	/* the public SDK tells an expired key from an unknown one by this top-level message */
+	[EGS_ERR_KEY_EXPIRED] = { 401, "API_KEY_EXPIRED", "Api Key has expired" },
+	[EGS_ERR_NOT_IMPLEMENTED] = { 501, "NOT_IMPLEMENTED", "Not Implemented" },
 };
 
 static void log_line(struct egs_server *srv, const char *method, const char *path, int status, int64_t t0_us)
@@ -409,6 +412,7 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_events, egs_routes_observe, egs_routes_usage, egs_routes_metrics, /* observability */
 	egs_routes_openapi, /* GET /api/v1/openapi.json */
 	egs_routes_policy,  /* workspace policies and the global limits */
+	egs_routes_inference, /* the public SDK's inference endpoints (501) */
 };
 
 bool egs_path_match(const char *pattern, const char *path)

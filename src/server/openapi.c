@@ -23,6 +23,12 @@
 #include <event2/buffer.h>
 #include <string.h>
 
+#define NODE_PROPS                                                                                                \
+	"gpuNodeName:s gpuShape:s gpuModelName:s instanceType:s clusterName:s memory:i gpuCount:i "               \
+	"availableGPUs:i gpuTempThreshold:n gpuPowerThreshold:n cloudProvider:s region:s "                        \
+	"nodeHealth:e(Healthy|Unhealthy|Unschedulable) gpuNodeStatus:e(NODE_AVAILABLE|NODE_RESERVED) "            \
+	"gpuNodeState:e(NODE_AVAILABLE|NODE_RESERVED) lastHeartbeat:t? gpus:[NodeGpu] ~address:s"
+
 struct schema_def {
 	const char *name;
 	const char *props;
@@ -44,13 +50,13 @@ static const struct schema_def schemas[] = {
 	/* auth, keys, projects */
 	{"AuthRequest", "apiKey:s"},
 	{"Token", "token:s"},
-	{"ApiKey", "keyId:s name:s userName:s description:s role:e(Admin|Owner|Viewer|Agent) workspaceName:s? "
+	{"ApiKey", "keyId:s name:s userName:s description:s role:e(Admin|Owner|Editor|Viewer|Agent) workspaceName:s? "
 		   "projectName:s? createdAt:t validUntil:t? ~clusterName:s"},
 	{"ApiKeyCreated", "@ApiKey apiKey:s"},
 	{"ApiKeyList", "items:[ApiKey]"},
-	{"ApiKeyRequest", "name:s ~userName:s ~description:s role:e(Admin|Owner|Viewer) ~validity:s ~workspaceName:s "
+	{"ApiKeyRequest", "name:s ~userName:s ~description:s role:e(Admin|Owner|Editor|Viewer) ~validity:s ~workspaceName:s "
 			  "~projectName:s"},
-	{"ApiKeyDelete", "~keyId:s ~name:s ~projectName:s"},
+	{"ApiKeyDelete", "~keyId:s ~name:s ~projectName:s ~apiKey:s"},
 	{"KeyId", "keyId:s"},
 	{"Project", "projectName:s"},
 	{"ProjectList", "items:[Project]"},
@@ -63,13 +69,15 @@ static const struct schema_def schemas[] = {
 	{"ClusterList", "items:[Cluster]"},
 	{"Allocation", "gprId:s gprName:s sliceName:s totalGPUsAllocated:n allocationTimeStamp:t"},
 	{"NodeGpu", "uuid:s index:i powerW:n tempC:n utilPct:n memUsedMiB:i"},
-	{"Node", "gpuNodeName:s gpuShape:s gpuModelName:s instanceType:s clusterName:s memory:i gpuCount:i "
-		 "availableGPUs:i gpuTempThreshold:n gpuPowerThreshold:n cloudProvider:s region:s "
-		 "nodeHealth:e(Healthy|Unhealthy|Unschedulable) gpuNodeStatus:e(NODE_AVAILABLE|NODE_RESERVED) "
-		 "gpuNodeState:e(NODE_AVAILABLE|NODE_RESERVED) allocation:[Allocation] lastHeartbeat:t? gpus:[NodeGpu] ~address:s"},
-	{"Inventory", "items:[Node] managedNodes:[Node] unmanagedNodes:[Node]"},
+	/* managedNodes carry allocationTimeStamp as the public SDK reads it (a protobuf Timestamp) */
+	{"Timestamp", "seconds:i nanos:i"},
+	{"SdkAllocation", "gprId:s gprName:s sliceName:s totalGPUsAllocated:n allocationTimeStamp:Timestamp"},
+	{"Node", NODE_PROPS " allocation:[Allocation]"},
+	{"SdkNode", NODE_PROPS " allocation:[SdkAllocation]"},
+	{"Inventory", "items:[Node] managedNodes:[SdkNode] unmanagedNodes:[SdkNode]"},
 	{"NodeList", "items:[Node]"},
-	{"WorkspaceHolding", "nodeName:[s] instanceType:s memory:i totalGpus:i gpuShape:s gprId:s clusterName:s"},
+	{"WorkspaceHolding", "nodeName:[s] instanceType:s memory:i totalGpus:i gpuShape:s gprId:s clusterName:s "
+			     "memoryPerGpu:i gpuPerNode:i totalGpuNodes:i"},
 	{"WorkspaceInventory", "items:[WorkspaceHolding]"},
 	{"Gpu", "uuid:s index:i gpuNodeName:s clusterName:s gpuShape:s memory:i gprId:s powerW:n tempC:n utilPct:n "
 		"memUsedMiB:i"},
@@ -346,6 +354,8 @@ struct op {
 	const char *summary;
 };
 
+#define INFERENCE_501                                                                                             \
+	"Inference endpoints of the public SDK: 501 NOT_IMPLEMENTED until egsd runs the Kubernetes backend"
 #define EV_FILTERS "workspace sliceName gprId node gpuNodeName clusterName type reason kind since until"
 
 static const struct op ops[] = {
@@ -353,7 +363,8 @@ static const struct op ops[] = {
 	 "Exchange an API key for a bearer token (its expiry is in the X-Token-Expires-At header)"},
 	{"post", "/api/v1/api-key", "Auth", ADMIN, NULL, "ApiKeyRequest", "ApiKeyCreated", JSON_ENVELOPE,
 	 "Create an API key (the key itself is shown only in this answer)"},
-	{"get", "/api/v1/api-key/list", "Auth", ADMIN, NULL, NULL, "ApiKeyList", JSON_ENVELOPE, "List API keys"},
+	{"get", "/api/v1/api-key/list", "Auth", ADMIN, "workspaceName", NULL, "ApiKeyList", JSON_ENVELOPE,
+	 "List API keys (those limited to workspaceName when given)"},
 	{"delete", "/api/v1/api-key", "Auth", ADMIN, NULL, "ApiKeyDelete", "KeyId", JSON_ENVELOPE,
 	 "Delete an API key (its tokens stop working at once)"},
 	{"post", "/api/v1/projects", "Auth", ADMIN, NULL, "Project", "Project", JSON_ENVELOPE, "Create a project"},
@@ -448,6 +459,12 @@ static const struct op ops[] = {
 	 "GPU-hours, cost and GPRs per workspace"},
 	{"get", "/api/v1/insights/queue", "Usage", ALL, "sliceName since until bucket", NULL, "QueueInsights",
 	 JSON_ENVELOPE, "Demand against capacity, wait times, most waited-for shapes, early releases"},
+	{"get", "/api/v1/inference-endpoint/list", "Inference", ALL, "workspace", NULL, NULL, JSON_ENVELOPE,
+	 INFERENCE_501},
+	{"get", "/api/v1/inference-endpoint", "Inference", ALL, "workspace endpoint cluster", NULL, NULL, JSON_ENVELOPE,
+	 INFERENCE_501},
+	{"post", "/api/v1/inference-endpoint", "Inference", WRITERS, NULL, NULL, NULL, JSON_ENVELOPE, INFERENCE_501},
+	{"delete", "/api/v1/inference-endpoint", "Inference", WRITERS, NULL, NULL, NULL, JSON_ENVELOPE, INFERENCE_501},
 	{"post", "/api/v1/debug/clock", "Admin", ADMIN, NULL, "ClockRequest", "Clock", JSON_ENVELOPE,
 	 "Move the clock forward (egsd --dev-clock only; 404 otherwise)"},
 	{"get", "/healthz", "Admin", PUBLIC, NULL, NULL, "Health", JSON_ENVELOPE, "200 when ready"},

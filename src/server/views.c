@@ -131,7 +131,7 @@ json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 		"earlyRelease", (g->flags & EGS_GPRF_EARLY_RELEASE) != 0,
 		"gpuShape", g->gpu_shape,
 		"multiNode", g->node_count > 1,
-		"dedicatedNodes", 1,
+		"dedicatedNodes", !g->share_centi, /* a shared GPR's node also serves other workspaces */
 		"enableRDMA", (g->flags & EGS_GPRF_RDMA) != 0,
 		"enableSecondaryNetwork", (g->flags & EGS_GPRF_SECONDARY_NET) != 0,
 		"idleTimeOutDuration", "",

@@ -208,6 +208,12 @@ def test_get_every_resource_and_format(env):
     ev = ctl.json("get", "events", "--gpr", gid)["items"]
     assert ev and all(e["involvedObject"]["name"] == gid for e in ev)
     assert ctl("get", "gpr", "gpr-00000000-0000").returncode == NOT_FOUND
+    # gpr/ID, as create and -o name print it, wherever an id is expected (docs/egsctl.md)
+    assert ctl.json("get", "gprs", "gpr/" + gid) == one
+    assert ctl.json("get", "gpr/" + gid) == one
+    assert ctl("get", "gprs", "workspace/" + gid).returncode == USAGE
+    assert ctl("get", "nodes/" + gid).returncode == USAGE
+    assert ctl("get", "gprs", "gpr/gpr-00000000-0000").returncode == NOT_FOUND
     assert ctl("get", "gprs", "--status", "Sleeping").returncode == USAGE
     text = ctl.ok("describe", "gpr", gid).stdout
     for want in ("Name:             getter", "Workspace:        get-ws", "Status:           Provisioned",
