@@ -246,6 +246,19 @@ struct egs_gpr {
 	bool dirty;
 };
 
+/* A named document an admin defines and egsd stores as canonical JSON that only the server reads:
+ * a GPR template (the request shape it stands for) or a template binding (which templates a
+ * workspace may use per cluster; named after its workspace).  server/api_template.c owns the
+ * JSON's meaning; the core only keeps and persists it. */
+struct egs_doc {
+	char name[EGS_NAME_MAX];
+	char project[EGS_NAME_MAX];
+	char *spec; /* canonical JSON object text, owned, never NULL once added */
+	int64_t created_at;
+	int64_t updated_at;
+	bool dirty;
+};
+
 struct egs_apikey {
 	char id[EGS_ID_MAX];
 	char name[EGS_NAME_MAX];

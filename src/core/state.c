@@ -237,6 +237,14 @@ void egs_apikey_free(struct egs_apikey *k)
 	free(k);
 }
 
+void egs_doc_free(struct egs_doc *d)
+{
+	if (!d)
+		return;
+	free(d->spec);
+	free(d);
+}
+
 void egs_event_free(struct egs_event *e)
 {
 	if (!e)
@@ -257,6 +265,8 @@ static void free_obj(enum egs_kind kind, void *obj)
 		egs_gpr_free(obj);
 		break;
 	case EGS_KIND_APIKEY: egs_apikey_free(obj); break;
+	case EGS_KIND_TEMPLATE:
+	case EGS_KIND_BINDING: egs_doc_free(obj); break;
 	}
 }
 
@@ -309,6 +319,8 @@ void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg)
 	egs_map_init(&st->gprs);
 	egs_map_init(&st->apikeys);
 	egs_map_init(&st->apikeys_by_hash);
+	egs_map_init(&st->templates);
+	egs_map_init(&st->bindings);
 	egs_map_init(&st->fair);
 	egs_queue_init(&st->queue);
 	st->events = egs_calloc(st->cfg.event_retention, sizeof(*st->events));
@@ -341,6 +353,8 @@ void egs_state_cleanup(struct egs_state *st)
 	free_map(&st->workspaces, EGS_KIND_WORKSPACE);
 	free_map(&st->gprs, EGS_KIND_GPR);
 	free_map(&st->apikeys, EGS_KIND_APIKEY);
+	free_map(&st->templates, EGS_KIND_TEMPLATE);
+	free_map(&st->bindings, EGS_KIND_BINDING);
 	for (size_t i = 0; i < st->events_len; i++)
 		egs_event_free(st->events[(st->events_head + i) % st->cfg.event_retention]);
 	free(st->events);
@@ -415,6 +429,26 @@ enum egs_err egs_state_add_apikey(struct egs_state *st, struct egs_apikey *k)
 	return EGS_OK;
 }
 
+static struct egs_map *doc_map(struct egs_state *st, enum egs_kind kind)
+{
+	EGS_ASSERT(kind == EGS_KIND_TEMPLATE || kind == EGS_KIND_BINDING);
+	return kind == EGS_KIND_TEMPLATE ? &st->templates : &st->bindings;
+}
+
+enum egs_err egs_state_add_doc(struct egs_state *st, enum egs_kind kind, struct egs_doc *d)
+{
+	struct egs_map *m = doc_map(st, kind);
+	if (egs_map_get(m, d->name))
+		return EGS_ERR_EXISTS;
+	egs_map_put(m, d->name, d);
+	return EGS_OK;
+}
+
+struct egs_doc *egs_state_doc(const struct egs_state *st, enum egs_kind kind, const char *name)
+{
+	return egs_map_get(doc_map((struct egs_state *)st, kind), name);
+}
+
 static void ring_push(struct egs_state *st, struct egs_event *ev)
 {
 	size_t cap = st->cfg.event_retention;
@@ -485,6 +519,8 @@ static bool *dirty_flag(enum egs_kind kind, void *obj)
 	case EGS_KIND_WORKSPACE: return &((struct egs_workspace *)obj)->dirty;
 	case EGS_KIND_GPR: return &((struct egs_gpr *)obj)->dirty;
 	case EGS_KIND_APIKEY: return &((struct egs_apikey *)obj)->dirty;
+	case EGS_KIND_TEMPLATE:
+	case EGS_KIND_BINDING: return &((struct egs_doc *)obj)->dirty;
 	}
 	EGS_ASSERT(0);
 	return NULL;
@@ -524,6 +560,8 @@ void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj)
 		egs_map_del(&st->apikeys, k->id);
 		break;
 	}
+	case EGS_KIND_TEMPLATE:
+	case EGS_KIND_BINDING: egs_map_del(doc_map(st, kind), ((struct egs_doc *)obj)->name); break;
 	}
 	bool *d = dirty_flag(kind, obj);
 	if (*d) {

@@ -17,7 +17,7 @@
 #include "core/queue.h"
 
 enum egs_kind { EGS_KIND_PROJECT, EGS_KIND_CLUSTER, EGS_KIND_NODE, EGS_KIND_WORKSPACE, EGS_KIND_GPR,
-		EGS_KIND_APIKEY };
+		EGS_KIND_APIKEY, EGS_KIND_TEMPLATE, EGS_KIND_BINDING /* both struct egs_doc */ };
 
 struct egs_change {
 	enum egs_kind kind;
@@ -41,6 +41,7 @@ struct egs_state_config {
 struct egs_state {
 	struct egs_state_config cfg;
 	struct egs_map projects, clusters, nodes, workspaces, gprs, apikeys;
+	struct egs_map templates, bindings; /* struct egs_doc by name; a binding's name is its workspace's */
 	struct egs_map apikeys_by_hash; /* hex of the key hash -> egs_apikey */
 	struct egs_map fair;            /* workspace name -> its usage key (core/fair.h) */
 	struct egs_queue queue;         /* GPRs in EGS_GPR_QUEUED */
@@ -76,6 +77,8 @@ enum egs_err egs_state_add_workspace(struct egs_state *st, struct egs_workspace 
  * Releasing) joins st->active; seq >= next_seq advances next_seq. */
 enum egs_err egs_state_add_gpr(struct egs_state *st, struct egs_gpr *g);
 enum egs_err egs_state_add_apikey(struct egs_state *st, struct egs_apikey *k);
+/* kind is EGS_KIND_TEMPLATE or EGS_KIND_BINDING. */
+enum egs_err egs_state_add_doc(struct egs_state *st, enum egs_kind kind, struct egs_doc *d);
 /* Adds a committed event to the listing ring (takes ownership; the loader uses it). */
 void egs_state_add_event(struct egs_state *st, struct egs_event *ev);
 
@@ -87,6 +90,7 @@ struct egs_workspace *egs_state_workspace(const struct egs_state *st, const char
 struct egs_gpr *egs_state_gpr(const struct egs_state *st, const char *id);
 struct egs_apikey *egs_state_apikey(const struct egs_state *st, const char *id);
 struct egs_apikey *egs_state_apikey_by_hash(const struct egs_state *st, const unsigned char hash[32]);
+struct egs_doc *egs_state_doc(const struct egs_state *st, enum egs_kind kind, const char *name);
 
 /* Marks obj (of kind) changed in this turn; idempotent within a turn.  Bumps generation. */
 void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj);
@@ -123,6 +127,7 @@ void egs_node_free(struct egs_node *n);
 void egs_workspace_free(struct egs_workspace *w);
 void egs_gpr_free(struct egs_gpr *g);
 void egs_apikey_free(struct egs_apikey *k);
+void egs_doc_free(struct egs_doc *d);
 void egs_event_free(struct egs_event *e);
 /* Allocates a zeroed GPR with heap_idx = SIZE_MAX. */
 struct egs_gpr *egs_gpr_new(void);

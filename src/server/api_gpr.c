@@ -4,6 +4,7 @@
  * a request that no node of the inventory could ever satisfy is refused at creation with the reason.
  */
 #include "server/server.h"
+#include "server/template.h"
 
 #include "core/gpr.h"
 #include "core/policy.h"
@@ -24,7 +25,7 @@ static const char *const request_fields[] = {
 	"gpuShape", "memoryPerGPU", "memoryPerGpu", "exitDuration", "priority", "idleTimeOutDuration",
 	"enforceIdleTimeOut", "enableEviction", "requeueOnFailure", "preferredClusters", "enableAutoClusterSelection",
 	"enableAutoGpuSelection", "multiNode", "dedicatedNodes", "enableRDMA", "enableSecondaryNetwork",
-	"gpuSharingMode", "gprId", "earlyRelease", "extendBy", NULL,
+	"gpuSharingMode", "gprId", "earlyRelease", "extendBy", "templateName", NULL,
 };
 
 static bool get_duration(struct egs_req *r, const char *field, bool required, int64_t *out, bool *present)
@@ -277,6 +278,8 @@ static void gpr_create(struct egs_req *r)
 				  json_object_get(r->body, "gprId") ? "gprId" : "earlyRelease");
 		return;
 	}
+	if (!egs_template_apply(r)) /* templateName: the body becomes the template's request */
+		return;
 	struct egs_gpr *g = egs_gpr_new();
 	if (!parse_request(r, g, true) || !check_request(r, g, NULL, true) || !egs_policy_admit(r, g, NULL))
 		goto fail;
@@ -328,7 +331,8 @@ static void gpr_waittime(struct egs_req *r)
 {
 	struct egs_server *srv = r->srv;
 	struct egs_state *st = &srv->st;
-	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)) || !egs_body_only(r, request_fields))
+	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)) || !egs_body_only(r, request_fields) ||
+	    !egs_template_apply(r))
 		return;
 	struct egs_gpr *g = egs_gpr_new();
 	struct egs_workspace *ws;

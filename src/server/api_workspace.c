@@ -3,6 +3,7 @@
  * of a workspace on one of its clusters.
  */
 #include "server/server.h"
+#include "server/template.h"
 
 #include "core/gpr.h"
 #include "core/util.h"
@@ -162,6 +163,7 @@ static void ws_delete(struct egs_req *r)
 	egs_vec_cleanup(&waiting);
 	egs_state_event(&srv->st, now, "Normal", "WorkspaceDeleted", "Workspace", name, name, "workspace %s deleted",
 			name);
+	egs_template_forget_workspace(srv, name); /* its template binding goes with it */
 	egs_state_del(&srv->st, EGS_KIND_WORKSPACE, w);
 	egs_reply_ok(r, json_pack("{s:s}", "workspaceName", name));
 }

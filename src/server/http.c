@@ -412,6 +412,7 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_events, egs_routes_observe, egs_routes_usage, egs_routes_metrics, /* observability */
 	egs_routes_openapi, /* GET /api/v1/openapi.json */
 	egs_routes_policy,  /* workspace policies and the global limits */
+	egs_routes_template, egs_routes_template_binding, /* GPR templates and bindings of the public SDK */
 	egs_routes_inference, /* the public SDK's inference endpoints (501) */
 };
 

@@ -40,7 +40,7 @@ struct schema_def {
 	"~instanceType:s? ~gpuShape:s? ~memoryPerGPU:i? ~memoryPerGpu:i? ~exitDuration:s ~priority:i "            \
 	"~idleTimeOutDuration:s? ~enforceIdleTimeOut:b? ~enableEviction:b? ~requeueOnFailure:b? "                  \
 	"~preferredClusters:[s]? ~enableAutoClusterSelection:b? ~enableAutoGpuSelection:b? ~multiNode:b? "         \
-	"~dedicatedNodes:b? ~enableRDMA:b? ~enableSecondaryNetwork:b? ~gpuSharingMode:s?"
+	"~dedicatedNodes:b? ~enableRDMA:b? ~enableSecondaryNetwork:b? ~gpuSharingMode:s? ~templateName:s"
 
 static const struct schema_def schemas[] = {
 	/* envelope pieces */
@@ -60,6 +60,22 @@ static const struct schema_def schemas[] = {
 	{"KeyId", "keyId:s"},
 	{"Project", "projectName:s"},
 	{"ProjectList", "items:[Project]"},
+	/* GPR templates and bindings (the public SDK's shapes) */
+	{"GprTemplateRequest", "name:s clusterName:s numberOfGPUs:i numberOfGPUNodes:i ~memoryPerGpu:i? ~memoryPerGPU:i? "
+			       "~gpuShape:s? ~instanceType:s? exitDuration:s ~priority:i? ~enforceIdleTimeOut:b? "
+			       "~enableEviction:b? ~requeueOnFailure:b? ~idleTimeOutDuration:s?"},
+	{"GprTemplate", "name:s clusterName:s numberOfGPUs:i numberOfGPUNodes:i memoryPerGpu:i gpuShape:s instanceType:s "
+			"exitDuration:s priority:i enforceIdleTimeOut:b enableEviction:b requeueOnFailure:b "
+			"idleTimeOutDuration:s projectName:s createdAt:t updatedAt:t"},
+	{"GprTemplateList", "items:[GprTemplate]"},
+	{"GprTemplateRef", "gprTemplateName:s"},
+	{"BindingClusterRequest", "clusterName:s ~defaultTemplateName:s? ~templates:[s]?"},
+	{"GprTemplateBindingRequest", "workspaceName:s ~clusters:[BindingClusterRequest]? ~enableAutoGPR:b?"},
+	{"BindingCluster", "clusterName:s defaultTemplateName:s templates:[s] defaultTemplateStatus:s templateStatus:m(s)"},
+	{"GprTemplateBinding", "name:s clusters:[BindingCluster] enableAutoGPR:b"},
+	{"GprTemplateBindingAnswer", "@GprTemplateBinding namespace:s"},
+	{"GprTemplateBindingList", "templateBindings:[GprTemplateBinding]"},
+	{"GprTemplateBindingRef", "gprTemplateBindingName:s"},
 	/* clusters and inventory */
 	{"ClusterRequest", "clusterName:s ~projectName:s ~apiServer:s ~caData:s?"},
 	{"ClusterUpdate", "clusterName:s ~apiServer:s ~caData:s?"},
@@ -459,6 +475,27 @@ static const struct op ops[] = {
 	 "GPU-hours, cost and GPRs per workspace"},
 	{"get", "/api/v1/insights/queue", "Usage", ALL, "sliceName since until bucket", NULL, "QueueInsights",
 	 JSON_ENVELOPE, "Demand against capacity, wait times, most waited-for shapes, early releases"},
+	{"post", "/api/v1/gpr-template", "Templates", ADMIN, NULL, "GprTemplateRequest", "GprTemplateRef", JSON_ENVELOPE,
+	 "Create a GPR template: a request shape for POST /api/v1/gpr {templateName, sliceName}"},
+	{"put", "/api/v1/gpr-template", "Templates", ADMIN, NULL, "GprTemplateRequest", "GprTemplateRef", JSON_ENVELOPE,
+	 "Replace a GPR template (its cluster stays while a binding lists it)"},
+	{"delete", "/api/v1/gpr-template", "Templates", ADMIN, NULL, "GprTemplateRef", "GprTemplateRef", JSON_ENVELOPE,
+	 "Delete a GPR template (409 GPR_TEMPLATE_IN_USE while a binding lists it)"},
+	{"get", "/api/v1/gpr-template", "Templates", ALL, "gprTemplateName!", NULL, "GprTemplate", JSON_ENVELOPE,
+	 "One GPR template"},
+	{"get", "/api/v1/gpr-template/list", "Templates", ALL, NULL, NULL, "GprTemplateList", JSON_ENVELOPE,
+	 "The GPR templates of the caller's project"},
+	{"post", "/api/v1/gpr-template-binding", "Templates", ADMIN, NULL, "GprTemplateBindingRequest",
+	 "GprTemplateBindingAnswer", JSON_ENVELOPE,
+	 "Bind templates to a workspace per cluster, with a default (the binding is named after the workspace)"},
+	{"put", "/api/v1/gpr-template-binding", "Templates", ADMIN, NULL, "GprTemplateBindingRequest",
+	 "GprTemplateBindingAnswer", JSON_ENVELOPE, "Replace a workspace's template binding"},
+	{"delete", "/api/v1/gpr-template-binding", "Templates", ADMIN, NULL, "GprTemplateBindingRef",
+	 "GprTemplateBindingRef", JSON_ENVELOPE, "Delete a workspace's template binding"},
+	{"get", "/api/v1/gpr-template-binding", "Templates", ALL, "gprTemplateBindingName!", NULL, "GprTemplateBinding",
+	 JSON_ENVELOPE, "One workspace's template binding"},
+	{"get", "/api/v1/gpr-template-binding/list", "Templates", ALL, NULL, NULL, "GprTemplateBindingList",
+	 JSON_ENVELOPE, "The template bindings of the workspaces the caller sees"},
 	{"get", "/api/v1/inference-endpoint/list", "Inference", ALL, "workspace", NULL, NULL, JSON_ENVELOPE,
 	 INFERENCE_501},
 	{"get", "/api/v1/inference-endpoint", "Inference", ALL, "workspace endpoint cluster", NULL, NULL, JSON_ENVELOPE,

@@ -189,6 +189,8 @@ extern const struct egs_route egs_routes_usage[];   /* api_usage.c */
 extern const struct egs_route egs_routes_metrics[]; /* metrics.c */
 extern const struct egs_route egs_routes_openapi[]; /* openapi.c */
 extern const struct egs_route egs_routes_policy[];  /* api_policy.c */
+extern const struct egs_route egs_routes_template[];         /* api_template.c */
+extern const struct egs_route egs_routes_template_binding[]; /* api_template_binding.c */
 extern const struct egs_route egs_routes_inference[]; /* api_inference.c: 501 until the Kubernetes backend */
 
 /* Agent long polls: wakes the polls of clusters that now have actions (after a commit). */

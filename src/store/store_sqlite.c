@@ -130,6 +130,19 @@ static const char *const migrations[] = {
 	/* 5: GPU sharing: a shared GPR's request and shares, JSON {"request": 120, "devices": {"<uuid>": 60}}
 	 * (NULL for dedicated GPRs). */
 	"ALTER TABLE gprs ADD COLUMN shares TEXT;",
+	/* 6: GPR templates and template bindings (struct egs_doc): spec is the canonical JSON egsd wrote */
+	"CREATE TABLE gpr_templates ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL);"
+	"CREATE TABLE gpr_template_bindings ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL);",
 };
 
 int egs_store_schema_version(void)
@@ -680,6 +693,29 @@ static void read_apikey(struct reader *r, void *obj)
 	k->expires_at = r_int(r);
 }
 
+/* GPR templates and bindings share one row shape. */
+static void bind_doc(struct binder *b, const void *obj)
+{
+	const struct egs_doc *d = obj;
+	b_text(b, d->name);
+	b_text(b, d->project);
+	b_text(b, d->spec);
+	b_int(b, d->created_at);
+	b_int(b, d->updated_at);
+}
+
+static void read_doc(struct reader *r, void *obj)
+{
+	struct egs_doc *d = obj;
+	r_str(r, d->name, sizeof(d->name));
+	r_str(r, d->project, sizeof(d->project));
+	d->spec = r_dup(r);
+	if (!d->spec)
+		r_fail(r, r->i - 1, "spec is NULL");
+	d->created_at = r_int(r);
+	d->updated_at = r_int(r);
+}
+
 static void bind_event(struct binder *b, const struct egs_event *ev)
 {
 	b_int(b, ev->id);
@@ -719,24 +755,36 @@ static void *alloc_node(void) { return egs_calloc(1, sizeof(struct egs_node)); }
 static void *alloc_workspace(void) { return egs_calloc(1, sizeof(struct egs_workspace)); }
 static void *alloc_gpr(void) { return egs_gpr_new(); }
 static void *alloc_apikey(void) { return egs_calloc(1, sizeof(struct egs_apikey)); }
+static void *alloc_template(void) { return egs_calloc(1, sizeof(struct egs_doc)); }
+#define alloc_binding alloc_template
 static void free_project(void *o) { egs_project_free(o); }
 static void free_cluster(void *o) { egs_cluster_free(o); }
 static void free_node(void *o) { egs_node_free(o); }
 static void free_workspace(void *o) { egs_workspace_free(o); }
 static void free_gpr(void *o) { egs_gpr_free(o); }
 static void free_apikey(void *o) { egs_apikey_free(o); }
+static void free_template(void *o) { egs_doc_free(o); }
+#define free_binding free_template
 static enum egs_err add_project(struct egs_state *st, void *o) { return egs_state_add_project(st, o); }
 static enum egs_err add_cluster(struct egs_state *st, void *o) { return egs_state_add_cluster(st, o); }
 static enum egs_err add_node(struct egs_state *st, void *o) { return egs_state_add_node(st, o); }
 static enum egs_err add_workspace(struct egs_state *st, void *o) { return egs_state_add_workspace(st, o); }
 static enum egs_err add_gpr(struct egs_state *st, void *o) { return egs_state_add_gpr(st, o); }
 static enum egs_err add_apikey(struct egs_state *st, void *o) { return egs_state_add_apikey(st, o); }
+static enum egs_err add_template(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_TEMPLATE, o); }
+static enum egs_err add_binding(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_BINDING, o); }
 static const char *key_project(const void *o) { return ((const struct egs_project *)o)->name; }
 static const char *key_cluster(const void *o) { return ((const struct egs_cluster *)o)->name; }
 static const char *key_node(const void *o) { return ((const struct egs_node *)o)->key; }
 static const char *key_workspace(const void *o) { return ((const struct egs_workspace *)o)->name; }
 static const char *key_gpr(const void *o) { return ((const struct egs_gpr *)o)->id; }
 static const char *key_apikey(const void *o) { return ((const struct egs_apikey *)o)->id; }
+static const char *key_template(const void *o) { return ((const struct egs_doc *)o)->name; }
+#define key_binding key_template
+#define bind_template bind_doc
+#define bind_binding bind_doc
+#define read_template read_doc
+#define read_binding read_doc
 
 struct kind_ops {
 	const char *table;
@@ -774,6 +822,8 @@ static const struct kind_ops kinds[] = {
 	KIND(EGS_KIND_APIKEY, "api_keys",
 	     "id,name,user_name,description,role,project,workspace,cluster,hash,created_at,expires_at",
 	     "id", apikey),
+	KIND(EGS_KIND_TEMPLATE, "gpr_templates", "name,project,spec,created_at,updated_at", "name", template),
+	KIND(EGS_KIND_BINDING, "gpr_template_bindings", "name,project,spec,created_at,updated_at", "name", binding),
 };
 #define NKINDS ((int)EGS_ARRAY_LEN(kinds))
 

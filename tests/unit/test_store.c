@@ -621,6 +621,69 @@ static void test_roundtrip(void **unused)
 	tmpdb_cleanup(&t);
 }
 
+static struct egs_doc *mk_doc(const char *name, const char *spec, int64_t t)
+{
+	struct egs_doc *d = egs_calloc(1, sizeof(*d));
+	egs_strlcpy(d->name, name, sizeof(d->name));
+	egs_strlcpy(d->project, "default", sizeof(d->project));
+	d->spec = egs_strdup(spec);
+	d->created_at = t;
+	d->updated_at = t + 1;
+	return d;
+}
+
+static void cmp_doc(const struct egs_doc *a, const struct egs_doc *b)
+{
+	assert_non_null(b);
+	assert_string_equal(a->name, b->name);
+	assert_string_equal(a->project, b->project);
+	assert_string_equal(a->spec, b->spec);
+	assert_int_equal(a->created_at, b->created_at);
+	assert_int_equal(a->updated_at, b->updated_at);
+}
+
+/* GPR templates and bindings (migration 6): written, updated and deleted like every other kind, and
+ * a template and a binding of the same name are different rows. */
+static void test_docs_roundtrip(void **unused)
+{
+	(void)unused;
+	struct tmpdb t;
+	struct egs_state a, b;
+	tmpdb_init(&t);
+	struct egs_store *s = open_store(t.path);
+	egs_state_init(&a, NULL);
+	struct egs_doc *t1 = mk_doc("train", "{\"clusterName\":\"worker-1\",\"numberOfGPUs\":4}", 1700000000);
+	struct egs_doc *t2 = mk_doc("team-a", "{\"clusterName\":\"worker-2\"}", 1700000010);
+	struct egs_doc *b1 = mk_doc("team-a", "{\"clusters\":[],\"enableAutoGPR\":false}", 1700000020);
+	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_TEMPLATE, t1), EGS_OK);
+	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_TEMPLATE, t2), EGS_OK);
+	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_BINDING, b1), EGS_OK);
+	struct egs_doc *dup = mk_doc("train", "{}", 1);
+	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_TEMPLATE, dup), EGS_ERR_EXISTS);
+	egs_doc_free(dup);
+	egs_state_touch(&a, EGS_KIND_TEMPLATE, t1);
+	egs_state_touch(&a, EGS_KIND_TEMPLATE, t2);
+	egs_state_touch(&a, EGS_KIND_BINDING, b1);
+	commit(s, &a);
+
+	free(t1->spec);
+	t1->spec = egs_strdup("{\"clusterName\":\"worker-1\",\"numberOfGPUs\":8}");
+	egs_state_touch(&a, EGS_KIND_TEMPLATE, t1);
+	egs_state_del(&a, EGS_KIND_TEMPLATE, t2);
+	commit(s, &a);
+	egs_store_free(s);
+
+	reload(t.path, &b, NULL);
+	assert_int_equal(b.templates.len, 1);
+	assert_int_equal(b.bindings.len, 1);
+	cmp_doc(egs_state_doc(&a, EGS_KIND_TEMPLATE, "train"), egs_state_doc(&b, EGS_KIND_TEMPLATE, "train"));
+	cmp_doc(egs_state_doc(&a, EGS_KIND_BINDING, "team-a"), egs_state_doc(&b, EGS_KIND_BINDING, "team-a"));
+	assert_null(egs_state_doc(&b, EGS_KIND_TEMPLATE, "team-a"));
+	egs_state_cleanup(&b);
+	egs_state_cleanup(&a);
+	tmpdb_cleanup(&t);
+}
+
 static void test_rollback_keeps_previous_state(void **unused)
 {
 	(void)unused;
@@ -1072,6 +1135,7 @@ int main(void)
 		cmocka_unit_test(test_migrate_empty_file),
 		cmocka_unit_test(test_refuse_future_version),
 		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_docs_roundtrip),
 		cmocka_unit_test(test_rollback_keeps_previous_state),
 		cmocka_unit_test(test_events_retention_and_prune),
 		cmocka_unit_test(test_queue_restored),
