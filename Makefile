@@ -30,7 +30,7 @@ LIBAGENT  := $(BUILD)/lib/libegsagent.a
 BINS      := $(BUILD)/bin/egsd $(BUILD)/bin/egs-agent $(BUILD)/bin/egsctl
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps test unit api run clean format bench bench-planner bench-queue egs-sim sim bench-slurm
+.PHONY: all deps test unit api run clean format portal portal-test bench-portal bench bench-planner bench-queue egs-sim sim bench-slurm
 all: deps-check $(BINS) $(BUILD)/bench/egs-sim
 
 deps-check:
@@ -53,7 +53,42 @@ $(LIBCLIENT): $(call obj,$(CLIENT_SRC))
 $(LIBAGENT): $(call obj,$(AGENT_SRC))
 	@mkdir -p $(dir $@); rm -f $@; ar rcs $@ $^
 
-$(BUILD)/bin/egsd: $(call obj,src/server/main.c) $(LIBSERVER) $(LIBCORE)
+# The portal (web/, docs/portal.md): npm builds it into $(BUILD)/portal, web/tools/embed.mjs turns that
+# into a C table (with gzip copies) that only egsd links.  No npm: a clear error, not a portal-less egsd.
+PORTAL_DIR  := $(BUILD)/portal
+PORTAL_GEN  := $(BUILD)/gen/portal_assets.c
+PORTAL_OBJ  := $(BUILD)/obj/gen/portal_assets.o
+PORTAL_DEPS := web/package.json $(shell find web/src web/tools -type f 2>/dev/null)
+web/node_modules/.package-lock.json: web/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "error: building egsd's portal needs Node.js and npm" \
+		"(Debian: apt-get install nodejs npm, or ./scripts/deps.sh)" >&2; exit 1; }
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+$(PORTAL_DIR)/index.html: web/node_modules/.package-lock.json $(PORTAL_DEPS)
+	cd web && node tools/build.mjs $(abspath $(PORTAL_DIR))
+$(PORTAL_GEN): $(PORTAL_DIR)/index.html web/tools/embed.mjs
+	@mkdir -p $(dir $@)
+	node web/tools/embed.mjs $(PORTAL_DIR) $@
+$(PORTAL_OBJ): $(PORTAL_GEN)
+	@mkdir -p $(dir $@)
+	@echo "  CC  $<"
+	@$(CC) $(CFLAGS) -c $< -o $@
+portal: $(PORTAL_DIR)/index.html
+
+# The portal in a real browser (tests/portal: playwright-core driving Debian's chromium against real
+# egsd and agents); screenshots land in $(BUILD)/portal-artifacts.
+tests/portal/node_modules/.package-lock.json: tests/portal/package-lock.json
+	cd tests/portal && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+portal-test: all tests/portal/node_modules/.package-lock.json
+	@test -x /usr/bin/chromium || { echo "error: the portal tests need Debian's chromium (./scripts/deps.sh)" >&2; exit 1; }
+	cd tests/portal && node --test *.test.mjs
+
+# The portal's first load, gzipped, against its 200 KB budget (bench/portal/README.md).
+bench-portal: all
+	node bench/portal/size.mjs
+
+$(BUILD)/bin/egsd: $(call obj,src/server/main.c) $(PORTAL_OBJ) $(LIBSERVER) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/bin/egs-agent: $(call obj,src/agent/main.c) $(LIBAGENT) $(LIBCLIENT) $(LIBCORE)
@@ -85,6 +120,7 @@ test: deps-check
 	$(MAKE) all
 	/usr/bin/python3 -m pytest -q -x -p no:cacheprovider sdk/python/tests
 	cd tests/api && /usr/bin/python3 -m pytest -q -x -p no:cacheprovider .
+	$(MAKE) portal-test
 
 run: all
 	./scripts/run-demo.sh

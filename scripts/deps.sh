@@ -2,7 +2,8 @@
 # Installs the Debian packages EGS builds, tests and benchmarks with; a no-op when all are present.
 set -e
 PKGS="build-essential pkg-config libevent-dev libjansson-dev libsqlite3-dev libpq-dev libcurl4-openssl-dev
-libyaml-dev libsodium-dev libcmocka-dev python3 python3-pytest python3-yaml sqlite3 curl wrk nginx-light prometheus"
+libyaml-dev libsodium-dev libcmocka-dev python3 python3-pytest python3-yaml sqlite3 curl wrk nginx-light prometheus
+nodejs npm chromium"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0

@@ -11,6 +11,7 @@
 
 #include "core/sched.h"
 #include "core/util.h"
+#include "server/portal.h"
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
@@ -169,6 +170,12 @@ void egs_reply_err(struct egs_req *r, enum egs_err err, const char *key, const c
 				key ? key : err_http[err].key, "message", msg, "data", edata);
 	EGS_ASSERT(env);
 	finish(r, status, env);
+}
+
+void egs_reply_raw(struct egs_req *r, int status, struct evbuffer *body)
+{
+	send_now(r->srv, r->ev, status, body, method_name(r->method), r->path, r->t0_us);
+	r->ev = NULL;
 }
 
 void egs_reply_header(struct egs_req *r, const char *name, const char *value)
@@ -414,6 +421,7 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_policy,  /* workspace policies and the global limits */
 	egs_routes_template, egs_routes_template_binding, /* GPR templates and bindings of the public SDK */
 	egs_routes_inference, /* the public SDK's inference endpoints (501) */
+	egs_routes_portal,  /* whoami and the per-node schedule the portal shows */
 };
 
 bool egs_path_match(const char *pattern, const char *path)
@@ -531,6 +539,8 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	}
 	bool known;
 	const struct egs_route *rt = find_route(r.method, r.path, &known);
+	if (!rt && !known && egs_portal_serve(srv->portal, &r)) /* the portal's files and routes (portal.h) */
+		goto out;
 	if (!rt) {
 		if (known)
 			egs_reply_err(&r, EGS_ERR_METHOD, NULL, NULL, "%s is not allowed on %s",

@@ -1,9 +1,10 @@
 /*
- * main.c: egsd's command line.  egsd --listen HOST:PORT --data DIR [--dev-clock]
+ * main.c: egsd's command line.  egsd --listen HOST:PORT --data DIR [--dev-clock] [--portal DIR]
  */
 #include "server/server.h"
 
 #include "core/util.h"
+#include "server/portal.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -29,6 +30,8 @@ static void usage(FILE *f)
 		   "  --no-backfill\n"
 		   "               turn off conservative backfill in the planner (on by default: a GPR may start in the\n"
 		   "               hole before a reservation when it ends by then; docs/internals/queue-and-scheduler.md)\n"
+		   "  --portal DIR serve the web portal at / from DIR (a build of web/) instead of the copy built\n"
+		   "               into egsd, for working on the portal\n"
 		   "  --quiet      no access log line per request\n");
 }
 
@@ -43,9 +46,10 @@ int main(int argc, char **argv)
 		{ "max-nodes-per-gpr", required_argument, NULL, 'n' },
 		{ "backfill", no_argument, NULL, 'b' }, /* the default since backfill keeps every promise */
 		{ "no-backfill", no_argument, NULL, 'B' },
+		{ "portal", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *listen = "127.0.0.1:8080", *data = "./var";
+	const char *listen = "127.0.0.1:8080", *data = "./var", *portal_dir = NULL;
 	bool dev_clock = false;
 	struct egs_server srv;
 	memset(&srv, 0, sizeof(srv));
@@ -90,6 +94,7 @@ int main(int argc, char **argv)
 		case 'q': srv.log_requests = false; break;
 		case 'b': srv.state_cfg.backfill = 1; break;
 		case 'B': srv.state_cfg.backfill = 0; break;
+		case 'P': portal_dir = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -98,16 +103,23 @@ int main(int argc, char **argv)
 		fprintf(stderr, "egsd: libsodium failed to initialise\n");
 		return 1;
 	}
+	srv.portal = portal_dir ? egs_portal_new_dir(portal_dir) : egs_portal_new_embedded(egs_portal_embedded);
+	if (!srv.portal) {
+		fprintf(stderr, "egsd: --portal %s is not a directory with an index.html (build web/ first)\n", portal_dir);
+		return 2;
+	}
 	static char logbuf[1 << 16];
 	setvbuf(stderr, logbuf, _IOFBF, sizeof(logbuf));
 	srv.log = stderr;
 	if (egs_server_start(&srv, listen, data, dev_clock) != EGS_OK) {
 		fflush(stderr);
 		egs_server_stop(&srv);
+		egs_portal_free(srv.portal);
 		return 1;
 	}
 	event_base_dispatch(srv.base);
 	fprintf(srv.log, "level=info msg=\"egsd stopped\" requests=%llu\n", (unsigned long long)srv.requests);
 	egs_server_stop(&srv);
+	egs_portal_free(srv.portal);
 	return 0;
 }

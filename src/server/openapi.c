@@ -53,6 +53,7 @@ static const struct schema_def schemas[] = {
 	{"ApiKey", "keyId:s name:s userName:s description:s role:e(Admin|Owner|Editor|Viewer|Agent) workspaceName:s? "
 		   "projectName:s? createdAt:t validUntil:t? ~clusterName:s"},
 	{"ApiKeyCreated", "@ApiKey apiKey:s"},
+	{"WhoAmI", "@ApiKey serverTime:i"},
 	{"ApiKeyList", "items:[ApiKey]"},
 	{"ApiKeyRequest", "name:s ~userName:s ~description:s role:e(Admin|Owner|Editor|Viewer) ~validity:s ~workspaceName:s "
 			  "~projectName:s"},
@@ -149,6 +150,12 @@ static const struct schema_def schemas[] = {
 	{"QueueGroup", "clusterName:s gpuShape:s queued:i nextEstimatedStart:t?"},
 	{"Queue", "items:[QueueEntry] groups:[QueueGroup] queueLength:i"},
 	{"QueueTop", "gprId:s priority:i"},
+	/* the schedule view of the portal (api_portal.c) */
+	{"ScheduleSlot", "gprId:s gprName:s sliceName:s kind:s start:t end:t priority:i numberOfGPUs:i numberOfGPUNodes:i "
+			 "~sharedGPUs:n"},
+	{"ScheduleNode", "clusterName:s gpuNodeName:s gpuShape:s instanceType:s gpuCount:i nodeHealth:e(Healthy|Unhealthy) "
+			 "slots:[ScheduleSlot]"},
+	{"Schedule", "now:t nodes:[ScheduleNode] unplaced:[ScheduleSlot] queueLength:i"},
 	/* events and alerts */
 	{"InvolvedObject", "kind:s name:s"},
 	{"Event", "id:i type:e(Normal|Warning) reason:s involvedObject:InvolvedObject workspace:s? message:s count:i "
@@ -446,6 +453,11 @@ static const struct op ops[] = {
 	 "Waiting GPRs in queue order with their global position, then the Pending ones"},
 	{"post", "/api/v1/queue/top", "Queue", ADMIN, NULL, "GprRef", "QueueTop", JSON_ENVELOPE,
 	 "Move a queued GPR to the top of the queue"},
+	{"get", "/api/v1/schedule", "Queue", ADMIN, "clusterName", NULL, "Schedule", JSON_ENVELOPE,
+	 "Each node's timeline: what holds it now and the queued GPRs planned on it (the planner's estimated starts; "
+	 "the nodes drawn by replaying the plan in queue order)"},
+	{"get", "/api/v1/auth/whoami", "Auth", ALL, NULL, NULL, "WhoAmI", JSON_ENVELOPE,
+	 "The caller's own API key (role and scope) and the server's clock, for the portal"},
 	{"get", "/api/v1/events", "Events", ALL, EV_FILTERS " limit:i continue", NULL, "EventList", JSON_ENVELOPE,
 	 "Events of the caller's scope, newest first, paged with continue"},
 	{"get", "/api/v1/events/watch", "Events", ALL, EV_FILTERS " resourceVersion", NULL, NULL, EVENT_STREAM,

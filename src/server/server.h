@@ -46,6 +46,7 @@ struct egs_req {
 
 struct egs_poll; /* a held agent long poll */
 struct egs_policy; /* core/policy.h */
+struct egs_portal; /* portal.h */
 
 struct egs_server {
 	struct event_base *base;
@@ -76,6 +77,7 @@ struct egs_server {
 	struct egs_obs *obs; /* observability runtime (observe.h), owned */
 	struct egs_policy *policy_global; /* the global limits (api_policy.c), owned */
 	int max_nodes_per_gpr;            /* egsd --max-nodes-per-gpr: the global one unless an admin set it */
+	struct egs_portal *portal;        /* the web portal at / (portal.h), borrowed from main; NULL = none */
 };
 
 /* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */
@@ -91,6 +93,10 @@ void egs_reply_err(struct egs_req *r, enum egs_err err, const char *key, const c
 		   ...) __attribute__((format(printf, 5, 6)));
 /* A 422 naming the field. */
 #define egs_reply_invalid(r, field, ...) egs_reply_err((r), EGS_ERR_INVALID, NULL, (field), __VA_ARGS__)
+/* Sends body (borrowed; its bytes are moved out) with status at once, not in the envelope: for
+ * answers that read no state (the portal's files).  Set headers first. */
+struct evbuffer;
+void egs_reply_raw(struct egs_req *r, int status, struct evbuffer *body);
 /* Adds a response header (before replying). */
 void egs_reply_header(struct egs_req *r, const char *name, const char *value);
 
@@ -192,6 +198,7 @@ extern const struct egs_route egs_routes_policy[];  /* api_policy.c */
 extern const struct egs_route egs_routes_template[];         /* api_template.c */
 extern const struct egs_route egs_routes_template_binding[]; /* api_template_binding.c */
 extern const struct egs_route egs_routes_inference[]; /* api_inference.c: 501 until the Kubernetes backend */
+extern const struct egs_route egs_routes_portal[];  /* api_portal.c: whoami, schedule */
 
 /* Agent long polls: wakes the polls of clusters that now have actions (after a commit). */
 void egs_agent_wake_polls(struct egs_server *srv, bool timeouts_only);

@@ -1,0 +1,62 @@
+// A user's flow through the portal in a real browser against real egsd and agents: sign in with an
+// Owner key, ask the wait time, create a GPR, watch it go from Queued to Provisioned live (no
+// reload) as the dev clock moves, release it early, sign out.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { H100, axe, check, openBrowser, shot, signIn, startEgs, waitFor } from './harness.mjs';
+
+test('user: wait time, create, Queued to Provisioned live, release', async () => {
+  const egs = await startEgs({ 'worker-1': [['gpu-a', H100]] });
+  const { browser, page } = await openBrowser();
+  try {
+    await egs.admin('POST', '/slice-workspace', { workspaceName: 'team-a', clusters: ['worker-1'], namespaces: ['ns-a'] });
+    await egs.admin('POST', '/slice-workspace', { workspaceName: 'team-b', clusters: ['worker-1'], namespaces: ['ns-b'] });
+    // team-b holds the only node for 2 hours, so team-a's request waits.
+    await egs.admin('POST', '/gpr', { gprName: 'blocker', sliceName: 'team-b', numberOfGPUs: 8, numberOfGPUNodes: 1, exitDuration: '2h', priority: 150 });
+    const key = await egs.key({ role: 'Owner', workspaceName: 'team-a', userName: 'alice' });
+
+    await signIn(page, egs.url, key);
+    assert.equal(await page.evaluate(() => Object.keys(localStorage).filter((k) => k !== 'egs.theme').length), 0, 'nothing but the theme in localStorage');
+    const stored = await page.evaluate(() => sessionStorage.getItem('egs.session'));
+    assert.ok(stored && !stored.includes(key), 'the token is in sessionStorage, the key is not');
+    assert.equal(await page.getByRole('link', { name: 'Inventory' }).count(), 0, 'an Owner sees no admin screens');
+    await shot(page, 'user-dashboard');
+
+    await page.getByRole('link', { name: 'GPU Requests' }).click();
+    await page.getByRole('link', { name: 'Create GPU Request' }).click();
+    await page.getByLabel('GPR name').fill('train-a');
+    await page.getByLabel('Reserve for').fill('1h');
+    await page.getByRole('button', { name: 'Get Wait Time' }).click();
+    const row = page.getByRole('row', { name: /worker-1/ });
+    await row.waitFor();
+    assert.match(await row.innerText(), /2h0m0s/, 'the wait is the blocker\'s remaining 2 hours');
+    await shot(page, 'user-waittime');
+    await page.getByRole('button', { name: 'Request GPUs' }).click();
+
+    const mine = page.locator('tr.gpr-queued', { hasText: 'train-a' });
+    await mine.waitFor();
+    const [gpr] = (await egs.admin('GET', '/gpr/list?sliceName=team-a')).items;
+    assert.equal(gpr.gprName, 'train-a');
+    assert.equal(gpr.clusterName, 'worker-1', 'the picked cluster was requested');
+
+    await egs.advance('2h'); // the blocker exits; the agent detaches and attaches: no reload from here on
+    await page.locator('tr.gpr-provisioned', { hasText: 'train-a' }).waitFor({ timeout: 15000 });
+    await shot(page, 'user-provisioned');
+
+    await page.getByRole('button', { name: 'Release train-a early' }).click();
+    await waitFor(async () => {
+      const s = (await egs.admin('GET', '/gpr?gprId=' + gpr.gprId)).status.provisioningStatus;
+      return s !== 'Provisioned' && s;
+    }, 'the release');
+    await page.locator('tr', { hasText: 'train-a' }).locator('.badge', { hasNotText: 'Provisioned' }).waitFor();
+
+    assert.deepEqual(await axe(page), [], 'no serious or critical accessibility violation');
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('API key').waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('egs.session')), null, 'sign-out forgets the token');
+    check(page);
+  } finally {
+    await browser.close();
+    await egs.stop();
+  }
+});
