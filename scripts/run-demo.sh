@@ -46,6 +46,7 @@ done
 cat <<MSG
 
   EGS is running at $URL  (logs in $VAR/*.log; Ctrl-C stops it)
+  Portal:          $URL/  (sign in with the admin API key below)
   Admin API key:   $VAR/admin.key
   Clusters:        worker-1 (2 x 8 H100 80GB), worker-2 (2 x 8 A100 40GB, 1 x 4 T4)
 
