@@ -88,6 +88,8 @@ test('admin: slice, key, approve, move to top, schedule view', async () => {
     // Narrow and dark: the dashboard fits 360 px without sideways scrolling.
     await page.setViewportSize({ width: 360, height: 740 });
     await page.getByRole('button', { name: 'Switch to dark theme' }).click();
+    assert.equal(await page.getByRole('link', { name: 'Dashboard' }).isVisible(), false, 'at 360 px the menu starts folded');
+    await page.locator('nav summary').click();
     await page.getByRole('link', { name: 'Dashboard' }).click();
     await page.getByRole('heading', { name: 'Dashboard' }).waitFor();
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
