@@ -32,23 +32,60 @@ from egs.exceptions import (
     WorkspaceAlreadyExists,
     WorkspaceNotFound,
 )
+from egs.api_key import create_api_key, delete_api_key, list_api_keys
+from egs.gpr_template import (
+    create_gpr_template,
+    delete_gpr_template,
+    get_gpr_template,
+    list_gpr_templates,
+    update_gpr_template,
+)
+from egs.gpr_template_binding import (
+    create_gpr_template_binding,
+    delete_gpr_template_binding,
+    get_gpr_template_binding,
+    list_gpr_template_bindings,
+    update_gpr_template_binding,
+)
 from egs.gpu_requests import (
+    GpuRequestList,
     cancel_gpu_request,
     get_wait_time,
     gpu_request_status,
     gpu_request_status_for_workspace,
     release_gpu,
     request_gpu,
+    request_gpu_with_auto_cluster,
+    request_gpu_with_auto_gpu_selection,
+    request_gpu_with_auto_selection,
+    request_gpu_with_manual_selection,
     update_gpu_request_name,
     update_gpu_request_priority,
+)
+from egs.inference_endpoint import (
+    create_inference_endpoint,
+    create_inference_endpoint_with_custom_model_spec,
+    delete_inference_endpoint,
+    describe_inference_endpoint,
+    list_inference_endpoint,
+    list_inference_endpoints,
+)
+from egs.internal.gpr_template.data import (
+    GprTemplate,
+    GprTemplateBinding,
+    GprTemplateBindingCluster,
+    GprTemplateBindingList,
+    GprTemplateList,
 )
 from egs.internal.gpr.gpr_status_data import GpuRequestData, GpuRequestStatus
 from egs.internal.inventory.list_inventory_data import (
     Allocation,
+    AllocationTime,
     Inventory,
     InventoryList,
     InventoryNode,
     InventoryUsage,
+    UsageList,
 )
 from egs.internal.workspace.list_workspaces_data import ListWorkspacesResponse, Namespace, Workspace
 from egs.inventory_operations import inventory, workspace_inventory
@@ -76,6 +113,37 @@ __all__ = [
     "delete_workspace",
     "list_workspaces",
     "get_workspace_kubeconfig",
+    "request_gpu_with_auto_selection",
+    "request_gpu_with_auto_gpu_selection",
+    "request_gpu_with_auto_cluster",
+    "request_gpu_with_manual_selection",
+    "create_api_key",
+    "delete_api_key",
+    "list_api_keys",
+    "create_gpr_template",
+    "get_gpr_template",
+    "list_gpr_templates",
+    "update_gpr_template",
+    "delete_gpr_template",
+    "create_gpr_template_binding",
+    "get_gpr_template_binding",
+    "list_gpr_template_bindings",
+    "update_gpr_template_binding",
+    "delete_gpr_template_binding",
+    "list_inference_endpoint",
+    "list_inference_endpoints",
+    "create_inference_endpoint",
+    "create_inference_endpoint_with_custom_model_spec",
+    "describe_inference_endpoint",
+    "delete_inference_endpoint",
+    "GpuRequestList",
+    "GprTemplate",
+    "GprTemplateList",
+    "GprTemplateBinding",
+    "GprTemplateBindingCluster",
+    "GprTemplateBindingList",
+    "AllocationTime",
+    "UsageList",
     "GpuRequestData",
     "GpuRequestStatus",
     "Inventory",

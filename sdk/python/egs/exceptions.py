@@ -150,6 +150,7 @@ ERROR_KEY_MAP = {
     "VALIDATION_FAILED": BadParameters,
     "BAD_REQUEST": BadParameters,
     "GPR_UNSATISFIABLE": Unsatisfiable,
+    "GPR_TEMPLATE_NOT_BOUND": BadParameters,
 }
 
 

@@ -326,10 +326,11 @@ GPR_BODY = {
     "priority": 201,
     "idleTimeOutDuration": "",
     "enforceIdleTimeOut": False,
-    "enableEviction": False,
-    "requeueOnFailure": False,
+    "enableEviction": None,  # null: unset, so a workspace policy's default applies
+    "requeueOnFailure": None,
     "preferredClusters": None,
     "enableAutoClusterSelection": False,
+    "enableAutoGpuSelection": False,
 }
 
 
@@ -348,13 +349,23 @@ SEED_SIGNATURES = {
 }
 
 
+# The public EGS SDK's keyword arguments, taken after the reference's positional ones.
+PUBLIC_KEYWORDS = {
+    "request_gpu": {"idle_timeout_duration", "enforce_idle_timeout", "enable_auto_gpu_selection",
+                    "enable_auto_cluster_selection", "requeue_on_failure", "enable_eviction", "preferred_clusters"},
+    "update_gpu_request_priority": {"new_priority"},
+}
+
+
 @pytest.mark.parametrize("name", sorted(SEED_SIGNATURES))
 def test_seed_signatures_match_the_reference(name):
     params = inspect.signature(getattr(egs, name)).parameters
-    assert list(params) == SEED_SIGNATURES[name]
+    positional = [p.name for p in params.values() if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    assert positional == SEED_SIGNATURES[name]
     assert params["authenticated_session"].default is None
-    required = [p for p in params.values() if p.default is inspect.Parameter.empty]
-    assert [p.name for p in required] == SEED_SIGNATURES[name][:-1]
+    keyword_only = {p.name for p in params.values() if p.kind == inspect.Parameter.KEYWORD_ONLY}
+    assert PUBLIC_KEYWORDS.get(name, set()) <= keyword_only
+    assert all(params[k].default is not inspect.Parameter.empty for k in keyword_only)
 
 
 def _check_gpr_list(result):

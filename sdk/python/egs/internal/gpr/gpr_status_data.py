@@ -162,6 +162,11 @@ class GpuRequestData(object):
         """Alias of ``workspace_name``."""
         return self.workspace_name
 
+    @property
+    def number_of_gp_us(self) -> Optional[int]:
+        """Alias of ``number_of_gpus`` (the public SDK's spelling)."""
+        return self.number_of_gpus
+
     def to_dict(self) -> Dict[str, Any]:
         """The wire form (camelCase keys) of the attributes, ``status`` included."""
         out = {keys[0]: getattr(self, attr) for attr, keys in _DATA_FIELDS}

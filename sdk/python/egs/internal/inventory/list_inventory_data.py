@@ -5,6 +5,7 @@ SDK documents are always present (``None`` when the server left them out); any o
 is kept too, under its snake_case name, so nothing the server says is lost.
 """
 
+import datetime
 from typing import Any, Iterable, List, Tuple
 
 from egs.internal.util import as_list, first_of, format_repr, snake_case
@@ -24,6 +25,7 @@ _NODE_FIELDS = (
     ("region", ("region",)),
     ("node_health", ("nodeHealth",)),
     ("gpu_node_status", ("gpuNodeStatus", "gpuNodeState")),
+    ("gpu_slicing_profile", ("gpuSlicingProfile",)),
 )
 
 _ALLOCATION_FIELDS = (
@@ -77,10 +79,40 @@ class _WireObject(object):
         return format_repr(self, [attr for attr, _ in self._FIELDS])
 
 
+class AllocationTime(str):
+    """When a node was allocated: the RFC 3339 text (a str, as the API document and seed 000 show it),
+    with ``.seconds`` and ``.nanos`` as the public SDK reads it (a protobuf Timestamp)."""
+
+    def __new__(cls, value: Any) -> "AllocationTime":
+        seconds, nanos = None, 0
+        if isinstance(value, dict):
+            seconds, nanos = value.get("seconds"), value.get("nanos") or 0
+            text = ""
+            if isinstance(seconds, (int, float)):
+                when = datetime.datetime.fromtimestamp(int(seconds), datetime.timezone.utc)
+                text = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+        else:
+            text = str(value)
+            try:
+                when = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+                seconds = int(when.replace(tzinfo=datetime.timezone.utc).timestamp())
+            except ValueError:
+                pass
+        obj = super().__new__(cls, text)
+        obj.seconds, obj.nanos = seconds, nanos
+        return obj
+
+
 class Allocation(_WireObject):
-    """One GPR holding GPUs of a node: gpr_name, slice_name, total_gpus_allocated, allocation_timestamp."""
+    """One GPR holding GPUs of a node: gpr_name, slice_name, total_gpus_allocated, allocation_timestamp
+    (an :class:`AllocationTime`)."""
 
     _FIELDS = _ALLOCATION_FIELDS
+
+    def __init__(self, obj: Any = None):
+        super().__init__(obj)
+        if self.allocation_timestamp is not None:
+            self.allocation_timestamp = AllocationTime(self.allocation_timestamp)
 
 
 class Inventory(_WireObject):
@@ -98,6 +130,10 @@ class Inventory(_WireObject):
         super().__init__(obj)
         raw = obj.get("allocation") if isinstance(obj, dict) else None
         self.allocation = [Allocation(a) for a in as_list(raw)]
+
+    @property
+    def availableGPUs(self) -> Any:  # noqa: N802  (the public SDK's attribute name)
+        return self.available_gpus
 
 
 InventoryNode = Inventory
@@ -137,8 +173,17 @@ class InventoryList(list):
         )
 
 
-def usage_from_data(data: Any) -> List[InventoryUsage]:
+class UsageList(list):
+    """What a workspace holds: :class:`InventoryUsage` objects; ``.workspace_inventory`` gives the same
+    list (the public SDK's attribute)."""
+
+    @property
+    def workspace_inventory(self) -> List[InventoryUsage]:
+        return list(self)
+
+
+def usage_from_data(data: Any) -> UsageList:
     """``data.items`` of ``GET /api/v1/inventory?sliceName=W`` as :class:`InventoryUsage` objects."""
     items = data.get("items") if isinstance(data, dict) else None
-    return [InventoryUsage(i) for i in as_list(items)]
+    return UsageList(InventoryUsage(i) for i in as_list(items))
 

@@ -1,0 +1,1 @@
+"""GPR templates and template bindings: data classes."""

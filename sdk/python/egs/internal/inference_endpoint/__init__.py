@@ -1,0 +1,1 @@
+"""Inference endpoints: request data classes of the public EGS SDK."""
