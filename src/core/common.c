@@ -31,6 +31,7 @@ static const char *const err_names[] = {
 	[EGS_ERR_METHOD] = "method not allowed",
 	[EGS_ERR_KEY_EXPIRED] = "api key expired",
 	[EGS_ERR_NOT_IMPLEMENTED] = "not implemented",
+	[EGS_ERR_UNAVAILABLE] = "unavailable",
 };
 
 const char *egs_err_str(enum egs_err err)

@@ -12,6 +12,7 @@
 #include "core/sched.h"
 #include "core/util.h"
 #include "server/portal.h"
+#include "server/conn.h"
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
@@ -75,6 +76,7 @@ static const struct {
 	/* the public SDK tells an expired key from an unknown one by this top-level message */
 	[EGS_ERR_KEY_EXPIRED] = { 401, "API_KEY_EXPIRED", "Api Key has expired" },
 	[EGS_ERR_NOT_IMPLEMENTED] = { 501, "NOT_IMPLEMENTED", "Not Implemented" },
+	[EGS_ERR_UNAVAILABLE] = { 503, "SERVICE_UNAVAILABLE", "Service Unavailable" },
 };
 
 static void log_line(struct egs_server *srv, const char *method, const char *path, int status, int64_t t0_us)
@@ -506,9 +508,17 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	r.query.tqh_first = NULL;
 	r.query.tqh_last = &r.query.tqh_first;
 
+	egs_conns_begin(srv->conns, ev); /* busy until answered: not closed as idle */
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
 	const char *raw_path = uri ? evhttp_uri_get_path(uri) : NULL;
 	const char *q = uri ? evhttp_uri_get_query(uri) : NULL;
+	const struct egs_frame_reason_info *refusal;
+	if (raw_path && egs_conns_refusal(srv->conns, ev, raw_path, &refusal)) {
+		/* The connection front refused the bytes the client sent: answer; the front then closes. */
+		egs_strlcpy(r.path, "-", sizeof(r.path));
+		egs_reply_err(&r, (enum egs_err)refusal->err, refusal->key, NULL, "%s", refusal->message);
+		goto out;
+	}
 	if (!raw_path || strlen(raw_path) >= sizeof(r.path)) {
 		egs_strlcpy(r.path, "-", sizeof(r.path));
 		egs_reply_err(&r, EGS_ERR_BAD_REQUEST, NULL, NULL, "the request path is missing or too long");

@@ -32,6 +32,9 @@ static void usage(FILE *f)
 		   "               hole before a reservation when it ends by then; docs/internals/queue-and-scheduler.md)\n"
 		   "  --portal DIR serve the web portal at / from DIR (a build of web/) instead of the copy built\n"
 		   "               into egsd, for working on the portal\n"
+		   "  --max-connections N\n"
+		   "               open client connections at most; the least recently active idle one is closed\n"
+		   "               for a new one (default: the descriptor limit, ulimit -n, less 64)\n"
 		   "  --quiet      no access log line per request\n");
 }
 
@@ -47,6 +50,7 @@ int main(int argc, char **argv)
 		{ "backfill", no_argument, NULL, 'b' }, /* the default since backfill keeps every promise */
 		{ "no-backfill", no_argument, NULL, 'B' },
 		{ "portal", required_argument, NULL, 'P' },
+		{ "max-connections", required_argument, NULL, 'm' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = "127.0.0.1:8080", *data = "./var", *portal_dir = NULL;
@@ -89,6 +93,15 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			srv.max_nodes_per_gpr = (int)n;
+			break;
+		}
+		case 'm': {
+			int64_t n;
+			if (!egs_int_parse(optarg, 16, 1 << 24, &n)) {
+				fprintf(stderr, "egsd: --max-connections must be a number from 16 to 16777216\n");
+				return 2;
+			}
+			srv.max_connections = (long)n;
 			break;
 		}
 		case 'q': srv.log_requests = false; break;

@@ -8,6 +8,7 @@
 #include "core/policy.h"
 #include "core/sched.h"
 #include "core/util.h"
+#include "server/conn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -269,16 +270,20 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	srv->http = evhttp_new(srv->base);
 	evhttp_set_allowed_methods(srv->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
 						      EVHTTP_REQ_PATCH | EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
+	/* The connection front (conn.c) enforces the real bounds and framing; evhttp's are a backstop. */
 	evhttp_set_max_body_size(srv->http, EGS_MAX_BODY);
-	evhttp_set_max_headers_size(srv->http, EGS_MAX_HEADERS);
+	evhttp_set_max_headers_size(srv->http, 2 * EGS_MAX_HEADERS);
 	evhttp_set_timeout(srv->http, 90);
+	srv->conns = egs_conns_new(srv->base, srv->http, srv->log, srv->max_connections);
 	egs__http_set_callbacks(srv);
 	if ((err = egs_obs_start(srv))) /* observability: settings, prices, webhook worker */
 		return err;
-	if (!evhttp_bind_socket_with_handle(srv->http, host, (uint16_t)port)) {
+	struct evhttp_bound_socket *bound = evhttp_bind_socket_with_handle(srv->http, host, (uint16_t)port);
+	if (!bound) {
 		fprintf(stderr, "egsd: cannot listen on %s\n", listen);
 		return EGS_ERR_IO;
 	}
+	egs_conns_watch(srv->conns, bound);
 	srv->next_wake = 0;
 	egs_server_changed(srv); /* first plan after load */
 	fprintf(srv->log, "level=info msg=\"egsd listening\" listen=%s data=%s dev_clock=%d gprs=%zu nodes=%zu\n", listen,
@@ -290,6 +295,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 void egs_server_stop(struct egs_server *srv)
 {
 	egs_obs_stop(srv); /* observability: before evhttp_free, which would close the streams under us */
+	egs_conns_stopping(srv->conns); /* connections evhttp_free closes do not linger */
 	if (srv->http)
 		evhttp_free(srv->http);
 	egs_agent_drop_polls(srv);
@@ -307,6 +313,7 @@ void egs_server_stop(struct egs_server *srv)
 			event_free(srv->sig_ev[i]);
 	if (srv->base)
 		event_base_free(srv->base);
+	egs_conns_free(srv->conns); /* after the base ran the connections' finalizers */
 	egs_store_free(srv->store);
 	egs_plan_free(srv->plan);
 	egs_obs_free(srv);

@@ -78,6 +78,8 @@ struct egs_server {
 	struct egs_policy *policy_global; /* the global limits (api_policy.c), owned */
 	int max_nodes_per_gpr;            /* egsd --max-nodes-per-gpr: the global one unless an admin set it */
 	struct egs_portal *portal;        /* the web portal at / (portal.h), borrowed from main; NULL = none */
+	struct egs_conns *conns;          /* the connection front (conn.h), owned */
+	long max_connections;             /* egsd --max-connections; 0 = from the descriptor limit */
 };
 
 /* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */
