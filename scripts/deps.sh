@@ -4,6 +4,10 @@ set -e
 PKGS="build-essential pkg-config libevent-dev libjansson-dev libsqlite3-dev libpq-dev libcurl4-openssl-dev
 libyaml-dev libsodium-dev libcmocka-dev python3 python3-pytest python3-yaml sqlite3 curl wrk nginx-light prometheus
 nodejs npm chromium"
+# The tests' fake Kubernetes API server makes its test PKI with the openssl CLI and is driven by a
+# real kubectl; any kubectl will do (Debian's kubernetes-client is 1.20), so install it only if none.
+PKGS="$PKGS openssl"
+command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0
