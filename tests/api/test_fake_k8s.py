@@ -276,6 +276,14 @@ def test_patch_formats(k8s):
     assert code == 200 and d["metadata"]["generation"] == 2
     assert d["spec"]["template"]["spec"]["containers"][0]["env"] == [{"name": "B", "value": "2"},
                                                                       {"name": "C", "value": "3"}]
+    # A PodDisruptionBudget's selector has patchStrategy replace.
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "b"},
+           "spec": {"maxUnavailable": 1, "selector": {"matchExpressions": [
+               {"key": "a", "operator": "Exists"}]}}}
+    assert k8s.post("/apis/policy/v1/namespaces/patch/poddisruptionbudgets", pdb)[0] == 201
+    code, b = k8s.patch("/apis/policy/v1/namespaces/patch/poddisruptionbudgets/b",
+                        {"spec": {"selector": {"matchLabels": {"a": "b"}}}}, "strategic")
+    assert code == 200 and b["spec"]["selector"] == {"matchLabels": {"a": "b"}}
     # Tolerations have no merge key: a strategic patch replaces the list.
     code, d = k8s.patch("/apis/apps/v1/namespaces/patch/deployments/d", {"spec": {"template": {"spec": {
         "tolerations": [{"key": "a", "operator": "Exists"}]}}}}, "strategic")
@@ -435,6 +443,22 @@ def test_rbac_serviceaccount_tokens(k8s, tmp_path):
     assert r.returncode != 0 and "forbidden" in r.stderr
     assert ok(k8s.kubectl("auth", "can-i", "create", "pods", kubeconfig=kc)).strip() == "yes"
     assert k8s.kubectl("auth", "can-i", "create", "pods", "-n", "team-b", kubeconfig=kc).stdout.strip() == "no"
+    # The escalation check: a ServiceAccount may only grant what it holds itself.
+    rb = "/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/"
+    sa_with_role(k8s, "team-a", "lead", [
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}])
+    lead = k8s.post("/api/v1/namespaces/team-a/serviceaccounts/lead/token", {"spec": {}})[1]["status"]["token"]
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r1"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete"]}]}
+    code, st = k8s.post(rb + "roles", role, token=lead)
+    assert code == 403 and "is attempting to grant RBAC permissions not currently held" in st["message"]
+    role["rules"][0]["verbs"] = ["get"]
+    assert k8s.post(rb + "roles", role, token=lead)[0] == 201
+    code, st = k8s.post(rb + "rolebindings", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                                              "metadata": {"name": "b1"}, "roleRef": {"kind": "Role", "name": "r1"},
+                                              "subjects": []}, token=lead)
+    assert code == 403 and 'cannot create resource "rolebindings"' in st["message"]
     # A token Secret works the same; deleting it, or the ServiceAccount, revokes the tokens.
     sec = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
            "metadata": {"name": "user-token", "annotations": {"kubernetes.io/service-account.name": "user"}}}

@@ -135,12 +135,17 @@ class App:
         os.replace(path + ".tmp", path)
 
     def loop(self):
-        last_save = time.monotonic()
+        """Runs the control loops when something changed, a timer is due, or at least once a second."""
+        last_save = last_tick = time.monotonic()
+        seen_rv = -1
         while True:
             time.sleep(0.05)
             try:
                 with self.store.lock:
-                    self.sim.tick()
+                    now = time.monotonic()
+                    if self.store.rv != seen_rv or self.sim.timers_pending() or now - last_tick > 1.0:
+                        self.sim.tick()
+                        seen_rv, last_tick = self.store.rv, now
                     if self.args.state and self.store.dirty and time.monotonic() - last_save > 2:
                         self.store.save(self.args.state)
                         last_save = time.monotonic()

@@ -21,6 +21,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -52,6 +53,7 @@ class FakeK8s:
         if verbose:
             self.opts.append("--verbose")
         self.proc = None
+        self._local = threading.local()
         if start:
             self.start()
 
@@ -75,6 +77,7 @@ class FakeK8s:
 
     def stop(self):
         """SIGTERM (the server saves its state) and wait; connections are refused afterwards."""
+        self._local = threading.local()  # drops kept connections (their server is going away)
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -110,7 +113,7 @@ class FakeK8s:
         return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout, context=self.ssl_context())
 
     def request(self, method, path, body=None, token=None, content_type="application/json", headers=None):
-        """Returns (status, decoded JSON body or text or None)."""
+        """Returns (status, decoded JSON body or text or None); keeps one connection alive per thread."""
         hdrs = {"Accept": "application/json"}
         tok = self.token if token is None else token
         if tok:
@@ -120,12 +123,23 @@ class FakeK8s:
             if not isinstance(body, (bytes, str)):
                 body = json.dumps(body)
         hdrs.update(headers or {})
-        conn = self.connect()
-        try:
-            conn.request(method, path, body=body, headers=hdrs)
-            resp = conn.getresponse()
-            data = resp.read()
-        finally:
+        for attempt in (0, 1):
+            conn = getattr(self._local, "conn", None)
+            reused = conn is not None
+            conn = conn or self.connect()
+            self._local.conn = None
+            try:
+                conn.request(method, path, body=body, headers=hdrs)
+                resp = conn.getresponse()
+                data = resp.read()
+                break
+            except (http.client.HTTPException, OSError):
+                conn.close()
+                if not reused or attempt:  # a kept connection may have been closed by the server: retry once
+                    raise
+        if resp.getheader("Connection", "").lower() != "close":
+            self._local.conn = conn  # kept alive for this thread's next call
+        else:
             conn.close()
         if not data:
             return resp.status, None

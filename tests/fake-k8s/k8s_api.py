@@ -11,6 +11,7 @@ import copy
 import itertools
 
 import k8s_admit
+import k8s_auth
 import k8s_objects as ko
 import k8s_patch
 from k8s_meta import gv_string
@@ -120,6 +121,15 @@ class Api:
                                  % (md["name"], name))
         body["apiVersion"], body["kind"] = want_api, res.kind
 
+    def _escalation(self, res, obj, ident):
+        """Refuses Role and binding writes that grant more than the writer holds (under the lock)."""
+        if res.group != "rbac.authorization.k8s.io":
+            return
+        why = k8s_auth.escalation_check(self.auth, ident, res, obj, self.store)
+        if why:
+            raise ApiError(403, "Forbidden", why, {"name": obj["metadata"].get("name", ""), "group": res.group,
+                                                   "kind": res.resource})
+
     def put_locked(self, res, obj, old):
         return self.store.put(res.group, res.resource, obj, old)
 
@@ -165,6 +175,7 @@ class Api:
             self._check_namespace(res, ns)
             if self.store.get(res.group, res.resource, ns, md["name"]) is not None:
                 raise ko.already_exists(res, md["name"])
+            self._escalation(res, body, ident)
             obj = self.put_locked(res, body, None)
             self._after_create(res, obj)
             return 201, obj
@@ -260,6 +271,9 @@ class Api:
                     out = k8s_patch.json_patch(old, doc)
                 else:
                     out = k8s_patch.strategic_merge(old, doc)
+                    sel = (doc.get("spec") or {}).get("selector") if isinstance(doc, dict) else None
+                    if res.resource == "poddisruptionbudgets" and isinstance(sel, dict):
+                        out["spec"]["selector"] = k8s_patch.strip_directives(sel)  # patchStrategy: replace
             except k8s_patch.PatchError as e:
                 raise ApiError(422, "Invalid", str(e))
             if not isinstance(out, dict):
@@ -298,6 +312,7 @@ class Api:
                     if pre:
                         raise ko.conflict(res, name)
                     continue
+                self._escalation(res, new, ident)
                 return 200, self.commit_update_locked(res, old, new)
         raise ko.conflict(res, name, "too many concurrent writes")
 

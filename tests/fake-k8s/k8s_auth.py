@@ -9,9 +9,11 @@ with the same uid, while a Secret-bound token's Secret exists with that token, a
 RBAC follows the real authorizer: ClusterRoleBindings anywhere, RoleBindings in their namespace,
 rules by verb, apiGroup, resource or resource/subresource (with "*" and "*/sub"), resourceNames and
 nonResourceURLs.  Discovery, /version, /healthz and the self reviews are open to every
-authenticated user, as the default system:discovery and system:basic-user roles make them.  Not
-done: aggregated ClusterRoles, the escalation check on Role writes, impersonation, client
-certificates."""
+authenticated user, as the default system:discovery and system:basic-user roles make them.  The
+escalation check of real servers applies to Role/ClusterRole and binding writes: a non-admin may
+only grant what it holds itself (literal coverage of each verb x group x resource x name), unless
+it has `escalate` on the role kind, or `bind` on the role a binding references.  Not done:
+aggregated ClusterRoles, impersonation, client certificates."""
 import base64
 import hashlib
 import hmac
@@ -204,6 +206,46 @@ def rule_allows(rule, a):
         return False
     names = rule.get("resourceNames") or []
     return not names or a.get("name") in names
+
+
+def _rule_attrs(rule, ns):
+    """The literal request attributes a PolicyRule grants (what the granter must hold)."""
+    for verb in rule.get("verbs") or []:
+        for url in rule.get("nonResourceURLs") or []:
+            yield {"verb": verb, "resource": None, "path": url}
+        for g in rule.get("apiGroups") or []:
+            for r in rule.get("resources") or []:
+                res, _, sub = r.partition("/")
+                for name in rule.get("resourceNames") or [""]:
+                    yield {"verb": verb, "group": g, "resource": res, "sub": sub, "ns": ns, "name": name}
+
+
+def escalation_check(auth, ident, res, obj, store):
+    """Returns None, or the 403 message when ident may not write this Role/ClusterRole/binding."""
+    if "system:masters" in ident[1]:
+        return None
+    ns = obj["metadata"].get("namespace", "")
+    name = obj["metadata"].get("name", "")
+    rb = "rbac.authorization.k8s.io"
+    if res.resource in ("roles", "clusterroles"):
+        if auth.authorize(ident, {"verb": "escalate", "group": rb, "resource": res.resource, "sub": "", "ns": ns,
+                                  "name": name}, store):
+            return None
+        rules = obj.get("rules") or []
+    else:
+        ref = obj.get("roleRef") or {}
+        kind = "clusterroles" if ref.get("kind") == "ClusterRole" else "roles"
+        if auth.authorize(ident, {"verb": "bind", "group": rb, "resource": kind, "sub": "", "ns": ns,
+                                  "name": ref.get("name", "")}, store):
+            return None
+        role = store.get(rb, kind, "" if kind == "clusterroles" else ns, ref.get("name", ""))
+        rules = (role or {}).get("rules") or []
+    missing = [r for r in rules if not all(auth.authorize(ident, a, store) for a in _rule_attrs(r, ns))]
+    if not missing:
+        return None
+    return ('%s.%s "%s" is forbidden: user "%s" (groups=%s) is attempting to grant RBAC permissions not currently '
+            'held:\n%s' % (res.resource, rb, name, ident[0], json.dumps(ident[1]), "\n".join(
+                json.dumps(r, sort_keys=True) for r in missing)))
 
 
 def forbidden_message(ident, a):

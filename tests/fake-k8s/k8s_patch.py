@@ -5,7 +5,8 @@ Strategic merge patch follows apimachinery's rules for the lists that clients pa
 objects with a patchMergeKey (containers, env, volumes, ports, conditions, ...) merge by that key,
 `finalizers` merges as a set, every other list (tolerations, taints, args, ...) is replaced, and the
 directives $patch (replace/delete/merge), $retainKeys, $setElementOrder/<list> and
-$deleteFromPrimitiveList/<list> are honoured.  Merge keys are looked up by the list's field name
+$deleteFromPrimitiveList/<list> are honoured; PodDisruptionBudget spec.selector (patchStrategy replace) is replaced by the
+caller, k8s_api.  Merge keys are looked up by the list's field name
 rather than by the Go type (the fake has no schemas); the only name shared by two types with
 different keys is `ports` (containerPort for containers, port for services), told apart by the
 items.  Functions never mutate their inputs; they raise PatchError with a client-facing message."""
@@ -148,14 +149,14 @@ def _merge_key(field, items):
     return key
 
 
-def _strip(v):
+def strip_directives(v):
     """Removes directives from a value that is set wholesale (nothing to merge into)."""
     if isinstance(v, dict):
         if v.get("$patch") == "delete":
             return None
-        return {k: _strip(x) for k, x in v.items() if not k.startswith("$")}
+        return {k: strip_directives(x) for k, x in v.items() if not k.startswith("$")}
     if isinstance(v, list):
-        return [_strip(x) for x in v if not (isinstance(x, dict) and x.get("$patch") in ("delete", "replace")
+        return [strip_directives(x) for x in v if not (isinstance(x, dict) and x.get("$patch") in ("delete", "replace")
                                              and len(x) == 1)]
     return v
 
@@ -171,7 +172,7 @@ def _order(items, order, key):
 
 def _merge_list(field, orig, patch):
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
-        return [_strip(p) for p in patch if not (isinstance(p, dict) and p.get("$patch") == "replace")]
+        return [strip_directives(p) for p in patch if not (isinstance(p, dict) and p.get("$patch") == "replace")]
     if field in SET_LISTS:
         return list(orig) + [p for p in patch if p not in orig]
     key = _merge_key(field, list(orig) + list(patch))
@@ -184,7 +185,7 @@ def _merge_list(field, orig, patch):
             if idx is not None:
                 out.pop(idx)
         elif idx is None:
-            out.append(_strip(p))
+            out.append(strip_directives(p))
         else:
             out[idx] = strategic_merge(out[idx], p)
     return out
@@ -195,7 +196,7 @@ def strategic_merge(doc, patch):
     if not isinstance(patch, dict):
         raise PatchError("strategic merge patch must be a JSON object")
     if patch.get("$patch") == "replace":
-        return _strip(patch)
+        return strip_directives(patch)
     out = copy.deepcopy(doc) if isinstance(doc, dict) else {}
     orders = {}
     for k, v in patch.items():
@@ -214,7 +215,7 @@ def strategic_merge(doc, patch):
         elif isinstance(v, list) and isinstance(out.get(k), list) and (k in MERGE_KEYS or k in SET_LISTS):
             out[k] = _merge_list(k, out[k], v)
         else:
-            out[k] = _strip(v)
+            out[k] = strip_directives(v)
     for f, order in orders.items():
         if isinstance(out.get(f), list) and isinstance(order, list):
             key = _merge_key(f, out[f]) if f in MERGE_KEYS else None

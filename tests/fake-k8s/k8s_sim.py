@@ -143,6 +143,11 @@ class Sim:
             self.last_gc = now
             self.gc()
 
+    def timers_pending(self):
+        """True while a pod waits for its schedule delay or its termination."""
+        now = time.monotonic()
+        return bool(self.deadline) or any(now - t < self.schedule_delay for t in self.first_seen.values())
+
     def event(self, obj, etype, reason, message, component):
         md = obj["metadata"]
         ns = md.get("namespace") or "default"
@@ -161,7 +166,12 @@ class Sim:
 
     # --- pods -----------------------------------------------------------------------------------
     def terminate(self, now):
-        for p in list(self.store.items("", "pods")):
+        pods = self.store.items("", "pods")
+        live = {p["metadata"]["uid"] for p in pods}
+        for table in (self.deadline, self.first_seen, self.failed_msg):
+            for uid in [u for u in table if u not in live]:
+                del table[uid]
+        for p in pods:
             md = p["metadata"]
             if not md.get("deletionTimestamp"):
                 continue
