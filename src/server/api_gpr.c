@@ -113,10 +113,16 @@ static bool parse_request(struct egs_req *r, struct egs_gpr *g, bool create)
 	bool present;
 	int64_t v;
 
-	if (!egs_get_str(r, r->body, "gprName", false, s, sizeof(s)))
+	char alias[EGS_NAME_MAX]; /* requestName, the public SDK's name: checked even when gprName is given */
+	if (!egs_get_str(r, r->body, "gprName", false, s, sizeof(s)) ||
+	    !egs_get_str(r, r->body, "requestName", false, alias, sizeof(alias)))
 		return false;
-	if (!s[0] && !egs_get_str(r, r->body, "requestName", false, s, sizeof(s)))
+	if (s[0] && alias[0] && strcmp(s, alias) != 0) {
+		egs_reply_invalid(r, "requestName", "requestName and gprName differ; give one of them");
 		return false;
+	}
+	if (!s[0])
+		memcpy(s, alias, sizeof(s));
 	if (s[0]) {
 		if (!egs_check_name(r, "gprName", s, false))
 			return false;

@@ -79,14 +79,36 @@ static const struct {
 	[EGS_ERR_UNAVAILABLE] = { 503, "SERVICE_UNAVAILABLE", "Service Unavailable" },
 };
 
+const char *egs_log_escape(const char *s, char *out, size_t outsz)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+	EGS_ASSERT(outsz >= 5);
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+		bool plain = *c > 0x20 && *c < 0x7f && *c != '"' && *c != '\\';
+		if (o + (plain ? 1 : 4) >= outsz)
+			break;
+		if (plain) {
+			out[o++] = (char)*c;
+		} else {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[*c >> 4];
+			out[o++] = hex[*c & 15];
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
 static void log_line(struct egs_server *srv, const char *method, const char *path, int status, int64_t t0_us)
 {
 	if (!srv->log_requests)
 		return;
-	char ts[32];
+	char ts[32], shown[4 * 128 + 1];
 	egs_time_format((int64_t)time(NULL), ts, sizeof(ts));
 	fprintf(srv->log, "%s level=info msg=request method=%s path=%s status=%d latency_us=%lld\n", ts, method,
-		path, status, (long long)(egs_mono_us() - t0_us));
+		egs_log_escape(path, shown, sizeof(shown)), status, (long long)(egs_mono_us() - t0_us));
 }
 
 static const char *method_name(enum evhttp_cmd_type m)

@@ -35,6 +35,9 @@ static void usage(FILE *f)
 		   "  --max-connections N\n"
 		   "               open client connections at most; the least recently active idle one is closed\n"
 		   "               for a new one (default: the descriptor limit, ulimit -n, less 64)\n"
+		   "  --allow-private-webhooks\n"
+		   "               accept webhook URLs on loopback, link-local and cloud metadata addresses\n"
+		   "               (refused by default: a workspace admin could reach egsd's own host)\n"
 		   "  --quiet      no access log line per request\n");
 }
 
@@ -51,6 +54,7 @@ int main(int argc, char **argv)
 		{ "no-backfill", no_argument, NULL, 'B' },
 		{ "portal", required_argument, NULL, 'P' },
 		{ "max-connections", required_argument, NULL, 'm' },
+		{ "allow-private-webhooks", no_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = "127.0.0.1:8080", *data = "./var", *portal_dir = NULL;
@@ -104,6 +108,7 @@ int main(int argc, char **argv)
 			srv.max_connections = (long)n;
 			break;
 		}
+		case 'W': srv.allow_private_webhooks = true; break;
 		case 'q': srv.log_requests = false; break;
 		case 'b': srv.state_cfg.backfill = 1; break;
 		case 'B': srv.state_cfg.backfill = 0; break;

@@ -10,9 +10,12 @@
 
 #include "core/util.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <strings.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -48,6 +51,7 @@ struct egs_notify {
 	egs_notify_done_fn done;
 	void *arg;
 	uint64_t rng;
+	bool refused_private; /* worker thread only: the last attempt met a private address */
 };
 
 static int64_t mono_ms(void)
@@ -80,7 +84,93 @@ bool egs_notify_url_valid(const char *url, const char **why)
 	return true;
 }
 
+/* ---- private addresses ---- */
+
+/* Loopback, "this host", link-local (which holds the cloud metadata address 169.254.169.254) and
+ * Alibaba's metadata address 100.100.100.200.  a is in host byte order. */
+static bool ip4_private(uint32_t a)
+{
+	return (a >> 24) == 127 || (a >> 24) == 0 || (a >> 16) == 0xa9fe || a == 0x646464c8;
+}
+
+static bool ip6_private(const struct in6_addr *a)
+{
+	static const unsigned char aws_metadata[16] = { 0xfd, 0x00, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54 };
+	const unsigned char *b = a->s6_addr;
+	if (IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) || IN6_IS_ADDR_LINKLOCAL(a) ||
+	    memcmp(b, aws_metadata, 16) == 0)
+		return true;
+	if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a))
+		return ip4_private((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15]);
+	return false;
+}
+
+/* True for an address egsd must not post to unless allowed (a connected socket's peer). */
+static bool sockaddr_private(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ip4_private(ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr));
+	if (sa->sa_family == AF_INET6)
+		return ip6_private(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr);
+	return true; /* no other family is a webhook receiver */
+}
+
+bool egs_notify_url_private(const char *url)
+{
+	const char *host = strstr(url, "://");
+	if (!host)
+		return false;
+	host += 3;
+	size_t alen = strcspn(host, "/?#");
+	const char *at = memchr(host, '@', alen);
+	while (at) { /* user info: the host follows the last '@' */
+		alen -= (size_t)(at + 1 - host);
+		host = at + 1;
+		at = memchr(host, '@', alen);
+	}
+	char h[256];
+	size_t hlen;
+	if (host[0] == '[') {
+		const char *close = memchr(host, ']', alen);
+		if (!close)
+			return false;
+		hlen = (size_t)(close - host - 1);
+		host++;
+	} else {
+		const char *colon = memchr(host, ':', alen);
+		hlen = colon ? (size_t)(colon - host) : alen;
+	}
+	if (hlen == 0 || hlen >= sizeof(h))
+		return false;
+	memcpy(h, host, hlen);
+	h[hlen] = '\0';
+	if (h[hlen - 1] == '.')
+		h[--hlen] = '\0';
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (inet_aton(h, &a4)) /* also the forms curl accepts: 127.1, 0x7f.0.0.1, 2130706433 */
+		return ip4_private(ntohl(a4.s_addr));
+	if (inet_pton(AF_INET6, h, &a6) == 1)
+		return ip6_private(&a6);
+	size_t n = strlen(h);
+	return strcasecmp(h, "localhost") == 0 || (n > 10 && strcasecmp(h + n - 10, ".localhost") == 0) ||
+	       strcasecmp(h, "metadata.google.internal") == 0;
+}
+
 /* ---- worker side ---- */
+
+/* curl's socket opener: a name that resolves to a private address is refused at connect time too,
+ * so a DNS name cannot reach what a literal address may not. */
+static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct egs_notify *n = arg;
+	(void)purpose;
+	if (!n->cfg.allow_private && sockaddr_private(&a->addr)) {
+		n->refused_private = true;
+		return CURL_SOCKET_BAD;
+	}
+	return socket(a->family, a->socktype, a->protocol);
+}
 
 /* Called with mu held: appends a result and wakes the loop. */
 static void post_result(struct egs_notify *n, enum egs_notify_outcome outcome, const struct msg *m, long status,
@@ -181,8 +271,16 @@ static bool attempt(struct egs_notify *n, CURL *h, const char *url, const char *
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, abort_on_stop);
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, n);
+	curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+	curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, n);
+	n->refused_private = false;
 	CURLcode rc = curl_easy_perform(h);
 	*status = 0;
+	if (n->refused_private && rc != CURLE_OK) {
+		egs_strlcpy(err, "the webhook URL resolves to a loopback, link-local or metadata address", errlen);
+		*retry = false;
+		return false;
+	}
 	if (rc != CURLE_OK) {
 		egs_strlcpy(err, ebuf[0] ? ebuf : curl_easy_strerror(rc), errlen);
 		*retry = true;
@@ -278,7 +376,7 @@ enum egs_err egs_notify_new(struct event_base *base, const struct egs_notify_con
 	struct egs_notify *n = egs_calloc(1, sizeof(*n));
 	int fds[2];
 	*out = NULL;
-	n->cfg = (struct egs_notify_config){ 1000, 10, 1000, 60000, 5000 };
+	n->cfg = (struct egs_notify_config){ 1000, 10, 1000, 60000, 5000, false };
 	if (cfg) {
 		if (cfg->max_queue)
 			n->cfg.max_queue = cfg->max_queue;
@@ -290,6 +388,7 @@ enum egs_err egs_notify_new(struct event_base *base, const struct egs_notify_con
 			n->cfg.backoff_max_ms = cfg->backoff_max_ms;
 		if (cfg->timeout_ms > 0)
 			n->cfg.timeout_ms = cfg->timeout_ms;
+		n->cfg.allow_private = cfg->allow_private;
 	}
 	n->done = done;
 	n->arg = arg;

@@ -26,6 +26,7 @@ struct egs_notify_config {
 	int64_t backoff_ms;     /* first retry delay (default 1000) */
 	int64_t backoff_max_ms; /* cap (default 60000) */
 	long timeout_ms;        /* per attempt (default 5000) */
+	bool allow_private;     /* post to loopback, link-local and metadata addresses too (default no) */
 };
 
 enum egs_notify_outcome { EGS_NOTIFY_DELIVERED, EGS_NOTIFY_FAILED, EGS_NOTIFY_DROPPED };
@@ -60,5 +61,9 @@ size_t egs_notify_pending(struct egs_notify *n);
 /* True when url is an http(s) URL egsd may post to (no spaces, quotes or control characters, at
  * most 512 bytes).  *why (optional) receives a static reason on failure. */
 bool egs_notify_url_valid(const char *url, const char **why);
+/* True when url's host is a loopback, "this host", link-local or cloud metadata address (in any
+ * form curl accepts: 127.1, [::ffff:127.0.0.1], 0x7f000001) or localhost.  The worker also refuses
+ * such addresses at connect time unless allow_private, so a DNS name cannot reach them either. */
+bool egs_notify_url_private(const char *url);
 
 #endif

@@ -187,6 +187,12 @@ bool egs_get_webhook_url(struct egs_req *r, const char *field, char *out, size_t
 		egs_reply_invalid(r, field, "%s %s", field, why);
 		return false;
 	}
+	if (out[0] && !r->srv->allow_private_webhooks && egs_notify_url_private(out)) {
+		egs_reply_invalid(r, field,
+				  "%s must not point to a loopback, link-local or metadata address (egsd "
+				  "--allow-private-webhooks permits it)", field);
+		return false;
+	}
 	return true;
 }
 
@@ -311,7 +317,8 @@ enum egs_err egs_obs_start(struct egs_server *srv)
 		json_decref(ob->prices);
 		ob->prices = json_object();
 	}
-	err = egs_notify_new(srv->base, NULL, notify_done, srv, &ob->notify);
+	struct egs_notify_config ncfg = { .allow_private = srv->allow_private_webhooks };
+	err = egs_notify_new(srv->base, &ncfg, notify_done, srv, &ob->notify);
 	ob->started = err == EGS_OK;
 out:
 	free(saved);

@@ -80,11 +80,17 @@ struct egs_server {
 	struct egs_portal *portal;        /* the web portal at / (portal.h), borrowed from main; NULL = none */
 	struct egs_conns *conns;          /* the connection front (conn.h), owned */
 	long max_connections;             /* egsd --max-connections; 0 = from the descriptor limit */
+	bool allow_private_webhooks;      /* egsd --allow-private-webhooks */
 };
 
 /* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */
 int64_t egs_now(const struct egs_server *srv);
 int64_t egs_mono_us(void);
+
+/* Copies s into out (outsz >= 5) for a log line: bytes that are not printable ASCII, spaces, quotes
+ * and backslashes become \xNN, so client input can neither forge a line nor send terminal escapes.
+ * Cut at a whole escape when out is full.  Returns out. */
+const char *egs_log_escape(const char *s, char *out, size_t outsz);
 
 /* ---- replies (each handler sends exactly one) ---- */
 /* 200 with data (stolen; NULL means JSON null). */

@@ -1,12 +1,23 @@
 """Slack-compatible webhooks per workspace: lifecycle and alert events delivered in order by a worker
 thread, retried with backoff while the receiver is down, never slowing the API; permanent failures
 reported as a workspace event; the URL validated, masked when shown, and kept across restarts."""
+import tempfile
 import time
 
-from conftest import wait_for
+import pytest
+
+from conftest import Cluster, wait_for
 from fakeagent import FakeAgent, Receiver, events, free_port, provisioned
 
 LIFECYCLE = ["Queued", "Provisioning", "Provisioned"]
+
+
+@pytest.fixture
+def cluster(tmpdir_path):
+    """The receivers of this file listen on 127.0.0.1, which egsd refuses unless told otherwise."""
+    c = Cluster(tmpdir_path, extra=["--allow-private-webhooks"])
+    yield c
+    c.close()
 
 
 def set_hook(cluster, ws, url):
@@ -103,3 +114,66 @@ def test_rejected_webhook_is_reported_and_url_is_validated(cluster):
     cluster.egsd.start()
     st = cluster.admin.get("/api/v1/notifications?sliceName=w")
     assert st["webhookConfigured"] and st["webhookUrl"] == "https://hooks.example.com/..."
+
+
+PRIVATE_URLS = ["http://127.0.0.1:9/hook", "http://127.1/x", "http://2130706433/x", "http://0x7f.0.0.1/x",
+                "http://localhost:8080/x", "http://api.localhost/x", "http://LOCALHOST./x", "http://[::1]/x",
+                "http://[::ffff:127.0.0.1]/x", "http://169.254.169.254/latest/meta-data/",
+                "http://metadata.google.internal/computeMetadata/v1/", "http://[fd00:ec2::254]/x",
+                "http://[fe80::1]/x", "http://0.0.0.0:80/x", "http://user@169.254.169.254/x",
+                "http://100.100.100.200/x"]
+
+
+def test_private_webhook_urls_refused_by_default():
+    """Loopback, link-local and metadata addresses, in every form curl accepts, are refused (422 naming
+    webhookUrl) and nothing is stored; a public name is accepted."""
+    with tempfile.TemporaryDirectory(prefix="egs-test-") as tmp:
+        c = Cluster(tmp)
+        try:
+            c.admin.ok("POST", "/api/v1/clusters", {"clusterName": "c1"})
+            c.workspace("w", ["c1"])
+            for url in PRIVATE_URLS:
+                status, doc = c.admin.call("PUT", "/api/v1/slice-workspace", {"workspaceName": "w", "webhookUrl": url})
+                assert status == 422 and doc["error"]["data"]["field"] == "webhookUrl", (url, doc)
+                assert "--allow-private-webhooks" in doc["error"]["message"]
+                assert not c.admin.get("/api/v1/notifications?sliceName=w")["webhookConfigured"], url
+            c.admin.ok("PUT", "/api/v1/slice-workspace", {"workspaceName": "w", "webhookUrl": "https://hooks.example.com/x"})
+            assert c.admin.get("/api/v1/notifications?sliceName=w")["webhookConfigured"]
+        finally:
+            c.close()
+
+
+def test_a_name_resolving_to_loopback_is_refused_at_connect_time():
+    """A DNS name is checked where curl connects: a receiver on 127.0.0.1 reached through a name that is
+    not "localhost" gets nothing, and the failure is reported once, without retries."""
+    rx = Receiver()
+    with tempfile.TemporaryDirectory(prefix="egs-test-") as tmp:
+        c = Cluster(tmp)
+        try:
+            agent = FakeAgent(c, "c1", ["n1"])
+            c.workspace("w", ["c1"])
+            # "localtest.me"-style names need DNS; /etc/hosts names do not: "ip6-localhost" and the
+            # machine's own name resolve locally on Debian.  Use the first that resolves to loopback.
+            import socket
+            name = None
+            for cand in ("ip6-loopback", "ip6-localhost", socket.gethostname()):
+                try:
+                    if socket.gethostbyname(cand).startswith("127."):
+                        name = cand
+                        break
+                except OSError:
+                    continue
+            if name is None:
+                pytest.skip("no name other than localhost resolves to 127.0.0.0/8 here")
+            url = rx.url.replace("127.0.0.1", name)
+            c.admin.ok("PUT", "/api/v1/slice-workspace", {"workspaceName": "w", "webhookUrl": url})
+            c.gpr(sliceName="w")
+            wait_for(lambda: "NotificationFailed" in [e["reason"] for e in events(c.admin, "workspace=w")],
+                     what="failure event")
+            ev = [e for e in events(c.admin, "workspace=w") if e["reason"] == "NotificationFailed"][0]
+            assert "loopback, link-local or metadata" in ev["message"] and "1 attempt" in ev["message"], ev
+            assert rx.bodies == []
+            del agent
+        finally:
+            c.close()
+            rx.close()
