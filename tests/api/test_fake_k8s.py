@@ -489,7 +489,7 @@ def start_webhook(k8s):
     import json
     import ssl
     import threading
-    crt, key = k8s.issue_cert("webhook", ["127.0.0.1"])
+    crt, key = k8s.issue_cert("webhook", ["127.0.0.1", "hook.hooked.svc"])
     seen = []
 
     class H(http.server.BaseHTTPRequestHandler):
@@ -562,6 +562,18 @@ def test_admission_webhooks(k8s):
         n = len(seen)
         code, p = k8s.post("/api/v1/namespaces/plain/pods", pod_body("c", labels={"deny": "yes"}))
         assert code == 201 and "mutated" not in p["metadata"]["labels"] and len(seen) == n
+        # clientConfig.service: the Service's targetPort on 127.0.0.1, certificate checked for hook.hooked.svc.
+        svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hook"},
+               "spec": {"ports": [{"port": 443, "targetPort": srv.server_address[1]}]}}
+        assert k8s.post("/api/v1/namespaces/hooked/services", svc)[0] == 201
+        cfg = webhook_config("ValidatingWebhookConfiguration", "s", "", k8s.ca_bundle(), ns_label="svchook")
+        cfg["webhooks"][0]["clientConfig"] = {"service": {"namespace": "hooked", "name": "hook", "path": "/validate"},
+                                              "caBundle": k8s.ca_bundle()}
+        assert k8s.post(ar + "validatingwebhookconfigurations", cfg)[0] == 201
+        make_ns(k8s, "svchooked", {"svchook": "yes"})
+        code, st = k8s.post("/api/v1/namespaces/svchooked/pods", pod_body("e", labels={"deny": "yes"}))
+        assert code == 403 and 'admission webhook "s.egs.example.com" denied' in st["message"]
+        assert k8s.delete(ar + "validatingwebhookconfigurations/s")[0] == 200
         # A webhook that cannot be reached: Fail refuses (500), Ignore lets the request through.
         dead = "https://127.0.0.1:%d/x" % srv.server_address[1]
         srv.shutdown()
@@ -627,3 +639,91 @@ def test_custom_resources_with_kubectl(k8s, tmp_path):
     # Deleting the CRD removes its objects and its API.
     assert k8s.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + crd["metadata"]["name"])[0] == 200
     assert k8s.get(base)[0] == 404
+
+
+def kubectl_minor(k8s):
+    import json
+    return int(json.loads(ok(k8s.kubectl("version", "--client", "-o", "json")))["clientVersion"]["minor"].rstrip("+"))
+
+
+KUSTOMIZED = """apiVersion: v1
+kind: ServiceAccount
+metadata: {name: egs-agent}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: egs-agent-k}
+rules:
+- {apiGroups: [""], resources: [nodes], verbs: [get, list, watch, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: egs-agent-k}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: egs-agent-k}
+subjects: [{kind: ServiceAccount, name: egs-agent, namespace: kz}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: egsd}
+spec:
+  selector: {app: egsd}
+  ports: [{port: 8080}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: egsd}
+spec:
+  serviceName: egsd
+  selector: {matchLabels: {app: egsd}}
+  template:
+    metadata: {labels: {app: egsd}}
+    spec:
+      containers: [{name: egsd, image: egs/egsd:dev}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+"""
+
+
+def test_kubectl_kustomize_serverside_and_tokens(k8s, tmp_path):
+    make_ns(k8s, "kz")
+    (tmp_path / "kustomization.yaml").write_text("namespace: kz\nresources: [all.yaml]\n")
+    (tmp_path / "all.yaml").write_text(KUSTOMIZED)
+    out = ok(k8s.kubectl("apply", "-k", str(tmp_path)))
+    assert "statefulset.apps/egsd created" in out and "clusterrolebinding.rbac.authorization.k8s.io/egs-agent-k created" in out
+    assert "configured" not in ok(k8s.kubectl("apply", "-k", str(tmp_path)))
+    crb = k8s.get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/egs-agent-k")[1]
+    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": "egs-agent", "namespace": "kz"}]
+    if kubectl_minor(k8s) < 27:
+        return  # `create token` (1.24) and `auth whoami` (1.27) are newer than Debian's kubectl
+    tok = ok(k8s.kubectl("create", "token", "egs-agent", "-n", "kz", "--duration=1h")).strip()
+    assert k8s.get("/api/v1/nodes", token=tok)[0] == 200  # the ClusterRoleBinding applies
+    assert k8s.get("/api/v1/namespaces/kz/secrets", token=tok)[0] == 403
+    assert "kubernetes-admin" in ok(k8s.kubectl("auth", "whoami"))
+    f = tmp_path / "cm.yaml"
+    f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ssa, namespace: kz}\ndata: {a: '1'}\n")
+    assert "configmap/ssa serverside-applied" in ok(k8s.kubectl("apply", "--server-side", "-f", str(f)))
+    assert k8s.get("/api/v1/namespaces/kz/configmaps/ssa")[1]["data"] == {"a": "1"}
+
+
+def test_kubectl_get_watch_prints_tables(k8s):
+    import subprocess
+    import threading
+    env = dict(os.environ, KUBECONFIG=k8s.kubeconfig, HOME=k8s.dir)
+    p = subprocess.Popen(["kubectl", "get", "nodes", "-w", "-l", "watched=yes"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: [lines.append(ln.split()) for ln in p.stdout if ln.strip()],
+                              daemon=True)
+    reader.start()
+    try:
+        k8s.add_gpu_node("watched-1", labels={"watched": "yes"})
+        wait_for(lambda: any(ln[0] == "watched-1" for ln in lines), timeout=20)
+        k8s.add_gpu_node("watched-2", labels={"watched": "yes"})
+        wait_for(lambda: any(ln[0] == "watched-2" for ln in lines), timeout=20)
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    # Server-side Table rows: the node columns, not kubectl's generic NAME/AGE fallback.
+    assert ["watched-2", "Ready", "<none>"] == [ln for ln in lines if ln[0] == "watched-2"][0][:3], lines
+    assert sum(1 for ln in lines if ln[0] == "NAME") == 1 and lines[0][:3] == ["NAME", "STATUS", "ROLES"], lines

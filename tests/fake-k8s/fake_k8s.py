@@ -369,7 +369,7 @@ class Handler(BaseHTTPRequestHandler):
         if watching:
             if name:
                 q["fieldSelector"] = ",".join(x for x in (q.get("fieldSelector"), "metadata.name=" + name) if x)
-            return serve_watch(self, app, res, ns, q)
+            return serve_watch(self, app, res, ns, q, parse_accept(self.headers.get("Accept")) == "Table")
         if sub:
             return self.subresource(app, method, res, ns, name, sub, q, raw, ident)
         if res.resource in REVIEWS:

@@ -9,9 +9,11 @@ object, so an object leaving the selection is DELETED and one entering it is ADD
 allowWatchBookmarks=true a BOOKMARK carrying the current resourceVersion is sent every
 --bookmark-seconds (and after the initial events when sendInitialEvents=true, annotated
 k8s.io/initial-events-end).  timeoutSeconds ends the stream cleanly; so does a closed connection."""
+import datetime
 import json
 import time
 
+import k8s_meta
 from k8s_meta import gv_string
 from k8s_objects import ApiError
 from k8s_store import fields_match, labels_match
@@ -22,7 +24,27 @@ def _matches(sel, obj):
     return obj is not None and labels_match(lsel, obj["metadata"].get("labels")) and fields_match(fsel, obj)
 
 
-def _frame(etype, obj):
+class Tables:
+    """Turns watched objects into one-row meta.k8s.io Tables (kubectl get -w asks for them); the first
+    carries the column definitions, later ones none, as real servers send them."""
+
+    def __init__(self, app, res, include):
+        with app.store.lock:
+            self.crd = app.reg.crd_of.get((res.group, res.resource))
+        self.res, self.include, self.first = res, include, True
+
+    def __call__(self, obj):
+        now = datetime.datetime.now(datetime.timezone.utc)
+        t = k8s_meta.table(self.res, [obj], obj["metadata"].get("resourceVersion", ""), self.crd, self.include, now)
+        if not self.first:
+            t["columnDefinitions"] = []
+        self.first = False
+        return t
+
+
+def _frame(etype, obj, conv=None):
+    if conv is not None and etype in ("ADDED", "MODIFIED", "DELETED"):
+        obj = conv(obj)
     data = json.dumps({"type": etype, "object": obj}, separators=(",", ":")).encode() + b"\n"
     return b"%x\r\n%s\r\n" % (len(data), data)
 
@@ -32,9 +54,11 @@ def _expired(x, oldest):
             "message": "too old resource version: %d (%d)" % (x, oldest + 1), "reason": "Expired", "code": 410}
 
 
-def serve_watch(handler, app, res, ns, q):
-    """Streams events for res (namespace ns or all) until timeout, client close or expiry."""
+def serve_watch(handler, app, res, ns, q, table=False):
+    """Streams events for res (namespace ns or all) until timeout, client close or expiry; table: the
+    client asked for Table objects."""
     store = app.store
+    conv = Tables(app, res, q.get("includeObject") or "Metadata") if table else None
     sel = app.api.selectors(res, q)
     gv = gv_string(res.group, res.version)
     bookmarks = q.get("allowWatchBookmarks") in ("true", "1", "True")
@@ -50,7 +74,7 @@ def serve_watch(handler, app, res, ns, q):
             start = store.rv
             for o in store.items(res.group, res.resource, ns or None):
                 if _matches(sel, o):
-                    frames.append(_frame("ADDED", _out(o, gv)))
+                    frames.append(_frame("ADDED", _out(o, gv), conv))
             if initial and bookmarks:
                 frames.append(_bookmark(res, gv, start, True))
         else:
@@ -72,7 +96,7 @@ def serve_watch(handler, app, res, ns, q):
         return
     w.write(b"".join(frames))
     w.flush()
-    _stream(w, app, res, ns, sel, gv, start, bookmarks, time.monotonic() + timeout)
+    _stream(w, app, res, ns, sel, gv, start, bookmarks, time.monotonic() + timeout, conv)
 
 
 def _out(obj, gv):
@@ -105,7 +129,7 @@ def _translate(ev, sel, ns):
     return None
 
 
-def _stream(w, app, res, ns, sel, gv, start, bookmarks, deadline):
+def _stream(w, app, res, ns, sel, gv, start, bookmarks, deadline, conv):
     store = app.store
     every = app.args.bookmark_seconds
     next_bm = time.monotonic() + every
@@ -137,7 +161,7 @@ def _stream(w, app, res, ns, sel, gv, start, bookmarks, deadline):
                 continue
             t = _translate(ev, sel, ns)
             if t:
-                out.append(_frame(t[0], _out(t[1], gv)))
+                out.append(_frame(t[0], _out(t[1], gv), conv))
         start = cur
         if bookmarks and time.monotonic() >= next_bm:
             out.append(_bookmark(res, gv, cur))
