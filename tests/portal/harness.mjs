@@ -73,7 +73,7 @@ function devicesYaml(nodes) {
  * Starts egsd and one agent per cluster: clusters = {name: [[node, shape], ...]}.  Resolves when
  * every node has registered.  Returns {url, admin (API client), adminKey, stop()}.
  */
-export async function startEgs(clusters) {
+export async function startEgs(clusters, { tokenTtl = 86400 } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'egs-portal-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -87,7 +87,7 @@ export async function startEgs(clusters) {
     procs.push(p);
     return p;
   };
-  const egsd = run('egsd', ['--listen', `127.0.0.1:${port}`, '--data', join(dir, 'data'), '--dev-clock', '--quiet', '--token-ttl', '86400'], 'egsd');
+  const egsd = run('egsd', ['--listen', `127.0.0.1:${port}`, '--data', join(dir, 'data'), '--dev-clock', '--quiet', '--token-ttl', String(tokenTtl)], 'egsd');
   await waitFor(async () => egsd.exitCode === null && (await fetch(url + '/healthz')).ok, 'egsd to answer /healthz', 10000);
   const adminKey = readFileSync(join(dir, 'data', 'admin.key'), 'utf8').trim();
   const admin = client(url, adminKey);

@@ -43,6 +43,33 @@ test('user: wait time, create, Queued to Provisioned live, release', async () =>
     await page.locator('tr.gpr-provisioned', { hasText: 'train-a' }).waitFor({ timeout: 15000 });
     await shot(page, 'user-provisioned');
 
+    // The GPU table of the slice (hottest first) and one GPU's time series; the events, searched;
+    // the kubeconfig of the slice's cluster, downloaded.
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'GPUs' }).click();
+    const gpus = page.getByRole('region', { name: 'GPU table' });
+    await gpus.locator('tbody tr[aria-rowindex="9"]').waitFor();
+    const powers = await gpus.locator('tbody tr:not(.spacer) td:nth-child(3)').allInnerTexts();
+    assert.equal(powers.length, 8, 'the 8 GPUs of the provisioned node');
+    assert.deepEqual(powers.map(Number), powers.map(Number).sort((x, y) => y - x), 'hottest (most power) first');
+    await gpus.getByRole('button', { name: /View dashboard of gpu-a GPU/ }).first().click();
+    const chart = page.getByRole('img', { name: /Power \(W\), temperature/ });
+    await chart.waitFor();
+    assert.match(await chart.getAttribute('aria-label'), /power W: last \d/, 'the chart has the GPU\'s samples');
+    await shot(page, 'user-gpus');
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Events' }).click();
+    const evs = page.getByRole('region', { name: 'Events' });
+    await evs.locator('tbody tr[aria-rowindex="2"]').waitFor();
+    await page.getByLabel('Search loaded events').fill('train-a');
+    const reasons = await evs.locator('tbody tr:not(.spacer) td:nth-child(3)').allInnerTexts();
+    assert.ok(reasons.includes('Queued') && reasons.includes('Provisioned'), `train-a's events: ${reasons}`);
+    assert.ok((await evs.locator('tbody tr:not(.spacer)').allInnerTexts()).every((t) => t.includes('train-a')), 'only matching events');
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Slices' }).click();
+    const [dl] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download the kubeconfig of team-a on worker-1' }).click()]);
+    const yaml = await (await import('node:fs/promises')).readFile(await dl.path(), 'utf8');
+    assert.match(yaml, /kind: Config/);
+    assert.equal(dl.suggestedFilename(), 'team-a-worker-1.kubeconfig.yaml');
+    await page.getByRole('link', { name: 'GPU Requests', exact: true }).click();
+
     await page.getByRole('button', { name: 'Release train-a early' }).click();
     await waitFor(async () => {
       const s = (await egs.admin('GET', '/gpr?gprId=' + gpr.gprId)).status.provisioningStatus;

@@ -7,6 +7,7 @@ import { fmtTime, statusOf } from '../ui/format.js';
 import { useState } from 'preact/hooks';
 
 const MAX_SLICES = 20; // the dashboard summarizes; the GPU Requests page lists everything
+const MAX_ROWS = 50;
 
 async function load() {
   const { workspaces } = await egs.workspaceList();
@@ -20,8 +21,13 @@ export function Dashboard() {
   const [recent, setRecent] = useState([]);
   useLiveReload(reload, (e) => e.involvedObject && e.involvedObject.kind === 'GPR');
   useLive((e) => setRecent((r) => [e, ...r.filter((x) => x.id !== e.id)].slice(0, 8)));
-  if (error) return <ErrorBox error={error} />;
-  if (!data) return <Loading />;
+  if (error || !data)
+    return (
+      <>
+        <h1>Dashboard</h1>
+        {error ? <ErrorBox error={error} /> : <Loading />}
+      </>
+    );
   const active = data.gprs.filter((g) => !['Complete', 'Cancelled', 'Rejected', 'Failed'].includes(statusOf(g)));
   const inUse = data.gprs.reduce((n, g) => n + (statusOf(g) === 'Provisioned' ? g.status.numGpusAllocated || 0 : 0), 0);
   const queued = data.gprs.filter((g) => statusOf(g) === 'Queued').length;
@@ -77,7 +83,7 @@ export function Dashboard() {
                 </tr>
               </thead>
               <tbody>
-                {active.map((g) => (
+                {active.slice(0, MAX_ROWS).map((g) => (
                   <tr data-gpr={g.gprId}>
                     <td>
                       <Link href={path('gprs', g.sliceName, g.gprId)}>{g.gprName}</Link>
@@ -93,6 +99,11 @@ export function Dashboard() {
                 ))}
               </tbody>
             </table>
+            {active.length > MAX_ROWS && (
+              <p class="muted">
+                and {active.length - MAX_ROWS} more: see <Link href="/gprs">GPU Requests</Link>
+              </p>
+            )}
           </div>
         )}
       </Card>
