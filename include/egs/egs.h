@@ -175,6 +175,18 @@ enum egs_err egs_client_policy_delete(struct egs_client *c, const char *workspac
 /* GET /api/v1/settings/policy: the global policy every workspace obeys (maxNodesPerGpr always set). */
 enum egs_err egs_client_policy_global(struct egs_client *c, json_t **policy);
 
+/* ---- GPR templates and template bindings (docs/templates.md) ---- */
+/* `binding` picks the kind: false = /api/v1/gpr-template (named by the template's name), true =
+ * /api/v1/gpr-template-binding (named by its workspace).  Get: *obj receives the object (new
+ * reference); EGS_ERR_NOT_FOUND when there is none.  List: *items receives the array (items or
+ * templateBindings).  Put: POST (create) or PUT (replace) body as is, *obj (may be NULL) receives the
+ * answer's data.  Delete: EGS_ERR_NOT_FOUND when there is none, EGS_ERR_CONFLICT for a template a
+ * binding lists. */
+enum egs_err egs_client_template_get(struct egs_client *c, bool binding, const char *name, json_t **obj);
+enum egs_err egs_client_template_list(struct egs_client *c, bool binding, json_t **items);
+enum egs_err egs_client_template_put(struct egs_client *c, bool binding, bool create, json_t *body, json_t **obj);
+enum egs_err egs_client_template_delete(struct egs_client *c, bool binding, const char *name);
+
 /* ---- GPU provision requests ---- */
 /*
  * POST /api/v1/gpr.  On success copies the new gprId into id (EGS_CLIENT_ID_MAX bytes).  A request

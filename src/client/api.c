@@ -214,6 +214,38 @@ enum egs_err egs_client_policy_global(struct egs_client *c, json_t **policy)
 	return simple(c, "GET", "/api/v1/settings/policy", NULL, NULL, policy);
 }
 
+#define TEMPLATE_ROUTE(binding) ((binding) ? "/api/v1/gpr-template-binding" : "/api/v1/gpr-template")
+#define TEMPLATE_KEY(binding) ((binding) ? "gprTemplateBindingName" : "gprTemplateName")
+
+enum egs_err egs_client_template_get(struct egs_client *c, bool binding, const char *name, json_t **obj)
+{
+	struct path p;
+
+	path_init(&p, TEMPLATE_ROUTE(binding));
+	path_query(&p, TEMPLATE_KEY(binding), name ? name : "");
+	return call_get(c, "GET", &p, NULL, NULL, obj);
+}
+
+enum egs_err egs_client_template_list(struct egs_client *c, bool binding, json_t **items)
+{
+	return simple(c, "GET", binding ? "/api/v1/gpr-template-binding/list" : "/api/v1/gpr-template/list", NULL,
+		      binding ? "templateBindings" : "items", items);
+}
+
+enum egs_err egs_client_template_put(struct egs_client *c, bool binding, bool create, json_t *body, json_t **obj)
+{
+	return simple(c, create ? "POST" : "PUT", TEMPLATE_ROUTE(binding), body, NULL, obj);
+}
+
+enum egs_err egs_client_template_delete(struct egs_client *c, bool binding, const char *name)
+{
+	json_t *body = one_field(TEMPLATE_KEY(binding), name);
+	enum egs_err err = simple(c, "DELETE", TEMPLATE_ROUTE(binding), body, NULL, NULL);
+
+	json_decref(body);
+	return err;
+}
+
 enum egs_err egs_client_gpr_create(struct egs_client *c, json_t *request, char id[EGS_CLIENT_ID_MAX])
 {
 	json_t *data = NULL;

@@ -149,6 +149,10 @@ int ctl_cmd_release(struct ctl *c, int argc, char **argv);
 int ctl_cmd_delete(struct ctl *c, int argc, char **argv);
 int ctl_cmd_apply(struct ctl *c, int argc, char **argv);
 int ctl_cmd_wait(struct ctl *c, int argc, char **argv);
+/* GPR templates (binding false) or template bindings (true) for get and describe (ctl_template.c):
+ * the named ones, or every one when nnames is 0; exit codes as the other commands. */
+int ctl_get_templates(struct ctl *c, struct egs_client *cl, bool binding, const char *const *names, int nnames);
+int ctl_describe_template(struct ctl *c, bool binding, const char *name);
 /* delete -f (ctl_apply.c), reached from ctl_cmd_delete. */
 int ctl_delete_files(struct ctl *c, const char *const *files, bool release, bool ignore_missing);
 

@@ -20,6 +20,9 @@
  *   WorkspacePolicy  PUT /api/v1/slice-workspace/policy with the whole policy when it differs (by
  *                    meaning) from GET's answer; the PUT replaces the policy, so limits the manifest
  *                    leaves out are cleared.  delete -f sends DELETE.
+ *   GPRTemplate, GPRTemplateBinding  POST when GET finds none, else PUT of the whole object when it
+ *                    differs by meaning (docs/templates.md); delete -f sends DELETE.  Applied after
+ *                    workspaces and before GPRs, which may name a template (spec.templateName).
  */
 #include "core/common.h"
 
@@ -36,7 +39,8 @@ static const char apply_help[] =
 	"usage: egsctl apply -f FILE|DIR|- [-f ...] [--wait [--timeout DURATION]] [--token-dir DIR]\n"
 	"\n"
 	"Creates or updates what YAML manifests describe (GPUProvisioningRequest, SliceWorkspace,\n"
-	"Cluster, WorkspacePolicy; several documents per file separated by ---).  Applying the same files\n"
+	"Cluster, WorkspacePolicy, GPRTemplate, GPRTemplateBinding; several documents per file separated\n"
+	"by ---).  Applying the same files\n"
 	"again changes nothing and reports each object \"unchanged\".  Errors name the file and line.\n"
 	"\n"
 	"options:\n"
@@ -285,6 +289,43 @@ static int delete_policy(struct run *r, const struct egs_manifest_obj *o)
 	return CTL_OK;
 }
 
+/* ---- GPR templates and template bindings ---- */
+
+static int apply_template(struct run *r, const struct egs_manifest_obj *o)
+{
+	bool binding = o->kind == EGS_MANIFEST_BINDING;
+	json_t *cur = NULL;
+	enum egs_err err = egs_client_template_get(r->c->client, binding, o->name, &cur);
+	bool differs;
+
+	if (err == EGS_ERR_NOT_FOUND) {
+		if ((err = egs_client_template_put(r->c->client, binding, true, o->body, NULL)) != EGS_OK)
+			return call_failed(r, o, err, "create");
+		report(r, o, "created", NULL, NULL);
+		return CTL_OK;
+	}
+	if (err)
+		return call_failed(r, o, err, "get");
+	differs = binding ? egs_manifest_binding_differs(o, cur) : egs_manifest_template_differs(o, cur);
+	json_decref(cur);
+	if (differs && (err = egs_client_template_put(r->c->client, binding, false, o->body, NULL)) != EGS_OK)
+		return call_failed(r, o, err, "update");
+	report(r, o, differs ? "configured" : "unchanged", NULL, NULL);
+	return CTL_OK;
+}
+
+static int delete_template(struct run *r, const struct egs_manifest_obj *o)
+{
+	enum egs_err err = egs_client_template_delete(r->c->client, o->kind == EGS_MANIFEST_BINDING, o->name);
+
+	if (err == EGS_ERR_NOT_FOUND)
+		return missing(r, o);
+	if (err)
+		return call_failed(r, o, err, "delete");
+	report(r, o, "deleted", NULL, NULL);
+	return CTL_OK;
+}
+
 /* ---- GPRs ---- */
 
 static bool live_state(const char *s)
@@ -464,6 +505,9 @@ static int delete_one(struct run *r, const struct egs_manifest_obj *o)
 		return delete_gpr(r, o);
 	case EGS_MANIFEST_POLICY:
 		return delete_policy(r, o);
+	case EGS_MANIFEST_TEMPLATE:
+	case EGS_MANIFEST_BINDING:
+		return delete_template(r, o);
 	case EGS_MANIFEST_CLUSTER:
 		report(r, o, "kept", NULL, "this server has no route to delete a cluster");
 		return CTL_OK;
@@ -492,6 +536,9 @@ static int apply_one(struct run *r, const struct egs_manifest_obj *o)
 		return apply_workspace(r, o);
 	case EGS_MANIFEST_POLICY:
 		return apply_policy(r, o);
+	case EGS_MANIFEST_TEMPLATE:
+	case EGS_MANIFEST_BINDING:
+		return apply_template(r, o);
 	default:
 		return apply_gpr(r, o);
 	}

@@ -15,9 +15,11 @@
 static const char describe_help[] =
 	"usage: egsctl describe gpr ID\n"
 	"       egsctl describe workspace NAME\n"
+	"       egsctl describe gprtemplate NAME | gprtemplatebinding WORKSPACE\n"
 	"\n"
 	"Shows one GPR (request, state, queue position, estimate, window, nodes, failure reason) or\n"
-	"one workspace (clusters, namespaces, users, live GPRs), with its recent events.\n";
+	"one workspace (clusters, namespaces, users, live GPRs), with its recent events; or one GPR\n"
+	"template, or the template binding of a workspace.\n";
 
 static void field(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void field(const char *name, const char *fmt, ...)
@@ -223,9 +225,16 @@ int ctl_cmd_describe(struct ctl *c, int argc, char **argv)
 		kind = pos[0], name = pos[1];
 	else
 		return ctl_usage(c, "usage: egsctl describe gpr ID | egsctl describe workspace NAME");
+	if (!strcasecmp(kind, "gprtemplate") || !strcasecmp(kind, "template") || !strcasecmp(kind, "gprtemplatebinding") ||
+	    !strcasecmp(kind, "templatebinding")) {
+		if ((rc = ctl_check_format(c, 1u << CTL_OUT_TABLE | 1u << CTL_OUT_JSON | 1u << CTL_OUT_YAML)) != CTL_OK ||
+		    !ctl_client(c, &rc))
+			return rc;
+		return ctl_describe_template(c, strcasestr(kind, "binding") != NULL, name);
+	}
 	gpr = !strcasecmp(kind, "gpr") || !strcasecmp(kind, "gprs");
 	if (!gpr && strcasecmp(kind, "workspace") && strcasecmp(kind, "ws") && strcasecmp(kind, "workspaces"))
-		return ctl_usage(c, "describe knows gpr and workspace, not %s", kind);
+		return ctl_usage(c, "describe knows gpr, workspace, gprtemplate and gprtemplatebinding, not %s", kind);
 	if ((rc = ctl_check_format(c, 1u << CTL_OUT_TABLE | 1u << CTL_OUT_JSON | 1u << CTL_OUT_YAML)) != CTL_OK ||
 	    !ctl_client(c, &rc))
 		return rc;

@@ -20,7 +20,7 @@ static const char get_help[] =
 	"usage: egsctl get RESOURCE [NAME...] [options]\n"
 	"\n"
 	"Lists objects.  RESOURCE is one of:\n"
-	"  gprs (gpr)              GPU provision requests; NAME is a gprId\n"
+	"  gprs (gpr)              GPU provision requests; NAME is a gprId (or gpr/ID)\n"
 	"  workspaces (ws)         slice workspaces\n"
 	"  nodes (node)            GPU nodes of the inventory\n"
 	"  gpus (gpu)              GPUs with their latest samples (admins)\n"
@@ -28,6 +28,8 @@ static const char get_help[] =
 	"  events (ev)             events, newest first\n"
 	"  queue (q)               waiting GPRs in the order they will start\n"
 	"  policies (policy)       workspace policies (NAME is a workspace) and the global one\n"
+	"  gprtemplates (template) GPR templates: request shapes (docs/templates.md)\n"
+	"  gprtemplatebindings     which templates each workspace may use (NAME is a workspace)\n"
 	"\n"
 	"options:\n"
 	"  -w, --workspace NAME    only this workspace (gprs, events, queue)\n"
@@ -574,6 +576,18 @@ static int get_events(struct ctl *c, struct egs_client *cl, const struct get_opt
 	return CTL_OK;
 }
 
+/* ---- GPR templates and bindings (ctl_template.c) ---- */
+
+static int get_templates(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	return ctl_get_templates(c, cl, false, o->names, o->nnames);
+}
+
+static int get_bindings(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	return ctl_get_templates(c, cl, true, o->names, o->nnames);
+}
+
 /* ---- dispatch ---- */
 
 struct resource {
@@ -591,6 +605,8 @@ static const struct resource resources[] = {
 	{{"events", "event", "ev", NULL}, get_events, false},
 	{{"queue", "q", NULL, NULL}, get_queue, false},
 	{{"policies", "policy", "workspacepolicies", "workspacepolicy"}, get_policies, true},
+	{{"gprtemplates", "gprtemplate", "templates", "template"}, get_templates, true},
+	{{"gprtemplatebindings", "gprtemplatebinding", "templatebindings", "templatebinding"}, get_bindings, true},
 };
 
 static const struct resource *find_resource(const char *name)
@@ -636,7 +652,7 @@ int ctl_cmd_get(struct ctl *c, int argc, char **argv)
 	if (rc || help)
 		return ctl_help(rc, help, get_help);
 	if (npos == 0)
-		return ctl_usage(c, "name a resource: gprs, workspaces, nodes, gpus, clusters, events, queue or policies (see --help)");
+		return ctl_usage(c, "name a resource: gprs, workspaces, nodes, gpus, clusters, events, queue, policies, gprtemplates or gprtemplatebindings (see --help)");
 	if (npos == 1 && strchr(pos[0], '/')) { /* get gpr/ID: the resource and one name */
 		size_t n = (size_t)(strchr(pos[0], '/') - pos[0]);
 		r = NULL;
@@ -653,7 +669,7 @@ int ctl_cmd_get(struct ctl *c, int argc, char **argv)
 	}
 	r = find_resource(pos[0]);
 	if (!r)
-		return ctl_usage(c, "unknown resource '%s': use gprs, workspaces, nodes, gpus, clusters, events, queue or policies",
+		return ctl_usage(c, "unknown resource '%s': use gprs, workspaces, nodes, gpus, clusters, events, queue, policies, gprtemplates or gprtemplatebindings",
 				 pos[0]);
 	if (npos > 1 && !r->named)
 		return ctl_usage(c, "get %s takes no names (filter with the options of --help)", r->names[0]);

@@ -69,6 +69,7 @@ static const struct field gpr_fields[] = {
 	{"enableRDMA", "enableRDMA", T_BOOL, false},
 	{"enableSecondaryNetwork", "enableSecondaryNetwork", T_BOOL, false},
 	{"gpuSharingMode", "gpuSharingMode", T_STR, false},
+	{"templateName", "templateName", T_STR, false},
 	{NULL, NULL, T_ANY, false},
 };
 
@@ -109,11 +110,37 @@ static const struct field policy_fields[] = {
 	{NULL, NULL, T_ANY, false},
 };
 
+/* GPR templates and template bindings (docs/templates.md); the server checks the binding's clusters. */
+static const struct field template_fields[] = {
+	{"clusterName", "clusterName", T_STR, true},
+	{"numberOfGPUs", "numberOfGPUs", T_INT, true},
+	{"numberOfGPUNodes", "numberOfGPUNodes", T_INT, true},
+	{"memoryPerGpu", "memoryPerGpu", T_INT, false},
+	{"memoryPerGPU", "memoryPerGpu", T_INT, false},
+	{"gpuShape", "gpuShape", T_STR, false},
+	{"instanceType", "instanceType", T_STR, false},
+	{"exitDuration", "exitDuration", T_DUR, true},
+	{"priority", "priority", T_INT, false},
+	{"enforceIdleTimeOut", "enforceIdleTimeOut", T_BOOL, false},
+	{"idleTimeOutDuration", "idleTimeOutDuration", T_DUR, false},
+	{"enableEviction", "enableEviction", T_BOOL, false},
+	{"requeueOnFailure", "requeueOnFailure", T_BOOL, false},
+	{NULL, NULL, T_ANY, false},
+};
+
+static const struct field binding_fields[] = {
+	{"clusters", "clusters", T_ANY, true},
+	{"enableAutoGPR", "enableAutoGPR", T_BOOL, false},
+	{NULL, NULL, T_ANY, false},
+};
+
 /* Indexed by enum egs_manifest_kind. */
 static const struct kind_def kinds[] = {
 	[EGS_MANIFEST_CLUSTER] = {"Cluster", "cluster", "clusterName", false, cluster_fields},
 	[EGS_MANIFEST_WORKSPACE] = {"SliceWorkspace", "workspace", "workspaceName", true, ws_fields},
 	[EGS_MANIFEST_POLICY] = {"WorkspacePolicy", "workspacepolicy", "workspaceName", true, policy_fields},
+	[EGS_MANIFEST_TEMPLATE] = {"GPRTemplate", "gprtemplate", "name", true, template_fields},
+	[EGS_MANIFEST_BINDING] = {"GPRTemplateBinding", "gprtemplatebinding", "workspaceName", true, binding_fields},
 	[EGS_MANIFEST_GPR] = {"GPUProvisioningRequest", "gpr", "gprName", true, gpr_fields},
 };
 
@@ -575,8 +602,10 @@ static bool parse_spec(struct parse *p, struct doc *d)
 	for (yaml_node_pair_t *pair = s->data.mapping.pairs.start; ok && pair < s->data.mapping.pairs.top; pair++)
 		ok = spec_pair(p, d, node_at(p, pair->key), node_at(p, pair->value), seen);
 	json_decref(seen);
+	/* A GPR from a template takes its shape from there: only sliceName stays required. */
+	bool templated = d->kind == EGS_MANIFEST_GPR && json_object_get(d->body, "templateName");
 	for (const struct field *f = d->def->fields; ok && f->key; f++)
-		if (f->required && !json_object_get(d->body, f->wire))
+		if (f->required && !json_object_get(d->body, f->wire) && (!templated || !strcmp(f->wire, "sliceName")))
 			ok = failf(p, s, "spec.%s is required for a %s", f->key, d->def->kind);
 	return ok;
 }
@@ -655,7 +684,8 @@ static bool find_kind(struct parse *p, struct doc *d, yaml_node_t *v)
 			d->kind = (enum egs_manifest_kind)i;
 			return true;
 		}
-	return failf(p, v, "kind: '%s' is not one of GPUProvisioningRequest, SliceWorkspace, Cluster, WorkspacePolicy",
+	return failf(p, v, "kind: '%s' is not one of GPUProvisioningRequest, SliceWorkspace, Cluster, WorkspacePolicy, "
+			   "GPRTemplate, GPRTemplateBinding",
 		     s ? s : "(not a string)");
 }
 

@@ -5,7 +5,8 @@
  * A manifest file holds one or more YAML documents ("---" between them), each one object:
  *
  *     apiVersion: egs.avesha.io/v1
- *     kind: GPUProvisioningRequest        # or SliceWorkspace, Cluster, WorkspacePolicy
+ *     kind: GPUProvisioningRequest        # or SliceWorkspace, Cluster, WorkspacePolicy, GPRTemplate,
+ *                                         # GPRTemplateBinding
  *     metadata: {name: train-llm}
  *     spec: {sliceName: team-a, numberOfGPUNodes: 1, exitDuration: 6h, ...}
  *
@@ -28,7 +29,9 @@ enum egs_manifest_kind {
 	EGS_MANIFEST_CLUSTER,
 	EGS_MANIFEST_WORKSPACE,
 	EGS_MANIFEST_POLICY,
-	EGS_MANIFEST_GPR,
+	EGS_MANIFEST_TEMPLATE, /* GPRTemplate: names a cluster */
+	EGS_MANIFEST_BINDING,  /* GPRTemplateBinding: names a workspace and templates */
+	EGS_MANIFEST_GPR,      /* may name a template */
 };
 
 struct egs_manifest_obj {
@@ -77,8 +80,9 @@ enum egs_err egs_manifest_finish(struct egs_manifest *m, char *err, size_t errsz
  * does not set it (field may be NULL). */
 int egs_manifest_line(const struct egs_manifest_obj *o, const char *field);
 
-/* "GPUProvisioningRequest", "SliceWorkspace", "Cluster", "WorkspacePolicy"; and short names for
- * messages ("gpr", "workspace", "cluster", "workspacepolicy"). */
+/* "GPUProvisioningRequest", "SliceWorkspace", "Cluster", "WorkspacePolicy", "GPRTemplate",
+ * "GPRTemplateBinding"; and short names for messages ("gpr", "workspace", "cluster",
+ * "workspacepolicy", "gprtemplate", "gprtemplatebinding"). */
 const char *egs_manifest_kind_name(enum egs_manifest_kind k);
 const char *egs_manifest_kind_short(enum egs_manifest_kind k);
 
@@ -118,6 +122,15 @@ json_t *egs_manifest_ws_changes(const struct egs_manifest_obj *o, json_t *curren
  * none.
  */
 bool egs_manifest_policy_differs(const struct egs_manifest_obj *o, json_t *current);
+
+/*
+ * Whether GPR template manifest o (or template binding manifest o) differs from current (a GET answer
+ * of its kind).  A template is compared field by field by meaning (durations as seconds, memory as
+ * MiB, a field the manifest leaves out as the server's default); a binding by its clusters (each
+ * {clusterName, defaultTemplateName, templates}) and enableAutoGPR.
+ */
+bool egs_manifest_template_differs(const struct egs_manifest_obj *o, json_t *current);
+bool egs_manifest_binding_differs(const struct egs_manifest_obj *o, json_t *current);
 
 /*
  * The PUT /api/v1/clusters body for cluster manifest o against current (one item of GET

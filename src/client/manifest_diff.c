@@ -17,7 +17,7 @@
 /* GPR fields whose current value the server's view does not show as requested (derived), so they
  * are sent at creation only. */
 static const char *const create_only[] = {"multiNode", "dedicatedNodes", "gpuSharingMode", "gprName",
-					  "sliceName", "earlyRelease"};
+					  "sliceName", "earlyRelease", "templateName"};
 
 static bool in(const char *s, const char *const *set, size_t n)
 {
@@ -249,6 +249,73 @@ bool egs_manifest_policy_differs(const struct egs_manifest_obj *o, json_t *curre
 {
 	json_t *want = policy_norm(o->body, true), *have = policy_norm(current, true);
 	bool differs = !json_equal(want, have);
+
+	json_decref(want);
+	json_decref(have);
+	return differs;
+}
+
+/* ---- GPR templates and bindings ---- */
+
+/* A template's field v as the server would store it: durations in seconds, memory in MiB, and an
+ * absent field as the server's default.  Returns a new reference. */
+static json_t *template_value(const char *key, json_t *v)
+{
+	if (!strcmp(key, "exitDuration") || !strcmp(key, "idleTimeOutDuration"))
+		return json_integer(duration_of(v));
+	if (!strcmp(key, "memoryPerGpu"))
+		return json_integer(json_is_integer(v) ? egs_memory_to_mib(json_integer_value(v)) : 0);
+	if (!strcmp(key, "priority"))
+		return json_integer(json_is_integer(v) ? json_integer_value(v) : 101);
+	if (!strcmp(key, "enforceIdleTimeOut") || !strcmp(key, "enableEviction") || !strcmp(key, "requeueOnFailure"))
+		return json_boolean(json_is_true(v));
+	if (!v || json_is_null(v))
+		return json_string("");
+	return json_incref(v);
+}
+
+bool egs_manifest_template_differs(const struct egs_manifest_obj *o, json_t *current)
+{
+	static const char *const keys[] = {"clusterName", "numberOfGPUs", "numberOfGPUNodes", "memoryPerGpu",
+					   "gpuShape", "instanceType", "exitDuration", "priority",
+					   "enforceIdleTimeOut", "idleTimeOutDuration", "enableEviction",
+					   "requeueOnFailure"};
+	bool differs = false;
+
+	for (size_t i = 0; i < EGS_ARRAY_LEN(keys) && !differs; i++) {
+		json_t *want = template_value(keys[i], json_object_get(o->body, keys[i]));
+		json_t *have = template_value(keys[i], json_object_get(current, keys[i]));
+		differs = !json_equal(want, have);
+		json_decref(want);
+		json_decref(have);
+	}
+	return differs;
+}
+
+/* A binding's clusters as [{clusterName, defaultTemplateName, templates}], absent members filled. */
+static json_t *binding_clusters(json_t *clusters)
+{
+	json_t *out = json_array(), *c, *t;
+	size_t i;
+
+	json_array_foreach(clusters, i, c) {
+		const char *def = json_string_value(json_object_get(c, "defaultTemplateName"));
+		t = json_object_get(c, "templates");
+		json_array_append_new(out, json_pack("{s:O, s:s, s:o}", "clusterName",
+						     json_object_get(c, "clusterName") ? json_object_get(c, "clusterName")
+										       : json_null(),
+						     "defaultTemplateName", def ? def : "", "templates",
+						     json_is_array(t) ? json_incref(t) : json_array()));
+	}
+	return out;
+}
+
+bool egs_manifest_binding_differs(const struct egs_manifest_obj *o, json_t *current)
+{
+	json_t *want = binding_clusters(json_object_get(o->body, "clusters"));
+	json_t *have = binding_clusters(json_object_get(current, "clusters"));
+	bool differs = !json_equal(want, have) || json_is_true(json_object_get(o->body, "enableAutoGPR")) !=
+							  json_is_true(json_object_get(current, "enableAutoGPR"));
 
 	json_decref(want);
 	json_decref(have);

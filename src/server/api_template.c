@@ -294,13 +294,21 @@ static void template_list(struct egs_req *r)
 	egs_reply_ok(r, json_pack("{s:o}", "items", items));
 }
 
-/* Is the body's value v for field k "unset" (null, "", false, 0) or equal to the template's t? */
-static bool same_or_unset(json_t *v, json_t *t)
+/* Is the body's value v for field `key` "unset" (null, "", false, 0) or the template's t by meaning
+ * (durations as seconds, memory as MiB)? */
+static bool same_or_unset(const char *key, json_t *v, json_t *t)
 {
+	int64_t a, b;
+	const char *why;
 	if (json_is_null(v) || json_is_false(v) || (json_is_string(v) && !*json_string_value(v)))
 		return true;
 	if (json_is_integer(v) && json_integer_value(v) == 0)
 		return true;
+	if (json_is_string(v) && json_is_string(t) && egs_duration_parse(json_string_value(v), &a, &why) &&
+	    egs_duration_parse(json_string_value(t), &b, &why))
+		return a == b;
+	if (!strcmp(key, "memoryPerGpu") && json_is_integer(v) && json_is_integer(t))
+		return egs_memory_to_mib(json_integer_value(v)) == json_integer_value(t);
 	return t && json_equal(v, t);
 }
 
@@ -354,8 +362,8 @@ bool egs_template_apply(struct egs_req *r)
 		if (!strcmp(key, "templateName") || !strcmp(key, "sliceName") || !strcmp(key, "gprName") ||
 		    !strcmp(key, "requestName"))
 			continue;
-		json_t *t = json_object_get(spec, !strcmp(key, "memoryPerGPU") ? "memoryPerGpu" : key);
-		if (!same_or_unset(v, t)) {
+		const char *tkey = !strcmp(key, "memoryPerGPU") ? "memoryPerGpu" : key;
+		if (!same_or_unset(tkey, v, json_object_get(spec, tkey))) {
 			egs_reply_invalid(r, key, "%s is fixed by GPR template %s: leave it out or give the template's value",
 					  key, name);
 			json_decref(spec);

@@ -507,3 +507,62 @@ def test_create_shared_fraction_of_a_gpu(env):
     # Without --shared a fraction is refused by the client, as before.
     assert ctl("create", "gpr", "bad", "-w", "share-ws", "--gpus", "0.5", "--duration", "1h").returncode == USAGE
 
+
+
+def template_doc(name, cluster="worker-1", gpus=2, duration="2h", priority=150):
+    return ("apiVersion: egs.avesha.io/v1\nkind: GPRTemplate\nmetadata:\n  name: %s\nspec:\n  clusterName: %s\n"
+            "  numberOfGPUs: %d\n  numberOfGPUNodes: 1\n  memoryPerGpu: 40\n  exitDuration: %s\n  priority: %d\n"
+            % (name, cluster, gpus, duration, priority))
+
+
+def binding_doc(ws, default, templates, cluster="worker-1"):
+    return ("apiVersion: egs.avesha.io/v1\nkind: GPRTemplateBinding\nmetadata:\n  name: %s\nspec:\n  clusters:\n"
+            "    - clusterName: %s\n      defaultTemplateName: %s\n      templates: [%s]\n"
+            % (ws, cluster, default, ", ".join(templates)))
+
+
+def test_templates_and_bindings_apply_get_describe_delete(env):
+    c, ctl = env
+    files = [ctl.write("tpl-ws.yaml", ws_doc("tpl-ws")),
+             ctl.write("tpl.yaml", manifest(template_doc("tpl-a"), template_doc("tpl-b", gpus=1, duration="30m"),
+                                            binding_doc("tpl-ws", "tpl-a", ["tpl-a", "tpl-b"]),
+                                            "apiVersion: egs.avesha.io/v1\nkind: GPUProvisioningRequest\n"
+                                            "metadata:\n  name: from-tpl\nspec:\n  sliceName: tpl-ws\n"
+                                            "  templateName: tpl-b\n  exitDuration: 30m\n"))]
+    out = ctl.ok("apply", "-f", files[0], "-f", files[1]).stdout
+    for line in ("gprtemplate/tpl-a created", "gprtemplate/tpl-b created", "gprtemplatebinding/tpl-ws created",
+                 "gpr/from-tpl created"):
+        assert line in out, out
+    g = [x for x in live(c, "tpl-ws", "from-tpl")][0]
+    assert (g["numberOfGPUs"], g["exitDuration"], g["priority"]) == (1, "0h30m0s", 150)
+    again = ctl.ok("apply", "-f", files[1]).stdout  # idempotent: nothing is sent
+    assert again.count("unchanged") == 4, again
+    changed = ctl.write("tpl2.yaml", manifest(template_doc("tpl-a", gpus=4), binding_doc("tpl-ws", "tpl-b", ["tpl-b"])))
+    out = ctl.ok("apply", "-f", changed).stdout
+    assert "gprtemplate/tpl-a configured" in out and "gprtemplatebinding/tpl-ws configured" in out
+    assert c.admin.get("/api/v1/gpr-template?gprTemplateName=tpl-a")["numberOfGPUs"] == 4
+
+    assert [t["name"] for t in ctl.json("get", "gprtemplates")["items"]] == ["tpl-a", "tpl-b"]
+    assert ctl.json("get", "gprtemplate", "tpl-b")["exitDuration"] == "0h30m0s"
+    table = ctl.ok("get", "gprtemplates").stdout.splitlines()
+    assert re.match(r"NAME\s+CLUSTER\s+GPUS\s+SHAPE\s+DURATION\s+PRIORITY", table[0])
+    assert re.match(r"tpl-a\s+worker-1\s+1x4\s+-\s+2h0m0s\s+150", table[1]), table
+    assert ctl.ok("get", "gprtemplatebindings", "-o", "name").stdout == "gprtemplatebinding/tpl-ws\n"
+    assert re.search(r"tpl-ws\s+worker-1\s+tpl-b\s+tpl-b\s+false", ctl.ok("get", "templatebindings").stdout)
+    text = ctl.ok("describe", "gprtemplate", "tpl-a").stdout
+    assert "Cluster:          worker-1" in text and "Request:          1 node(s) x 4 GPU(s)" in text, text
+    assert "worker-1: default tpl-b; templates tpl-b" in ctl.ok("describe", "gprtemplatebinding", "tpl-ws").stdout
+    assert ctl("get", "gprtemplate", "nope").returncode == NOT_FOUND
+    assert ctl("describe", "gprtemplatebinding", "nope").returncode == NOT_FOUND
+
+    bad = ctl.write("tpl-bad.yaml", template_doc("tpl-c").replace("  exitDuration: 2h\n", ""))
+    p = ctl("apply", "-f", bad)
+    assert p.returncode == USAGE and "spec.exitDuration is required for a GPRTemplate" in p.stderr
+    unbound = ctl.write("tpl-unbound.yaml", binding_doc("tpl-ws", "tpl-a", ["tpl-a"], cluster="worker-2"))
+    p = ctl("apply", "-f", unbound)
+    assert p.returncode != OK and "tpl-unbound.yaml:" in p.stderr, p.stderr
+
+    ctl.ok("release", "gpr", g["gprId"])
+    out = ctl.ok("delete", "-f", files[1], "--ignore-not-found").stdout
+    assert "gprtemplatebinding/tpl-ws deleted" in out and "gprtemplate/tpl-a deleted" in out, out
+    assert c.admin.get("/api/v1/gpr-template/list")["items"] == []

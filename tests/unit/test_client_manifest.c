@@ -401,6 +401,49 @@ static void test_policy_differs(void **state)
 	egs_manifest_cleanup(&m);
 }
 
+/* GPR templates and bindings: parsed in apply order, compared by meaning against the server's answers. */
+static void test_template_and_binding_differs(void **state)
+{
+	struct egs_manifest m = {0};
+	json_t *cur;
+
+	(void)state;
+	assert_int_equal(parse(&m, "apiVersion: egs.avesha.io/v1\nkind: GPRTemplateBinding\nmetadata: {name: ws}\n"
+				   "spec:\n  clusters:\n    - {clusterName: c1, templates: [t]}\n"
+				   "---\napiVersion: egs.avesha.io/v1\nkind: GPRTemplate\nmetadata: {name: t}\nspec:\n"
+				   "  clusterName: c1\n  numberOfGPUs: 2\n  numberOfGPUNodes: 1\n  memoryPerGpu: 40\n"
+				   "  exitDuration: 90m\n"),
+			 EGS_OK);
+	assert_int_equal(egs_manifest_finish(&m, err, sizeof(err)), EGS_OK);
+	assert_int_equal(m.objs[0].kind, EGS_MANIFEST_TEMPLATE); /* templates go before the bindings naming them */
+	assert_string_equal(m.objs[1].name, "ws");
+	/* The server's answer for the same template: canonical duration, MiB, defaults filled in. */
+	cur = json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:i, s:b, s:b, s:b, s:s}", "name", "t", "clusterName",
+			"c1", "numberOfGPUs", 2, "numberOfGPUNodes", 1, "memoryPerGpu", 40960, "gpuShape", "",
+			"instanceType", "", "exitDuration", "1h30m0s", "priority", 101, "enforceIdleTimeOut", 0,
+			"enableEviction", 0, "requeueOnFailure", 0, "idleTimeOutDuration", "");
+	assert_false(egs_manifest_template_differs(&m.objs[0], cur));
+	json_object_set_new(cur, "priority", json_integer(150));
+	assert_true(egs_manifest_template_differs(&m.objs[0], cur));
+	json_decref(cur);
+	cur = json_pack("{s:s, s:[{s:s, s:s, s:[s], s:s, s:{}}], s:b}", "name", "ws", "clusters", "clusterName", "c1",
+			"defaultTemplateName", "", "templates", "t", "defaultTemplateStatus", "", "templateStatus",
+			"enableAutoGPR", 0);
+	assert_false(egs_manifest_binding_differs(&m.objs[1], cur));
+	json_object_set_new(cur, "enableAutoGPR", json_true());
+	assert_true(egs_manifest_binding_differs(&m.objs[1], cur));
+	json_decref(cur);
+	egs_manifest_cleanup(&m);
+	assert_fails("apiVersion: egs.avesha.io/v1\nkind: GPRTemplate\nmetadata: {name: t}\nspec:\n  clusterName: c1\n"
+		     "  numberOfGPUs: 1\n  numberOfGPUNodes: 1\n",
+		     "spec.exitDuration is required for a GPRTemplate");
+	/* a GPR from a template needs only its workspace */
+	assert_int_equal(parse(&m, "apiVersion: egs.avesha.io/v1\nkind: GPUProvisioningRequest\nmetadata: {name: g}\n"
+				   "spec: {sliceName: ws, templateName: t}\n"),
+			 EGS_OK);
+	egs_manifest_cleanup(&m);
+}
+
 static void test_cluster_changes(void **state)
 {
 	struct egs_manifest m = {0};
@@ -441,6 +484,7 @@ int main(void)
 		cmocka_unit_test(test_workspace_changes),
 		cmocka_unit_test(test_cluster_changes),
 		cmocka_unit_test(test_policy_differs),
+		cmocka_unit_test(test_template_and_binding_differs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
