@@ -727,3 +727,27 @@ def test_kubectl_get_watch_prints_tables(k8s):
     # Server-side Table rows: the node columns, not kubectl's generic NAME/AGE fallback.
     assert ["watched-2", "Ready", "<none>"] == [ln for ln in lines if ln[0] == "watched-2"][0][:3], lines
     assert sum(1 for ln in lines if ln[0] == "NAME") == 1 and lines[0][:3] == ["NAME", "STATUS", "ROLES"], lines
+
+
+def test_transport_chunked_bodies_and_media_types(k8s):
+    import json
+    conn = k8s.connect()
+    body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "chunked"},
+                       "data": {"a": "x" * 4000}}).encode()
+    conn.request("POST", "/api/v1/namespaces/default/configmaps", body=iter([body[:100], body[100:]]),
+                 headers={"Authorization": "Bearer " + k8s.token, "Content-Type": "application/json",
+                          "Transfer-Encoding": "chunked"}, encode_chunked=True)
+    r = conn.getresponse()
+    assert r.status == 201 and json.loads(r.read())["data"]["a"] == "x" * 4000
+    # The same connection stays usable (keep-alive after a chunked body).
+    conn.request("GET", "/api/v1/namespaces/default/configmaps/chunked", headers={"Authorization": "Bearer " +
+                                                                                     k8s.token})
+    r = conn.getresponse()
+    assert r.status == 200 and json.loads(r.read())["metadata"]["name"] == "chunked"
+    conn.close()
+    code, st = k8s.request("POST", "/api/v1/namespaces/default/configmaps", b"k8s\x00\x0a\x00",
+                           content_type="application/vnd.kubernetes.protobuf")
+    assert code == 415 and st["reason"] == "UnsupportedMediaType"
+    code, st = k8s.request("POST", "/api/v1/namespaces/default/configmaps", "kind: ConfigMap",
+                           content_type="application/yaml")
+    assert code == 415

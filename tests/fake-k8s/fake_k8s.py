@@ -220,8 +220,24 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- request plumbing ---------------------------------------------------------------------------
     def read_body(self):
+        """The request body (Content-Length or chunked), at most BODY_LIMIT bytes."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            out = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return out
+                if len(out) + size > BODY_LIMIT:
+                    self.close_connection = True
+                    raise ApiError(413, "RequestEntityTooLarge", "the request body is larger than %d bytes"
+                                   % BODY_LIMIT)
+                out += self.rfile.read(size)
+                self.rfile.readline()
         n = int(self.headers.get("Content-Length") or 0)
         if n > BODY_LIMIT:
+            self.close_connection = True
             raise ApiError(413, "RequestEntityTooLarge", "the request body is larger than %d bytes" % BODY_LIMIT)
         return self.rfile.read(n) if n else b""
 

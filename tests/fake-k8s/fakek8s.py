@@ -231,6 +231,13 @@ class FakeK8s:
                 "lastHeartbeatTime": t, "lastTransitionTime": t}
         return self.patch("/api/v1/nodes/%s/status" % name, {"status": {"conditions": [cond]}}, "strategic")
 
+    def service_account_token(self, namespace, name, seconds=3600):
+        """A TokenRequest token for an existing ServiceAccount (None when the request fails)."""
+        code, doc = self.post("/api/v1/namespaces/%s/serviceaccounts/%s/token" % (namespace, name),
+                              {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                               "spec": {"expirationSeconds": seconds}})
+        return doc["status"]["token"] if code == 201 else None
+
     def issue_cert(self, name, hosts):
         """A server certificate signed by the fake's CA (for webhooks); returns (crt, key) paths."""
         sys.path.insert(0, HERE)
