@@ -38,6 +38,54 @@ static bool check_clusters(struct egs_req *r, const char *field, const struct eg
 	return true;
 }
 
+/* Namespaces a slice may not claim: the cluster's own (Kubernetes reserves the kube- prefix), the
+ * default namespace every unscoped kubectl lands in, and the one EGS itself is installed in
+ * (deploy/kubernetes).  The agent labels and RBACs a slice's namespaces and deletes them with the
+ * workspace, so handing it one of these would break the cluster or give a user the agent's secrets. */
+static bool ns_reserved(const char *ns)
+{
+	return strncmp(ns, "kube-", 5) == 0 || strcmp(ns, "default") == 0 || strcmp(ns, "egs-system") == 0;
+}
+
+/* The workspace (other than self, borrowed name or NULL) that holds namespace ns on cluster, or NULL.
+ * A namespace carries one kubeslice.io/slice label, so two slices may never share one on a cluster. */
+static const struct egs_workspace *ns_owner(struct egs_server *srv, const char *self, const char *ns,
+					    const char *cluster)
+{
+	void *v;
+	for (size_t i = 0; egs_map_next(&srv->st.workspaces, &i, NULL, &v);) {
+		const struct egs_workspace *o = v;
+		if (self && strcmp(o->name, self) == 0)
+			continue;
+		for (size_t j = 0; j < o->n_namespaces; j++)
+			if (strcmp(o->namespaces[j].name, ns) == 0 && egs_strlist_has(&o->namespaces[j].clusters, cluster))
+				return o;
+	}
+	return NULL;
+}
+
+/* Checks that namespace ns may join workspace self (NULL at create) on each of the clusters; replies
+ * 422 (reserved) or 409 NAMESPACE_IN_USE naming field and returns false when not. */
+static bool check_namespace(struct egs_req *r, const char *field, const char *self, const char *ns,
+			    const struct egs_strlist *clusters)
+{
+	if (ns_reserved(ns)) {
+		egs_reply_invalid(r, field, "%s: namespace %s is reserved (kube-*, default and egs-system belong to the "
+				  "cluster and to EGS)", field, ns);
+		return false;
+	}
+	for (size_t i = 0; i < clusters->n; i++) {
+		const struct egs_workspace *o = ns_owner(r->srv, self, ns, clusters->v[i]);
+		if (o) {
+			egs_reply_err(r, EGS_ERR_CONFLICT, "NAMESPACE_IN_USE", field,
+				      "%s: namespace %s on cluster %s belongs to workspace %s", field, ns, clusters->v[i],
+				      o->name);
+			return false;
+		}
+	}
+	return true;
+}
+
 static void add_namespace(struct egs_workspace *w, const char *ns)
 {
 	for (size_t i = 0; i < w->n_namespaces; i++)
@@ -106,6 +154,11 @@ static void ws_create(struct egs_req *r)
 	}
 	if (!check_clusters(r, "clusters", &clusters, project))
 		goto out;
+	if (namespaces.n == 0 && !check_namespace(r, "workspaceName", NULL, name, &clusters))
+		goto out;
+	for (size_t i = 0; i < namespaces.n; i++)
+		if (!check_namespace(r, "namespaces", NULL, namespaces.v[i], &clusters))
+			goto out;
 	if (egs_state_workspace(&srv->st, name)) {
 		egs_reply_err(r, EGS_ERR_EXISTS, "WORKSPACE_ALREADY_EXISTS", "workspaceName", "Already Exists: workspace %s", name);
 		goto out;
@@ -205,6 +258,30 @@ static void ws_get(struct egs_req *r)
 	egs_reply_ok(r, o);
 }
 
+/* The (namespace, cluster) pairs an update adds: new namespaces on every cluster the workspace keeps or
+ * gains, and the namespaces it keeps on each cluster it gains.  Replies and returns false on the first
+ * pair check_namespace refuses; nothing is changed. */
+static bool check_new_namespaces(struct egs_req *r, const struct egs_workspace *w, const struct egs_strlist *add_ns,
+				 const struct egs_strlist *rm_ns, const struct egs_strlist *add_cl,
+				 const struct egs_strlist *rm_cl)
+{
+	struct egs_strlist after = { 0 };
+	bool ok = true;
+	for (size_t i = 0; i < w->clusters.n; i++)
+		if (!egs_strlist_has(rm_cl, w->clusters.v[i]))
+			egs_strlist_add(&after, w->clusters.v[i]);
+	for (size_t i = 0; i < add_cl->n; i++)
+		if (!egs_strlist_has(&after, add_cl->v[i]))
+			egs_strlist_add(&after, add_cl->v[i]);
+	for (size_t i = 0; ok && i < add_ns->n; i++)
+		ok = check_namespace(r, "addNamespaces", w->name, add_ns->v[i], &after);
+	for (size_t i = 0; ok && i < w->n_namespaces; i++)
+		if (!egs_strlist_has(rm_ns, w->namespaces[i].name))
+			ok = check_namespace(r, "addClusters", w->name, w->namespaces[i].name, add_cl);
+	egs_strlist_cleanup(&after);
+	return ok;
+}
+
 static void ws_update(struct egs_req *r)
 {
 	static const char *const allowed[] = { "workspaceName", "addNamespaces", "removeNamespaces", "addClusters",
@@ -284,6 +361,8 @@ static void ws_update(struct egs_req *r)
 			goto out;
 		}
 	}
+	if (!check_new_namespaces(r, w, &add_ns, &rm_ns, &add_cl, &rm_cl))
+		goto out;
 	for (size_t i = 0; i < add_cl.n; i++)
 		if (!egs_strlist_has(&w->clusters, add_cl.v[i])) {
 			egs_strlist_add(&w->clusters, add_cl.v[i]);
