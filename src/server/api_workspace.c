@@ -154,15 +154,15 @@ static void ws_create(struct egs_req *r)
 	}
 	if (!check_clusters(r, "clusters", &clusters, project))
 		goto out;
+	if (egs_state_workspace(&srv->st, name)) {
+		egs_reply_err(r, EGS_ERR_EXISTS, "WORKSPACE_ALREADY_EXISTS", "workspaceName", "Already Exists: workspace %s", name);
+		goto out;
+	}
 	if (namespaces.n == 0 && !check_namespace(r, "workspaceName", NULL, name, &clusters))
 		goto out;
 	for (size_t i = 0; i < namespaces.n; i++)
 		if (!check_namespace(r, "namespaces", NULL, namespaces.v[i], &clusters))
 			goto out;
-	if (egs_state_workspace(&srv->st, name)) {
-		egs_reply_err(r, EGS_ERR_EXISTS, "WORKSPACE_ALREADY_EXISTS", "workspaceName", "Already Exists: workspace %s", name);
-		goto out;
-	}
 	struct egs_workspace *w = egs_calloc(1, sizeof(*w));
 	egs_strlcpy(w->name, name, sizeof(w->name));
 	egs_strlcpy(w->project, project, sizeof(w->project));
