@@ -30,7 +30,7 @@ LIBAGENT  := $(BUILD)/lib/libegsagent.a
 BINS      := $(BUILD)/bin/egsd $(BUILD)/bin/egs-agent $(BUILD)/bin/egsctl
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps test unit api run clean format portal portal-test bench-portal bench bench-planner bench-queue egs-sim sim bench-slurm
+.PHONY: all deps test unit api run clean format install portal portal-test bench-portal bench bench-planner bench-queue egs-sim sim bench-slurm
 all: deps-check $(BINS) $(BUILD)/bench/egs-sim
 
 deps-check:
@@ -153,6 +153,24 @@ $(BUILD)/bench/bench_queue: $(call obj,bench/queue/bench_queue.c) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 bench-queue: deps-check $(BUILD)/bench/bench_queue
 	$(BUILD)/bench/bench_queue
+
+# `make install` (PREFIX=/usr/local, DESTDIR for packaging): the three programs, the docs, bash
+# completion and the systemd units (their ExecStart points at $(PREFIX)/bin); docs/kubernetes-install.md.
+PREFIX     ?= /usr/local
+BINDIR     := $(PREFIX)/bin
+DOCDIR     := $(PREFIX)/share/doc/egs
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)/internals $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 0755 $(BINS) $(DESTDIR)$(BINDIR)/
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 docs/internals/*.md $(DESTDIR)$(DOCDIR)/internals/
+	install -m 0644 contrib/bash-completion/egsctl $(DESTDIR)$(PREFIX)/share/bash-completion/completions/egsctl
+	for u in egsd egs-agent; do \
+		sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' contrib/systemd/$$u.service \
+			> $(DESTDIR)$(UNITDIR)/$$u.service && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u.service || exit 1; \
+	done
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -38,6 +38,9 @@ static void usage(FILE *f)
 		   "  --allow-private-webhooks\n"
 		   "               accept webhook URLs on loopback, link-local and cloud metadata addresses\n"
 		   "               (refused by default: a workspace admin could reach egsd's own host)\n"
+		   "  --admin-key-file FILE\n"
+		   "               at the first start, adopt the API key in FILE as the bootstrap admin key instead of\n"
+		   "               making one (a Kubernetes Secret; deploy/kubernetes/controller)\n"
 		   "  --quiet      no access log line per request\n");
 }
 
@@ -55,6 +58,7 @@ int main(int argc, char **argv)
 		{ "portal", required_argument, NULL, 'P' },
 		{ "max-connections", required_argument, NULL, 'm' },
 		{ "allow-private-webhooks", no_argument, NULL, 'W' },
+		{ "admin-key-file", required_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = "127.0.0.1:8080", *data = "./var", *portal_dir = NULL;
@@ -113,6 +117,7 @@ int main(int argc, char **argv)
 		case 'b': srv.state_cfg.backfill = 1; break;
 		case 'B': srv.state_cfg.backfill = 0; break;
 		case 'P': portal_dir = optarg; break;
+		case 'K': srv.admin_key_file = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

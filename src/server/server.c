@@ -10,6 +10,7 @@
 #include "core/util.h"
 #include "server/conn.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -150,6 +151,36 @@ static enum egs_err write_key_file(const char *path, const char *key)
 	return EGS_OK;
 }
 
+/* The first admin key: the one in --admin-key-file (a Kubernetes Secret, so that the admin knows it
+ * before egsd ever runs) or a new random one.  Fills key (the text) and hash; EGS_ERR_INVALID with a
+ * message on stderr when the file is unreadable or holds no well-formed key. */
+static enum egs_err first_admin_key(const struct egs_server *srv, char key[37], unsigned char hash[32])
+{
+	if (!srv->admin_key_file) {
+		egs_auth_new_key(key, hash);
+		return EGS_OK;
+	}
+	char buf[64] = { 0 };
+	FILE *f = fopen(srv->admin_key_file, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	bool ok = n == 36 && egs_auth_key_wellformed(buf);
+	if (ok) {
+		for (size_t i = 0; i < n; i++) /* keys are matched by hash: one spelling, lowercase */
+			key[i] = (char)tolower((unsigned char)buf[i]);
+		key[n] = '\0';
+		egs_auth_hash(key, hash);
+	} else {
+		fprintf(stderr, "egsd: --admin-key-file %s must hold one API key (a lowercase UUID such as the output of "
+			"`cat /proc/sys/kernel/random/uuid`)\n", srv->admin_key_file);
+	}
+	sodium_memzero(buf, sizeof(buf));
+	return ok ? EGS_OK : EGS_ERR_INVALID;
+}
+
 static enum egs_err bootstrap(struct egs_server *srv)
 {
 	struct egs_state *st = &srv->st;
@@ -180,9 +211,12 @@ static enum egs_err bootstrap(struct egs_server *srv)
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/admin.key", srv->data_dir);
 	if (access(path, F_OK) != 0) {
-		struct egs_apikey *k = egs_calloc(1, sizeof(*k));
 		char key[37];
-		egs_auth_new_key(key, k->hash);
+		unsigned char hash[32];
+		if ((err = first_admin_key(srv, key, hash)))
+			goto out;
+		struct egs_apikey *k = egs_calloc(1, sizeof(*k));
+		memcpy(k->hash, hash, sizeof(hash));
 		egs_new_id("key", k->id);
 		egs_strlcpy(k->name, "bootstrap-admin", sizeof(k->name));
 		egs_strlcpy(k->user_name, "admin", sizeof(k->user_name));

@@ -54,6 +54,7 @@ struct egs_server {
 	struct egs_store *store;
 	struct egs_state st;
 	char *data_dir;
+	const char *admin_key_file; /* borrowed: --admin-key-file, the bootstrap admin key to adopt, or NULL */
 	bool dev_clock;
 	int64_t dev_clock_base; /* the dev clock's time at start (it stands still) */
 	int64_t clock_offset;   /* seconds the dev clock was advanced */
