@@ -189,7 +189,9 @@ def test_worker_base_gpr_crd_matches_egsctl_manifest():
     types = {"T_STR": "string", "T_DUR": "string", "T_INT": "integer", "T_BOOL": "boolean", "T_LIST": "array"}
     for name, t in fields.items():
         assert spec["properties"][name]["type"] == types[t], name
-    assert set(spec["required"]) == {"numberOfGPUNodes", "exitDuration"}
+    assert "required" not in spec  # a templateName alone is a whole request, as in egsctl
+    rule = spec["x-kubernetes-validations"][0]["rule"]
+    assert all(f in rule for f in ("templateName", "numberOfGPUNodes", "exitDuration"))
     dur = re.compile(spec["properties"]["exitDuration"]["pattern"])
     assert dur.match("0d6h0m") and dur.match("90m") and not dur.match("6 h") and not dur.match("h6")
     status = v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
