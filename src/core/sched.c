@@ -99,6 +99,14 @@ struct egs_plan {
 	struct snap *snaps;        /* the walk's state every SNAP_EVERY GPRs (wait-time queries) */
 	size_t nsnaps;
 	bool valid;
+	/* A walk in progress (egs_sched_begin .. egs_sched_end): order[cursor ..] is still to place. */
+	bool walking;
+	bool keep;         /* the walk is kept: snapshots, order, valid at its end */
+	bool stale;        /* something else changed the state during the walk (egs_sched_stale) */
+	size_t cursor;
+	int64_t base_next; /* the due transitions' next time (a walk after preemption starts from it) */
+	int64_t run_next;  /* base_next and the walk's own due times so far */
+	uint64_t gen_seen; /* st->generation when the walk last ran */
 	uint64_t serial; /* unique per plan of a state: GPRs cache their wsinfo index under it */
 	uint64_t layout; /* the pools' layout (st->pool_layout): GPRs cache their pool masks under it */
 	int share_take[EGS_SHARE_DEV_MAX]; /* place() of a shared GPR: its shares of p->chosen[0] */
@@ -1307,17 +1315,37 @@ static int64_t due_transitions(struct egs_state *st, int64_t now)
 
 /* Places g in plan p (in queue order after every GPR placed so far): provisions it when it can start
  * now, else records its estimate and reserves its nodes.  Returns its start (EGS_NEVER if none). */
+static int64_t place_dry(struct egs_plan *p, struct egs_gpr *g);
+
+/* A walk run in slices (egs_sched_step) serves requests between them: a GPR starts only while its
+ * nodes are still idle, healthy and its shape (else the next walk decides).  Always true when the
+ * walk runs in one go. */
+static bool still_free(struct egs_plan *p, const struct egs_gpr *g, const struct wsinfo *w)
+{
+	if (g->share_centi) /* egs_share_fits_now (can_start_now) read the node as it is */
+		return true;
+	for (size_t i = 0; i < (size_t)g->node_count; i++) {
+		const struct egs_node *n = p->chosen[i]->n;
+		if (n->gpr_id[0] || n->attached_gpr[0] || egs_share_node_busy(n) || egs_node_held(n, p->now) ||
+		    !egs_node_schedulable(p->st, n, p->now) || !egs_node_matches(g, w->ws, n))
+			return false;
+	}
+	return true;
+}
+
 static int64_t plan_one(struct egs_plan *p, struct egs_gpr *g)
 {
+	p->last = g;
+	if (g->state != EGS_GPR_QUEUED) /* left the queue during a walk in slices: keeps its place in it */
+		return place_dry(p, g);
 	struct wsinfo *w = ws_of(p, g);
 	uint64_t mask = p->npools <= 64 ? match_mask(p, g) : 0;
 	int64_t t = place(p, g, w, &mask);
-	p->last = g;
 	if (t == EGS_NEVER) {
 		set_estimate(p->st, g, t);
 		return t;
 	}
-	if (can_start_now(p, g, w, t)) {
+	if (can_start_now(p, g, w, t) && still_free(p, g, w)) {
 		start(p, g, w);
 		reserve(p, g, w, p->now);
 		return p->now;
@@ -1339,8 +1367,6 @@ void egs_plan_free(struct egs_plan *p)
 	plan_cleanup(p);
 	free(p);
 }
-
-static int64_t place_dry(struct egs_plan *p, struct egs_gpr *g);
 
 /* The order of a walk (caller frees): the queue's, with the ghosts that are not lifted
  * (core/held.h) merged in at the places they had; *n receives its length. */
@@ -1370,7 +1396,7 @@ static int64_t ghost_one(struct egs_plan *p, struct egs_gpr *g, bool real)
 {
 	int64_t t = place_dry(p, g);
 	p->last = g; /* egs_sched_append: a GPR that ranks before a ghost needs a full walk */
-	if (!real || t == EGS_NEVER || t > p->now)
+	if (!real || t == EGS_NEVER || t > p->now || !g->ghost || g->held_lifted)
 		return t;
 	size_t k = (size_t)g->node_count;
 	const char **keys = egs_malloc(k * sizeof(*keys));
@@ -1381,45 +1407,53 @@ static int64_t ghost_one(struct egs_plan *p, struct egs_gpr *g, bool real)
 	return t;
 }
 
-/* One walk over the queue at now (see egs_sched_run); returns the earlier of next and the next
- * time the walk needs to run again. */
-static int64_t walk(struct egs_state *st, int64_t now, struct egs_plan *keep, int64_t next)
+/* Sets up in p (zeroed) a walk over the queue at now (see egs_sched_run): the plan's first state
+ * and the walk's order; base_next is the due transitions' next time.  Kept (keep) walks take
+ * snapshots and stay in p as the kept plan when they end. */
+static void walk_begin(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next, bool keep)
 {
-	struct egs_plan local, *p = keep ? keep : &local;
-	if (keep)
-		plan_cleanup(keep);
 	plan_init(p, st, now);
+	p->keep = keep;
+	p->base_next = p->run_next = base_next;
 	for (size_t i = 0; i < p->nslots; i++) {
 		int64_t stale = p->slots[i].n->last_heartbeat + st->cfg.heartbeat_timeout_s + 1;
-		if (stale < next)
-			next = stale;
+		if (stale < p->run_next)
+			p->run_next = stale;
 	}
-	size_t nq;
-	struct egs_gpr **order = plan_order(st, &nq);
-	for (size_t i = 0; i < nq; i++) {
-		if (keep && i % SNAP_EVERY == 0)
+	p->order = plan_order(st, &p->norder);
+	p->caporder = p->norder + 1;
+	p->walking = true;
+	p->gen_seen = st->generation;
+}
+
+/* Places at most max more GPRs of p's walk; returns true when the walk is complete. */
+static bool walk_step(struct egs_plan *p, size_t max)
+{
+	struct egs_state *st = p->st;
+	if (st->generation != p->gen_seen)
+		p->stale = true; /* requests changed the state between two slices */
+	size_t end = p->norder - p->cursor > max ? p->cursor + max : p->norder;
+	for (size_t i = p->cursor; i < end; i++) {
+		struct egs_gpr *g = p->order[i];
+		if (p->keep && i % SNAP_EVERY == 0)
 			snap_take(p, i);
-		int64_t t = order[i]->ghost ? ghost_one(p, order[i], true) : plan_one(p, order[i]);
+		int64_t t = g->ghost ? ghost_one(p, g, true) : plan_one(p, g);
 		/* A GPR started just now is due again at its provisioning time-out. */
-		if (order[i]->state == EGS_GPR_PROVISIONING) {
-			t = now + st->cfg.provision_timeout_s;
-			if (keep)
+		if (g->state == EGS_GPR_PROVISIONING && t == p->now) {
+			t = p->now + st->cfg.provision_timeout_s;
+			if (p->keep)
 				started_push(p, i);
 		}
-		if (t != EGS_NEVER && t > now && t < next)
-			next = t;
+		if (t != EGS_NEVER && t > p->now && t < p->run_next)
+			p->run_next = t;
 	}
-	if (keep) {
-		p->order = order;
-		p->norder = nq;
-		p->caporder = nq + 1;
-	} else {
-		free(order);
-	}
-	p->valid = keep != NULL;
-	if (!keep)
-		plan_cleanup(p);
-	return next;
+	p->cursor = end;
+	p->gen_seen = st->generation;
+	if (end < p->norder)
+		return false;
+	p->walking = false;
+	p->valid = p->keep;
+	return true;
 }
 
 static bool dry_walk(struct egs_state *st, int64_t now, int64_t *out, struct egs_gpr **order, const int64_t *base);
@@ -1471,22 +1505,82 @@ static void held_resolve(struct egs_state *st, int64_t now)
 	free(trial);
 }
 
-int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
+/* egs_sched_begin for a plan kept (keep) or not. */
+static void run_begin(struct egs_state *st, int64_t now, struct egs_plan *p, bool keep)
 {
+	plan_cleanup(p);
 	int64_t next = due_transitions(st, now);
 	held_resolve(st, now);
-	int64_t after = walk(st, now, keep, next);
+	walk_begin(p, st, now, next, keep);
+}
+
+/* egs_sched_end for a plan kept or not. */
+static bool run_end(struct egs_plan *p, int64_t *next)
+{
+	EGS_ASSERT(!p->walking);
+	struct egs_state *st = p->st;
 	/* A high-priority request that could not start may evict its way in; the freed nodes go to it
 	 * in a fresh walk (it comes first in queue order). */
-	if (egs_preempt(st, now))
-		after = walk(st, now, keep, next);
-	st->held_gen = st->generation;
-	return after;
+	if (!p->stale && egs_preempt(st, p->now)) {
+		int64_t now = p->now, base = p->base_next;
+		bool keep = p->keep;
+		plan_cleanup(p);
+		walk_begin(p, st, now, base, keep);
+		return false;
+	}
+	if (!p->stale && st->generation == p->gen_seen)
+		st->held_gen = st->generation;
+	*next = p->run_next;
+	return true;
+}
+
+int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
+{
+	struct egs_plan local = { 0 }, *p = keep ? keep : &local;
+	run_begin(st, now, p, keep != NULL);
+	int64_t next;
+	do
+		walk_step(p, SIZE_MAX);
+	while (!run_end(p, &next));
+	if (!keep)
+		plan_cleanup(&local);
+	return next;
+}
+
+void egs_sched_begin(struct egs_state *st, int64_t now, struct egs_plan *keep)
+{
+	run_begin(st, now, keep, true);
+}
+
+bool egs_sched_step(struct egs_plan *p, size_t max)
+{
+	return !p->walking || walk_step(p, max ? max : 1);
+}
+
+bool egs_sched_end(struct egs_plan *p, int64_t *next)
+{
+	return run_end(p, next);
+}
+
+bool egs_sched_walking(const struct egs_plan *p)
+{
+	return p && p->walking;
+}
+
+bool egs_sched_stale(const struct egs_plan *p)
+{
+	return p->stale || p->st->generation != p->gen_seen;
+}
+
+void egs_sched_abort(struct egs_plan *p)
+{
+	if (p && p->walking)
+		plan_cleanup(p);
 }
 
 int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, struct egs_plan *p)
 {
-	if (!p || !p->valid || p->st != st || now < p->now || g->share_centi ||
+	if (!p || !p->valid || p->walking || p->st != st || now < p->now || g->share_centi ||
 	    (p->last && !egs_queue_before(p->last, g)) || g->state != EGS_GPR_QUEUED ||
 	    g->priority >= EGS_PRIORITY_HIGH) /* it may preempt: egs_sched_run decides */
 		return EGS_NEVER - 1;

@@ -74,6 +74,27 @@ void egs_plan_invalidate(struct egs_plan *p);
  * kept in it for egs_sched_append. */
 int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep);
 
+/*
+ * The same run in slices, so that walking a deep queue never holds up egsd's loop for long:
+ * egs_sched_begin does what egs_sched_run does before the walk (due transitions, held releases) and
+ * sets the walk up in keep; egs_sched_step places at most max more GPRs and returns true when the
+ * walk is complete; egs_sched_end then preempts, returning false when that began another walk
+ * (step again), else true with the next due time in *next (egs_sched_run's value).  keep becomes
+ * the kept plan at the end.  Between steps the caller may serve requests: the walk goes on over
+ * the queue as it was when it began (a GPR cancelled since keeps its place, like a ghost; one
+ * created since waits for the next walk), and starts a GPR only while it is still queued and its
+ * nodes are still idle, healthy and matching.  egs_sched_stale says that something other than
+ * the walk changed the state since it began: its estimates are exact for the state it began on,
+ * and the caller runs again.  Nothing may be freed from the state during a walk (objects that
+ * egs_state_del unlinked are freed at egs_state_clear_changes): egs_sched_abort drops it first.
+ */
+void egs_sched_begin(struct egs_state *st, int64_t now, struct egs_plan *keep);
+bool egs_sched_step(struct egs_plan *keep, size_t max);
+bool egs_sched_end(struct egs_plan *keep, int64_t *next);
+bool egs_sched_walking(const struct egs_plan *p); /* NULL: false */
+bool egs_sched_stale(const struct egs_plan *keep);
+void egs_sched_abort(struct egs_plan *p); /* a walk in progress; else a no-op */
+
 /* Places g, just queued, with the kept plan p, giving exactly what a full egs_sched_run would give
  * it, provided nothing else changed since p was built (the caller's generation check) and g goes
  * after every queued GPR, and is not in the high band (which may preempt).  A plan does not age: every time in it is fixed (a free node counts from

@@ -38,28 +38,107 @@ static void arm_plan_timer(struct egs_server *srv, int64_t delay_us)
 	event_add(srv->plan_ev, &tv);
 }
 
-/* Runs the scheduler unless it ran very recently on a big queue (then a timer runs it soon), so
- * planning never takes more than about a fifth of the loop. */
-static void maybe_plan(struct egs_server *srv, bool force)
+/*
+ * The scheduler runs in slices (core/sched.h: egs_sched_begin/step/end), so that walking a deep
+ * queue never holds the loop up for long: each slice walks as many GPRs as the last ones managed
+ * in about PLAN_SLICE_US, and the next slice comes PLAN_DUTY times its cost later, so planning
+ * takes at most about a quarter of the loop while requests are served in between.  The first
+ * slice runs in the commit turn that found the plan due: a small queue is planned in it at once,
+ * as before.  A run that requests made stale on the way is due again when it ends (coalescing
+ * every change meanwhile into one more run).
+ */
+#define PLAN_SLICE_US 1000
+#define PLAN_DUTY 4
+
+static void arm_slice_timer(struct egs_server *srv, int64_t delay_us)
+{
+	struct timeval tv = { delay_us / 1000000, delay_us % 1000000 };
+	event_del(srv->slice_ev);
+	event_add(srv->slice_ev, &tv);
+}
+
+/* The run in progress has ended: takes its next due time and arms the timers. */
+static void plan_ended(struct egs_server *srv, int64_t next)
 {
 	int64_t now = egs_now(srv);
-	bool due = srv->st.generation != srv->planned_gen || now >= srv->next_wake;
-	if (!due && !force)
-		return;
-	int64_t t = egs_mono_us();
-	if (!force && srv->last_plan_cost_us > 2000 && t - srv->last_plan_us < 4 * srv->last_plan_cost_us) {
-		arm_plan_timer(srv, 4 * srv->last_plan_cost_us - (t - srv->last_plan_us));
-		return;
-	}
-	srv->next_wake = egs_sched_run(&srv->st, now, srv->plan);
+	srv->next_wake = next;
 	egs_obs_due(srv, now); /* observability: exit warnings with the scheduler's own transitions */
-	srv->planned_gen = srv->st.generation;
-	srv->last_plan_us = egs_mono_us();
-	srv->last_plan_cost_us = srv->last_plan_us - t;
+	/* A stale run (requests changed the state while it walked) leaves the plan due again. */
+	srv->planned_gen = egs_sched_stale(srv->plan) ? srv->st.generation - 1 : srv->st.generation;
 	if (srv->next_wake != EGS_NEVER) {
 		int64_t d = srv->next_wake - now;
 		arm_plan_timer(srv, d > 0 ? d * 1000000 : 1000);
 	}
+}
+
+/* Walks one slice of the run in progress (max GPRs at most: SIZE_MAX walks to the end). */
+static void plan_slice(struct egs_server *srv, size_t max)
+{
+	int64_t t = egs_mono_us();
+	size_t n = max < srv->slice_gprs ? max : srv->slice_gprs;
+	bool walked = egs_sched_step(srv->plan, n);
+	int64_t cost = egs_mono_us() - t, next;
+	if (cost > srv->slice_max_us)
+		srv->slice_max_us = cost;
+	if (!walked) { /* the next slice: as many GPRs as fit in PLAN_SLICE_US at this one's pace */
+		size_t want = (size_t)((double)n * PLAN_SLICE_US / (double)(cost > 0 ? cost : 1));
+		srv->slice_gprs = want < 64 ? 64 : want > (1u << 20) ? (1u << 20) : want;
+		arm_slice_timer(srv, PLAN_DUTY * (cost > 250 ? cost : 250));
+	} else if (!egs_sched_end(srv->plan, &next)) { /* preemption began another walk */
+		arm_slice_timer(srv, PLAN_DUTY * (cost > 250 ? cost : 250));
+	} else {
+		plan_ended(srv, next);
+	}
+}
+
+/* Begins a scheduler run when one is due (or force) and none is in progress, and walks its first
+ * slice.  force runs it to the end at once (a fresh run: one in progress is dropped). */
+static void maybe_plan(struct egs_server *srv, bool force)
+{
+	if (egs_sched_walking(srv->plan) && !force)
+		return; /* its slices go on (slice_ev) */
+	int64_t now = egs_now(srv);
+	bool due = srv->st.generation != srv->planned_gen || now >= srv->next_wake;
+	if (!due && !force)
+		return;
+	egs_sched_abort(srv->plan);
+	int64_t t = egs_mono_us();
+	egs_sched_begin(&srv->st, now, srv->plan);
+	int64_t cost = egs_mono_us() - t;
+	if (cost > srv->slice_max_us)
+		srv->slice_max_us = cost;
+	do
+		plan_slice(srv, force ? SIZE_MAX : srv->slice_gprs);
+	while (force && egs_sched_walking(srv->plan));
+}
+
+/* Called for a turn's changes before they are freed: a walk in progress holds pointers into the
+ * state, so a deletion (freed at egs_state_clear_changes) drops it, and the plan is due again. */
+static void plan_drop_on_delete(struct egs_server *srv)
+{
+	if (!egs_sched_walking(srv->plan))
+		return;
+	for (size_t i = 0; i < srv->st.changes.len; i++) {
+		const struct egs_change *c = srv->st.changes.items[i];
+		if (c->deleted) {
+			egs_sched_abort(srv->plan);
+			srv->planned_gen = srv->st.generation - 1;
+			event_del(srv->slice_ev);
+			egs_server_changed(srv);
+			return;
+		}
+	}
+}
+
+static void on_slice(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct egs_server *srv = arg;
+	if (!egs_sched_walking(srv->plan))
+		return;
+	plan_slice(srv, SIZE_MAX);
+	egs_server_changed(srv); /* commit what the slice changed (starts, estimates) */
 }
 
 static void commit_turn(struct egs_server *srv)
@@ -72,6 +151,7 @@ static void commit_turn(struct egs_server *srv)
 		if (err)
 			fatal_store(srv, err);
 		egs_obs_committed(srv); /* observability: stream and notify the committed events */
+		plan_drop_on_delete(srv);
 		egs_state_clear_changes(&srv->st);
 	}
 	egs_server_flush(srv);
@@ -292,6 +372,8 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	srv->commit_ev = event_new(srv->base, -1, 0, on_commit, srv);
 	event_priority_set(srv->commit_ev, 2);
 	srv->plan_ev = evtimer_new(srv->base, on_plan, srv);
+	srv->slice_ev = evtimer_new(srv->base, on_slice, srv);
+	srv->slice_gprs = 2048;
 	srv->tick_ev = event_new(srv->base, -1, EV_PERSIST, on_tick, srv);
 	struct timeval sec = { 1, 0 };
 	event_add(srv->tick_ev, &sec);
@@ -340,6 +422,8 @@ void egs_server_stop(struct egs_server *srv)
 		event_free(srv->commit_ev);
 	if (srv->plan_ev)
 		event_free(srv->plan_ev);
+	if (srv->slice_ev)
+		event_free(srv->slice_ev);
 	if (srv->tick_ev)
 		event_free(srv->tick_ev);
 	for (size_t i = 0; i < EGS_ARRAY_LEN(srv->sig_ev); i++)

@@ -70,7 +70,9 @@ struct egs_server {
 	struct egs_plan *plan;   /* the last walk, for cheap appends */
 	int64_t next_wake;       /* scheduler's next due time */
 	uint64_t planned_gen;    /* st.generation at the last plan */
-	int64_t last_plan_us, last_plan_cost_us;
+	struct event *slice_ev;  /* timer: the next slice of a scheduler run in progress (server.c) */
+	size_t slice_gprs;       /* GPRs the next slice walks */
+	int64_t slice_max_us;    /* the longest slice (or run set-up) so far, in microseconds */
 	FILE *log;
 	bool log_requests;
 	bool stopping;

@@ -58,10 +58,27 @@ static int64_t rng_range(int64_t lo, int64_t hi) /* inclusive */
 	return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1));
 }
 
+/* When not 0, sched_run walks in slices of that many GPRs (egs_sched_begin/step/end, egsd's way
+ * on a deep queue) instead of egs_sched_run: test_sliced_runs reruns the exactness tests so. */
+static size_t slice_max;
+
 /* The full scheduler run, without keeping the plan for egs_sched_append. */
 static int64_t sched_run(struct egs_state *st, int64_t now)
 {
-	return egs_sched_run(st, now, NULL);
+	if (!slice_max)
+		return egs_sched_run(st, now, NULL);
+	struct egs_plan *p = egs_plan_new();
+	int64_t next;
+	egs_sched_begin(st, now, p);
+	do {
+		size_t steps = 0;
+		while (!egs_sched_step(p, slice_max))
+			assert_true(egs_sched_walking(p) && ++steps < 1000000);
+		assert_false(egs_sched_walking(p));
+	} while (!egs_sched_end(p, &next));
+	assert_false(egs_sched_stale(p)); /* nothing else ran between the slices */
+	egs_plan_free(p);
+	return next;
 }
 
 /* ---- building a world ---- */
@@ -2564,6 +2581,23 @@ static void test_append_refuses_old_plan(void **state)
 	done(st);
 }
 
+/* The exactness tests again, every run walked in slices of 1 and 3 GPRs: the same promises hold
+ * (estimates kept exactly, releases and cancels never move anyone later), with and without
+ * backfill.  tests/unit/test_sched_slices.c has requests coming in between slices. */
+static void test_sliced_runs(void **state)
+{
+	static const size_t sizes[] = { 1, 3 };
+	for (size_t k = 0; k < EGS_ARRAY_LEN(sizes); k++) {
+		slice_max = sizes[k];
+		test_estimates_hold_mixed_nodes(state);
+		test_backfill_estimates_hold(state);
+		backfill_cfg = 0;
+		test_cancel_random(state);
+		test_preempt_least_lost(state);
+	}
+	slice_max = 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2607,6 +2641,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_backfill_estimates_hold_with_fair_share, teardown),
 		cmocka_unit_test_teardown(test_backfill_early_release_held, teardown),
 		cmocka_unit_test_teardown(test_backfill_plan_paths_agree, teardown),
+		cmocka_unit_test_teardown(test_sliced_runs, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
