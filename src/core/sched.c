@@ -153,8 +153,9 @@ bool egs_node_matches(const struct egs_gpr *g, const struct egs_workspace *ws, c
 	return shape_matches(g, n);
 }
 
-size_t egs_sched_capacity(const struct egs_state *st, const struct egs_gpr *g, const struct egs_workspace *ws,
-			  char *why, size_t whylen)
+/* egs_sched_capacity without the cache: a walk over every node. */
+static size_t capacity_count(const struct egs_state *st, const struct egs_gpr *g, const struct egs_workspace *ws,
+			     char *why, size_t whylen)
 {
 	/* Count per cluster: a multi-node GPR must fit inside one cluster. */
 	size_t best = 0, in_ws = 0, shape = 0, itype = 0, gpus = 0;
@@ -209,6 +210,44 @@ size_t egs_sched_capacity(const struct egs_state *st, const struct egs_gpr *g, c
 	else
 		snprintf(why, whylen, "numberOfGPUNodes: %d nodes requested but at most %zu matching nodes exist in one cluster",
 			 g->node_count, best);
+	return best;
+}
+
+/* One answer of egs_sched_capacity, under the request's shape and workspace (key). */
+struct cap_entry {
+	size_t best;
+	char key[];
+};
+
+/* Answers are kept while the inventory stays (st->inventory_gen): a create asks once per request
+ * and walking 10,000 nodes with string compares each time capped creates near 5,000/s. */
+#define CAP_ENTRIES_MAX 4096
+
+size_t egs_sched_capacity(struct egs_state *st, const struct egs_gpr *g, const struct egs_workspace *ws, char *why,
+			  size_t whylen)
+{
+	char key[4 * EGS_NAME_MAX + 64];
+	snprintf(key, sizeof(key), "%s\x1f%s\x1f%s\x1f%d\x1f%lld\x1f%s", g->cluster, g->gpu_shape, g->instance_type,
+		 g->gpus_per_node, (long long)g->memory_mib, ws ? ws->name : "");
+	if (st->capacity_gen != st->inventory_gen || st->capacity.len >= CAP_ENTRIES_MAX) {
+		void *v;
+		for (size_t i = 0; egs_map_next(&st->capacity, &i, NULL, &v);)
+			free(v);
+		egs_map_cleanup(&st->capacity);
+		egs_map_init(&st->capacity);
+		st->capacity_gen = st->inventory_gen;
+	}
+	struct cap_entry *e = egs_map_get(&st->capacity, key);
+	if (e && (e->best >= (size_t)g->node_count || !why))
+		return e->best;
+	size_t best = capacity_count(st, g, ws, why, whylen);
+	if (!e) {
+		size_t len = strlen(key) + 1;
+		e = egs_malloc(sizeof(*e) + len);
+		memcpy(e->key, key, len);
+		egs_map_put(&st->capacity, e->key, e);
+	}
+	e->best = best;
 	return best;
 }
 
@@ -394,30 +433,58 @@ static void layout_note(struct egs_plan *p)
 	p->layout = st->pool_layout;
 }
 
+/* The attributes that make nodes one pool: cluster, GPU shape, instance type, GPU count, memory. */
+static bool same_pool(const struct egs_node *a, const struct egs_node *b)
+{
+	return a->gpu_count == b->gpu_count && a->memory_mib == b->memory_mib && !strcmp(a->gpu_shape, b->gpu_shape) &&
+	       !strcmp(a->cluster, b->cluster) && !strcmp(a->instance_type, b->instance_type);
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return (h ^ 0x1f) * 0x100000001b3ull;
+}
+
+static uint64_t pool_hash(const struct egs_node *n)
+{
+	uint64_t h = fnv_str(fnv_str(fnv_str(0xcbf29ce484222325ull, n->cluster), n->gpu_shape), n->instance_type);
+	h = (h ^ (uint64_t)n->gpu_count) * 0x100000001b3ull;
+	return (h ^ (uint64_t)n->memory_mib) * 0x100000001b3ull;
+}
+
 static void build_pools(struct egs_plan *p)
 {
-	enum { KEYSZ = 2 * EGS_KEY_MAX + 48 };
-	struct egs_map index; /* pool key -> index into ids[] (the pool's number) */
-	egs_map_init(&index);
-	char *keys = egs_calloc(p->nslots + 1, KEYSZ);
-	size_t *ids = egs_calloc(p->nslots + 1, sizeof(*ids));       /* ids[j] = j: map values */
+	/* Pools are numbered in order of first appearance.  An open-addressing table of pool
+	 * numbers, hashed on the attributes (a formatted key per node and a map cost a tenth of a
+	 * run's set-up). */
+	size_t tsz = 16;
+	while (tsz < 2 * p->nslots)
+		tsz *= 2;
+	size_t *table = egs_malloc(tsz * sizeof(*table));
+	for (size_t h = 0; h < tsz; h++)
+		table[h] = SIZE_MAX;
 	size_t *slot_pool = egs_calloc(p->nslots + 1, sizeof(*slot_pool));
-	struct pool *pools = egs_calloc(p->nslots + 1, sizeof(*pools));
-	size_t npools = 0;
+	size_t npools = 0, cap = 16;
+	struct pool *pools = egs_malloc(cap * sizeof(*pools));
 	for (size_t i = 0; i < p->nslots; i++) {
 		const struct egs_node *n = p->slots[i].n;
-		char *key = keys + i * KEYSZ;
-		snprintf(key, KEYSZ, "%s\x1f%s\x1f%s\x1f%d\x1f%lld", n->cluster, n->gpu_shape, n->instance_type,
-			 n->gpu_count, (long long)n->memory_mib);
-		size_t *id = egs_map_get(&index, key);
-		if (!id) {
-			id = &ids[npools];
-			*id = npools;
+		size_t h = (size_t)pool_hash(n) & (tsz - 1);
+		while (table[h] != SIZE_MAX && !same_pool(pools[table[h]].proto, n))
+			h = (h + 1) & (tsz - 1);
+		if (table[h] == SIZE_MAX) {
+			if (npools == cap) {
+				cap *= 2;
+				pools = egs_realloc(pools, cap * sizeof(*pools));
+			}
+			memset(&pools[npools], 0, sizeof(*pools));
+			table[h] = npools;
 			pools[npools++].proto = n;
-			egs_map_put(&index, key, id);
 		}
-		slot_pool[i] = *id;
+		slot_pool[i] = table[h];
 	}
+	free(table);
 	/* Sort the pools by cluster (place() walks a cluster's pools together), keeping track of
 	 * where each one went. */
 	struct pool_ref *order = egs_calloc(npools + 1, sizeof(*order));
@@ -470,26 +537,47 @@ static void build_pools(struct egs_plan *p)
 	free(order);
 	free(pools);
 	free(slot_pool);
-	free(ids);
-	free(keys);
-	egs_map_cleanup(&index);
 }
 
-static int cmp_slot_name(const void *a, const void *b)
+static int cmp_node_name(const void *a, const void *b)
 {
-	const struct slot *x = *(struct slot *const *)a, *y = *(struct slot *const *)b;
-	return strcmp(x->n->name, y->n->name);
+	const struct egs_node *x = *(struct egs_node *const *)a, *y = *(struct egs_node *const *)b;
+	return strcmp(x->name, y->name);
 }
 
-static void rank_names(struct egs_plan *p)
+/* Sets every node's name_rank (its place in name order among all nodes) unless the inventory is
+ * as when they were set: sorting 10,000 names was a third of a run's set-up. */
+static void rank_nodes(struct egs_state *st)
 {
-	struct slot **by = egs_calloc(p->nslots + 1, sizeof(*by));
-	for (size_t i = 0; i < p->nslots; i++)
-		by[i] = &p->slots[i];
-	qsort(by, p->nslots, sizeof(*by), cmp_slot_name);
-	for (size_t i = 0; i < p->nslots; i++)
+	if (st->name_rank_gen == st->inventory_gen && st->inventory_gen)
+		return;
+	struct egs_node **by = egs_calloc(st->nodes.len + 1, sizeof(*by));
+	size_t n = 0;
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);)
+		by[n++] = v;
+	qsort(by, n, sizeof(*by), cmp_node_name);
+	for (size_t i = 0; i < n; i++)
 		by[i]->name_rank = (uint32_t)i;
 	free(by);
+	st->name_rank_gen = st->inventory_gen;
+}
+
+/* The slots' name_rank: their place in name order among the slots (ties of equal names keep
+ * the order of the sort of all nodes). */
+static void rank_names(struct egs_plan *p)
+{
+	rank_nodes(p->st);
+	size_t total = p->st->nodes.len;
+	uint32_t *at = egs_malloc((total + 1) * sizeof(*at)); /* node rank -> slot index + 1, 0 = none */
+	memset(at, 0, (total + 1) * sizeof(*at));
+	for (size_t i = 0; i < p->nslots; i++)
+		at[p->slots[i].n->name_rank] = (uint32_t)i + 1;
+	uint32_t r = 0;
+	for (size_t k = 0; k < total; k++)
+		if (at[k])
+			p->slots[at[k] - 1].name_rank = r++;
+	free(at);
 }
 
 static void share_slot_init(struct egs_plan *p, struct slot *s);
@@ -515,7 +603,7 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 	p->serial = ++st->plan_serial;
 	p->slots = egs_calloc(st->nodes.len + 1, sizeof(*p->slots));
 	p->capws = 2 * (st->workspaces.len + st->active.len) + 16;
-	p->wsv = egs_calloc(p->capws, sizeof(*p->wsv));
+	p->wsv = egs_malloc(p->capws * sizeof(*p->wsv)); /* ws_get sets what it uses */
 	egs_map_init(&p->ws);
 
 	void *v;
@@ -1160,13 +1248,16 @@ static void start(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w)
 	w->active = true;
 }
 
-static void set_estimate(struct egs_state *st, struct egs_gpr *g, int64_t t)
+/* Records g's estimate; one later by more than a minute counts as a delay.  The count is not
+ * written to the store here but with the GPR's next change (its start at the latest): under
+ * creates at mixed priorities every walk delays thousands of GPRs, and writing each of their rows
+ * made the commits, not the planner, the bottleneck (issue 16).  A restart may forget the delays
+ * counted since a GPR's row was last written. */
+static void set_estimate(struct egs_gpr *g, int64_t t)
 {
 	int64_t est = t == EGS_NEVER ? 0 : t;
-	if (g->est_start && est > g->est_start + 60) {
+	if (g->est_start && est > g->est_start + 60)
 		g->delayed_count++;
-		egs_state_touch(st, EGS_KIND_GPR, g);
-	}
 	g->est_start = est;
 }
 
@@ -1342,7 +1433,7 @@ static int64_t plan_one(struct egs_plan *p, struct egs_gpr *g)
 	uint64_t mask = p->npools <= 64 ? match_mask(p, g) : 0;
 	int64_t t = place(p, g, w, &mask);
 	if (t == EGS_NEVER) {
-		set_estimate(p->st, g, t);
+		set_estimate(g, t);
 		return t;
 	}
 	if (can_start_now(p, g, w, t) && still_free(p, g, w)) {
@@ -1350,7 +1441,7 @@ static int64_t plan_one(struct egs_plan *p, struct egs_gpr *g)
 		reserve(p, g, w, p->now);
 		return p->now;
 	}
-	set_estimate(p->st, g, t);
+	set_estimate(g, t);
 	reserve(p, g, w, t);
 	return t;
 }
@@ -1420,9 +1511,7 @@ static void walk_begin(struct egs_plan *p, struct egs_state *st, int64_t now, in
 		if (stale < p->run_next)
 			p->run_next = stale;
 	}
-	p->order = plan_order(st, &p->norder);
-	p->caporder = p->norder + 1;
-	p->walking = true;
+	p->walking = true; /* the order comes with the first step (plan_order is O(queue)) */
 	p->gen_seen = st->generation;
 }
 
@@ -1432,6 +1521,14 @@ static bool walk_step(struct egs_plan *p, size_t max)
 	struct egs_state *st = p->st;
 	if (st->generation != p->gen_seen)
 		p->stale = true; /* requests changed the state between two slices */
+	if (!p->order) { /* the first step: the queue as it stands now */
+		p->order = plan_order(st, &p->norder);
+		p->caporder = p->norder + 1;
+		if (max < SIZE_MAX) {
+			p->gen_seen = st->generation;
+			return false;
+		}
+	}
 	size_t end = p->norder - p->cursor > max ? p->cursor + max : p->norder;
 	for (size_t i = p->cursor; i < end; i++) {
 		struct egs_gpr *g = p->order[i];
@@ -1560,6 +1657,11 @@ bool egs_sched_step(struct egs_plan *p, size_t max)
 bool egs_sched_end(struct egs_plan *p, int64_t *next)
 {
 	return run_end(p, next);
+}
+
+size_t egs_sched_progress(const struct egs_plan *p)
+{
+	return p->cursor;
 }
 
 bool egs_sched_walking(const struct egs_plan *p)

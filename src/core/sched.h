@@ -58,8 +58,9 @@ bool egs_node_schedulable(const struct egs_state *st, const struct egs_node *n, 
 bool egs_node_matches(const struct egs_gpr *g, const struct egs_workspace *ws, const struct egs_node *n);
 
 /* How many nodes of the whole inventory match g, healthy or not.  When fewer than g->node_count,
- * writes why no node could ever satisfy g into why (a sentence naming the field). */
-size_t egs_sched_capacity(const struct egs_state *st, const struct egs_gpr *g, const struct egs_workspace *ws,
+ * writes why no node could ever satisfy g into why (a sentence naming the field).  Answers are
+ * kept in st->capacity while st->inventory_gen stays. */
+size_t egs_sched_capacity(struct egs_state *st, const struct egs_gpr *g, const struct egs_workspace *ws,
 			  char *why, size_t whylen);
 
 /* The result of the last walk over the queue, kept so that appending a GPR is cheap (opaque). */
@@ -89,9 +90,11 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep);
  * egs_state_del unlinked are freed at egs_state_clear_changes): egs_sched_abort drops it first.
  */
 void egs_sched_begin(struct egs_state *st, int64_t now, struct egs_plan *keep);
+/* The first step (unless max is SIZE_MAX) only takes the queue's order, an O(queue) piece. */
 bool egs_sched_step(struct egs_plan *keep, size_t max);
 bool egs_sched_end(struct egs_plan *keep, int64_t *next);
 bool egs_sched_walking(const struct egs_plan *p); /* NULL: false */
+size_t egs_sched_progress(const struct egs_plan *p); /* GPRs the walk in progress has placed */
 bool egs_sched_stale(const struct egs_plan *keep);
 void egs_sched_abort(struct egs_plan *p); /* a walk in progress; else a no-op */
 

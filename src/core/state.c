@@ -322,6 +322,7 @@ void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg)
 	egs_map_init(&st->templates);
 	egs_map_init(&st->bindings);
 	egs_map_init(&st->fair);
+	egs_map_init(&st->capacity);
 	egs_queue_init(&st->queue);
 	st->events = egs_calloc(st->cfg.event_retention, sizeof(*st->events));
 	st->next_seq = 1;
@@ -346,6 +347,9 @@ void egs_state_cleanup(struct egs_state *st)
 	for (size_t i = 0; egs_map_next(&st->fair, &i, NULL, &v);)
 		free(v);
 	egs_map_cleanup(&st->fair);
+	for (size_t i = 0; egs_map_next(&st->capacity, &i, NULL, &v);)
+		free(v);
+	egs_map_cleanup(&st->capacity);
 	egs_queue_cleanup(&st->queue);
 	free_map(&st->projects, EGS_KIND_PROJECT);
 	free_map(&st->clusters, EGS_KIND_CLUSTER);
@@ -381,17 +385,20 @@ enum egs_err egs_state_add_project(struct egs_state *st, struct egs_project *p)
 
 enum egs_err egs_state_add_cluster(struct egs_state *st, struct egs_cluster *c)
 {
+	st->inventory_gen++;
 	return add(&st->clusters, c->name, c);
 }
 
 enum egs_err egs_state_add_node(struct egs_state *st, struct egs_node *n)
 {
 	snprintf(n->key, sizeof(n->key), "%s/%s", n->cluster, n->name);
+	st->inventory_gen++;
 	return add(&st->nodes, n->key, n);
 }
 
 enum egs_err egs_state_add_workspace(struct egs_state *st, struct egs_workspace *w)
 {
+	st->inventory_gen++;
 	return add(&st->workspaces, w->name, w);
 }
 
@@ -526,9 +533,17 @@ static bool *dirty_flag(enum egs_kind kind, void *obj)
 	return NULL;
 }
 
+/* Kinds whose changes may change what the inventory can hold (egs_sched_capacity).  Nodes are
+ * touched on every allocation: their registration bumps inventory_gen itself. */
+static bool inventory_kind(enum egs_kind kind)
+{
+	return kind == EGS_KIND_CLUSTER || kind == EGS_KIND_WORKSPACE;
+}
+
 void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj)
 {
 	st->generation++;
+	st->inventory_gen += inventory_kind(kind);
 	bool *d = dirty_flag(kind, obj);
 	if (*d)
 		return;
@@ -541,6 +556,7 @@ void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj)
 void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj)
 {
 	st->generation++;
+	st->inventory_gen += inventory_kind(kind) || kind == EGS_KIND_NODE;
 	switch (kind) {
 	case EGS_KIND_PROJECT: egs_map_del(&st->projects, ((struct egs_project *)obj)->name); break;
 	case EGS_KIND_CLUSTER: egs_map_del(&st->clusters, ((struct egs_cluster *)obj)->name); break;

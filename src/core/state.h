@@ -58,6 +58,13 @@ struct egs_state {
 	uint64_t plan_serial; /* the last plan's serial (core/sched.c) */
 	uint64_t pool_layout;   /* serial of the planner's pools as pool_layout_keys lists them (owned) */
 	char *pool_layout_keys;
+	/* Bumped when a node, cluster or workspace is added or deleted, a cluster or workspace is
+	 * touched, and by whoever changes a node's name, cluster, GPU shape, instance type, GPU count
+	 * or memory (node registration): what the planner keeps about the inventory holds under it. */
+	uint64_t inventory_gen;
+	uint64_t name_rank_gen;  /* inventory_gen when the nodes' name_rank were set (core/sched.c) */
+	struct egs_map capacity; /* egs_sched_capacity's answers (core/sched.c; owned values) ... */
+	uint64_t capacity_gen;   /* ... for the inventory of this inventory_gen */
 };
 
 void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg /* NULL = defaults */);

@@ -361,6 +361,7 @@ static void agent_register(struct egs_req *r)
 			egs_state_event(st, now, "Normal", "NodeRegistered", "Node", n->key, NULL, "node %s of cluster %s registered with %d x %s",
 					n->name, c->name, p->gpu_count, p->gpu_shape);
 		}
+		st->inventory_gen++; /* its shape may change: what the planner keeps of the inventory */
 		memcpy(n->instance_type, p->instance_type, sizeof(n->instance_type));
 		memcpy(n->gpu_shape, p->gpu_shape, sizeof(n->gpu_shape));
 		memcpy(n->cloud_provider, p->cloud_provider, sizeof(n->cloud_provider));

@@ -71,24 +71,29 @@ static void plan_ended(struct egs_server *srv, int64_t next)
 	}
 }
 
-/* Walks one slice of the run in progress (max GPRs at most: SIZE_MAX walks to the end). */
+/* Walks one slice of the run in progress: steps of srv->slice_gprs GPRs (max at most) until
+ * about PLAN_SLICE_US have passed, and sizes the next steps from this one's pace.  Arms the next
+ * slice, or takes the run's end. */
 static void plan_slice(struct egs_server *srv, size_t max)
 {
-	int64_t t = egs_mono_us();
-	size_t n = max < srv->slice_gprs ? max : srv->slice_gprs;
-	bool walked = egs_sched_step(srv->plan, n);
-	int64_t cost = egs_mono_us() - t, next;
-	if (cost > srv->slice_max_us)
-		srv->slice_max_us = cost;
-	if (!walked) { /* the next slice: as many GPRs as fit in PLAN_SLICE_US at this one's pace */
-		size_t want = (size_t)((double)n * PLAN_SLICE_US / (double)(cost > 0 ? cost : 1));
-		srv->slice_gprs = want < 64 ? 64 : want > (1u << 20) ? (1u << 20) : want;
-		arm_slice_timer(srv, PLAN_DUTY * (cost > 250 ? cost : 250));
-	} else if (!egs_sched_end(srv->plan, &next)) { /* preemption began another walk */
-		arm_slice_timer(srv, PLAN_DUTY * (cost > 250 ? cost : 250));
-	} else {
-		plan_ended(srv, next);
+	int64_t t0 = egs_mono_us(), cost = 0, next;
+	bool walked = false;
+	while (!walked && cost < PLAN_SLICE_US) {
+		size_t n = max < srv->slice_gprs ? max : srv->slice_gprs, at = egs_sched_progress(srv->plan);
+		int64_t t = egs_mono_us();
+		walked = egs_sched_step(srv->plan, n);
+		int64_t now_us = egs_mono_us(), dt = now_us - t;
+		size_t dg = walked ? 0 : egs_sched_progress(srv->plan) - at;
+		if (dg == n) { /* a full step: the next ones walk what fits in PLAN_SLICE_US at its pace */
+			size_t want = (size_t)((double)dg * PLAN_SLICE_US / (double)(dt > 0 ? dt : 1));
+			srv->slice_gprs = want < 64 ? 64 : want > (1u << 20) ? (1u << 20) : want;
+		}
+		cost = now_us - t0;
 	}
+	if (!walked || !egs_sched_end(srv->plan, &next)) /* not done, or preemption began another walk */
+		arm_slice_timer(srv, PLAN_DUTY * (cost > 250 ? cost : 250));
+	else
+		plan_ended(srv, next);
 }
 
 /* Begins a scheduler run when one is due (or force) and none is in progress, and walks its first
@@ -104,12 +109,12 @@ static void maybe_plan(struct egs_server *srv, bool force)
 	egs_sched_abort(srv->plan);
 	int64_t t = egs_mono_us();
 	egs_sched_begin(&srv->st, now, srv->plan);
-	int64_t cost = egs_mono_us() - t;
-	if (cost > srv->slice_max_us)
-		srv->slice_max_us = cost;
 	do
 		plan_slice(srv, force ? SIZE_MAX : srv->slice_gprs);
 	while (force && egs_sched_walking(srv->plan));
+	int64_t cost = egs_mono_us() - t; /* the set-up and the first slice hold the loop together */
+	if (!force && cost > srv->slice_max_us) /* a forced run (the dev clock's) is not a slice */
+		srv->slice_max_us = cost;
 }
 
 /* Called for a turn's changes before they are freed: a walk in progress holds pointers into the
@@ -137,7 +142,10 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 	struct egs_server *srv = arg;
 	if (!egs_sched_walking(srv->plan))
 		return;
+	int64_t t = egs_mono_us();
 	plan_slice(srv, SIZE_MAX);
+	if (egs_mono_us() - t > srv->slice_max_us)
+		srv->slice_max_us = egs_mono_us() - t;
 	egs_server_changed(srv); /* commit what the slice changed (starts, estimates) */
 }
 

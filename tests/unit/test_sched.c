@@ -629,14 +629,15 @@ static void test_priority_order(void **state)
 	assert_int_equal(low->est_start, now + 100);
 	assert_int_equal(low->delayed_count, 0);
 
-	/* A higher priority submitted later goes first and pushes low back (and that is reported). */
+	/* A higher priority submitted later goes first and pushes low back (and that is reported in
+	 * delayedCount; not written to the store for that alone: with the GPR's next change). */
 	struct egs_gpr *high = submit(st, mk_gpr("high", "ws2", 1, 8, 100, 250), now + 2);
 	egs_state_clear_changes(st);
 	settle(st, now + 2);
 	assert_int_equal(high->est_start, now + 100);
 	assert_int_equal(low->est_start, now + 200);
 	assert_int_equal(low->delayed_count, 1);
-	assert_true(low->dirty);
+	assert_false(low->dirty);
 	/* Equal priority: first come, first served. */
 	struct egs_gpr *eq1 = submit(st, mk_gpr("eq1", "ws3", 1, 8, 100, 100), now + 3);
 	struct egs_gpr *eq2 = submit(st, mk_gpr("eq2", "ws4", 1, 8, 100, 100), now + 3);
@@ -2232,7 +2233,7 @@ static void test_preferred_clusters(void **state)
 
 /* ---- capacity ---- */
 
-static void assert_capacity(const struct egs_state *st, struct egs_gpr *g, const struct egs_workspace *ws,
+static void assert_capacity(struct egs_state *st, struct egs_gpr *g, const struct egs_workspace *ws,
 			    size_t want_n, const char *want_prefix)
 {
 	char why[256] = "";
@@ -2312,6 +2313,20 @@ static void test_capacity(void **state)
 	assert_int_equal(egs_sched_capacity(st, g, NULL, NULL, 0), 2);
 	g->node_count = 5;
 	assert_int_equal(egs_sched_capacity(st, g, NULL, NULL, 0), 2);
+
+	/* Answers are kept, and forgotten when the inventory changes: a node added, a node's shape
+	 * changed in place (re-registration bumps inventory_gen), a workspace's clusters changed. */
+	g->node_count = 1;
+	assert_capacity(st, g, ws, 2, NULL);
+	add_h100(st, "c1", "a3", now);
+	assert_capacity(st, g, ws, 3, NULL);
+	egs_strlcpy(a1->gpu_shape, "Tesla-T4", sizeof(a1->gpu_shape));
+	a1->memory_mib = 1024;
+	st->inventory_gen++;
+	assert_capacity(st, g, ws, 2, NULL);
+	egs_strlist_add(&empty->clusters, "c1");
+	egs_state_touch(st, EGS_KIND_WORKSPACE, empty);
+	assert_capacity(st, g, empty, 2, NULL);
 	done(g);
 	done(st);
 }

@@ -106,6 +106,8 @@ static void test_requests_between_slices(void **state)
 	struct egs_gpr *c = gpr("c", "ws3", 80, now), *d = gpr("d", "ws4", 70, now);
 	egs_sched_begin(st, now, plan);
 	assert_true(egs_sched_walking(plan));
+	assert_false(egs_sched_step(plan, 1)); /* the first step takes the queue's order */
+	assert_int_equal(a->state, EGS_GPR_QUEUED);
 	assert_false(egs_sched_step(plan, 1));
 	assert_int_equal(a->state, EGS_GPR_PROVISIONING);
 	assert_int_equal(b->state, EGS_GPR_QUEUED);

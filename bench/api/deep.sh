@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# The deep-queue case of the HTTP API benchmark (issue 16): egsd with NODES nodes of 20 shapes in 4
+# clusters and DEPTH GPRs queued at priorities uniform over 1-300, then wrk at 64 connections with
+# creates at random priorities mixed 1:1 with status reads.  Reports creates/s (counted in the
+# store: each one durable), reads/s, p50/p99 of all requests, and the longest the scheduler held the
+# loop in one go (egs_scheduler_slice_max_seconds).  With EGSD_BASE=path, the same case runs against
+# that binary too, in the same invocation (a baseline; compare ratios, the machine is shared).
+#
+#   ./bench/api/deep.sh            (or `make bench-deep`, which builds first)
+#
+# Knobs [defaults]: NODES [10000], DEPTH [100000], WORKSPACES [16], DURATION [10s], THREADS [2],
+# CONNS [64], READ_IDS [16], EGSD [build/bin/egsd], EGSD_BASE [none], FILL_ROUNDS [300: the most
+# 1 s wrk rounds the fill may take], BENCH_TMP [/var/tmp], KEEP [0], RESULTS [file to copy the table to].
+# egsd runs with --dev-clock (time stands still), so the nodes need no heartbeats during the run.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HERE=$ROOT/bench/api
+NODES=${NODES:-10000}
+DEPTH=${DEPTH:-100000}
+WORKSPACES=${WORKSPACES:-16}
+DURATION=${DURATION:-10s}
+THREADS=${THREADS:-2}
+CONNS=${CONNS:-64}
+READ_IDS=${READ_IDS:-16}
+EGSD=${EGSD:-$ROOT/build/bin/egsd}
+EGSD_BASE=${EGSD_BASE:-}
+FILL_ROUNDS=${FILL_ROUNDS:-300}
+KEEP=${KEEP:-0}
+RESULTS=${RESULTS:-}
+SHAPES=20
+CLUSTERS=4
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+
+die() { echo "deep.sh: $*" >&2; exit 1; }
+log() { echo "== $*" >&2; }
+command -v wrk >/dev/null || die "wrk not found (./scripts/deps.sh installs it)"
+command -v sqlite3 >/dev/null || die "sqlite3 not found (./scripts/deps.sh installs it)"
+[ -x "$EGSD" ] || die "$EGSD not built (make build/bin/egsd)"
+
+WORK=$(mktemp -d "${BENCH_TMP:-/var/tmp}/egs-deep.XXXXXX")
+PIDS=()
+cleanup() {
+	local rc=$? pid
+	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+	if [ "$KEEP" = 1 ]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+json_field() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p"; }
+field() { sed -n "s/^BENCH .*\\b$1=\\([^ ]*\\).*/\\1/p" "$2"; }
+ms() { awk -v us="$1" 'BEGIN { printf "%.2f ms", us / 1000 }'; }
+api() { # METHOD PATH [BODY|@file] [TOKEN] -> body; fails unless 200
+	local out code
+	out=$(curl -s -w '\n%{http_code}' -X "$1" -H "Authorization: Bearer ${4:-$ADMIN_KEY}" \
+		-H 'Content-Type: application/json' ${3:+--data-binary "$3"} "$URL$2")
+	code=${out##*$'\n'}
+	out=${out%$'\n'*}
+	[ "$code" = 200 ] || die "$1 $2 -> $code: ${out:0:300}"
+	printf '%s\n' "$out"
+}
+gprs_stored() { sqlite3 "$DATA/egs.db" 'PRAGMA busy_timeout=5000; SELECT count(*) FROM gprs' | tail -1; }
+metric() { # NAME -> the sum of its samples in /metrics
+	curl -s -H "Authorization: Bearer $ADMIN_KEY" "$URL/metrics" |
+		awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $2 } END { print s + 0 }'
+}
+
+# Starts egsd ($1) on a fresh data directory and builds the inventory, workspaces and read ids.
+setup() {
+	local bin=$1 tag=$2
+	DATA=$WORK/data-$tag
+	mkdir -p "$DATA"
+	PORT=$(free_port)
+	URL=http://127.0.0.1:$PORT
+	cp "$bin" "$WORK/egsd-$tag"
+	"$WORK/egsd-$tag" --listen "127.0.0.1:$PORT" --data "$DATA" --dev-clock --quiet >"$WORK/egsd-$tag.log" 2>&1 &
+	EGSD_PID=$!
+	PIDS+=("$EGSD_PID")
+	for _ in $(seq 100); do curl -s -o /dev/null "$URL/healthz" && break; sleep 0.1; done
+	ADMIN_KEY=$(cat "$DATA/admin.key")
+	local c token
+	for ((c = 0; c < CLUSTERS; c++)); do
+		token=$(api POST /api/v1/clusters "{\"clusterName\":\"c$c\"}" | json_field agentToken)
+		# node i is of shape i % 20, in cluster (i % 20) % 4
+		"$PY" - "$c" "$NODES" "$SHAPES" "$CLUSTERS" >"$WORK/register-$c.json" <<'PYEOF'
+import json, sys
+c, nodes, shapes, clusters = map(int, sys.argv[1:])
+out = [{"name": "n%d" % i, "instanceType": "it-%d" % (i % shapes), "gpuModel": "gpu-%d" % (i % shapes),
+        "gpuCount": 8, "memoryMiB": 81920} for i in range(nodes) if (i % shapes) % clusters == c]
+print(json.dumps({"clusterName": "c%d" % c, "nodes": out}))
+PYEOF
+		api POST /api/v1/agent/register "@$WORK/register-$c.json" "$token" >/dev/null
+	done
+	local w
+	for ((w = 0; w < WORKSPACES; w++)); do
+		api POST /api/v1/slice-workspace \
+			"{\"workspaceName\":\"ws-$w\",\"clusters\":[\"c0\",\"c1\",\"c2\",\"c3\"],\"namespaces\":[\"ns-$w\"]}" >/dev/null
+	done
+	IDS=()
+	for ((w = 0; w < READ_IDS; w++)); do
+		IDS+=("$(api POST /api/v1/gpr "{\"gprName\":\"read-$w\",\"sliceName\":\"ws-$((w % WORKSPACES))\",\"gpuShape\":\"gpu-$((w % SHAPES))\",\"numberOfGPUs\":1,\"numberOfGPUNodes\":1,\"exitDuration\":\"1h\",\"priority\":$((1 + w * 17 % 300))}" | json_field gprId)")
+	done
+}
+
+ROWS=()
+run_case() { # BINARY TAG
+	local tag=$2 t0 t1 before after out quota
+	log "$tag: egsd $(basename "$1"), $NODES nodes, $WORKSPACES workspaces"
+	setup "$1" "$tag"
+	log "$tag: filling the queue with $DEPTH GPRs at priorities 1-300 (wrk, creates only, 1 s rounds)"
+	out=$WORK/wrk-$tag-fill.txt
+	local filled=$READ_IDS rounds=0 fill_s=0 fill_n=0 d
+	while [ "$filled" -lt "$DEPTH" ]; do
+		rounds=$((rounds + 1))
+		[ "$rounds" -le "$FILL_ROUNDS" ] || die "the fill took more than $FILL_ROUNDS rounds ($filled GPRs)"
+		quota=$(((DEPTH - filled + THREADS - 1) / THREADS))
+		t0=$(date +%s.%N)
+		wrk -t"$THREADS" -c"$CONNS" -d1s --latency -H "Authorization: Bearer $ADMIN_KEY" \
+			-s "$HERE/deep.lua" "$URL/api/v1/gpr" -- fill "$WORKSPACES" "$SHAPES" "$quota" >"$out" 2>&1 ||
+			die "wrk failed: $(cat "$out")"
+		t1=$(date +%s.%N)
+		[ "$(field non200 "$out")" = 0 ] || die "fill: non-200 replies: $(grep BENCH "$out")"
+		d=$(gprs_stored)
+		if [ "$d" -lt $((DEPTH - 1)) ]; then # a full round: its rate counts
+			fill_s=$(awk -v a="$fill_s" -v x="$t0" -v y="$t1" 'BEGIN { print a + y - x }')
+			fill_n=$((fill_n + d - filled))
+		fi
+		filled=$d
+	done
+	local fill_rps queued
+	fill_rps=$(awk -v n="$fill_n" -v s="$fill_s" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "-" }')
+	queued=$(metric egs_gpr_queue_length)
+	log "$tag: $filled GPRs stored, $queued waiting, after $rounds rounds"
+	out=$WORK/wrk-$tag-mixed.txt
+	before=$(gprs_stored)
+	log "$tag: wrk -t$THREADS -c$CONNS -d$DURATION: creates at priorities 1-300, 1:1 with status reads"
+	t0=$(date +%s.%N)
+	wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H "Authorization: Bearer $ADMIN_KEY" \
+		-s "$HERE/deep.lua" "$URL/api/v1/gpr" -- mixed "$WORKSPACES" "$SHAPES" 0 "${IDS[@]}" >"$out" 2>&1 ||
+		die "wrk failed: $(cat "$out")"
+	t1=$(date +%s.%N)
+	after=$(gprs_stored)
+	sed -e '/^BENCH /d' "$out" >&2
+	local req secs creates reads bad slice
+	req=$(field requests "$out")
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
+	creates=$(awk -v n="$((after - before))" -v s="$secs" 'BEGIN { printf "%.0f", n / s }')
+	reads=$(awk -v r="$req" -v n="$((after - before))" -v s="$secs" 'BEGIN { printf "%.0f", (r - n) / s }')
+	bad="$(field non200 "$out") / $(field errors "$out")"
+	slice=$(metric egs_scheduler_slice_max_seconds)
+	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $(awk -v s="$slice" 'BEGIN { printf "%.1f ms", s * 1000 }') | $bad |")
+	kill "$EGSD_PID" 2>/dev/null || true
+	wait "$EGSD_PID" 2>/dev/null || true
+}
+
+run_case "$EGSD" this
+if [ -n "$EGSD_BASE" ]; then run_case "$EGSD_BASE" base; fi
+
+{
+	echo
+	echo "### egsd deep-queue case, $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo
+	echo "$NODES nodes of $SHAPES shapes in $CLUSTERS clusters, $WORKSPACES workspaces, $DEPTH GPRs queued at priorities 1-300;"
+	echo "wrk -t$THREADS -c$CONNS -d$DURATION, creates at priorities 1-300 mixed 1:1 with status reads. $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+	echo
+	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | longest scheduler slice | non-200 / socket errors |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	printf '%s\n' "${ROWS[@]}"
+} | tee ${RESULTS:+"$RESULTS"}
