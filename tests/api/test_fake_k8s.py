@@ -145,7 +145,9 @@ def test_kubectl_apply_manifest(k8s, tmp_path):
     assert "configmap/settings configured" in out and "deployment.apps/web unchanged" in out
     assert k8s.get("/api/v1/namespaces/demo/configmaps/settings")[1]["data"] == {"mode": "slow"}
     # The deployment controller runs its pods; the scheduler honours the nodeSelector.
-    wait_for(lambda: ok(k8s.kubectl("get", "pods", "-n", "demo")).count("Running") == 2)
+    wait_for(lambda: k8s.get("/apis/apps/v1/namespaces/demo/deployments/web")[1].get("status", {}).get(
+        "readyReplicas") == 2)
+    assert ok(k8s.kubectl("get", "pods", "-n", "demo")).count("Running") == 2
     _, pods = k8s.get("/api/v1/namespaces/demo/pods?labelSelector=app%3Dweb")
     assert {p["spec"]["nodeName"] for p in pods["items"]} == {"demo-n1"}
     assert all(p["status"]["podIP"] == "127.0.0.1" for p in pods["items"])
@@ -155,26 +157,20 @@ def test_kubectl_apply_manifest(k8s, tmp_path):
 def test_kubectl_drain_with_pdb(k8s):
     make_ns(k8s, "drain")
     k8s.add_gpu_node("drain-a", gpus=0, labels={"pool": "drain"})
-    # Pods owned by a controller (kubectl drain refuses bare pods without --force).
+    # Pods of a controller (kubectl drain refuses bare pods without --force), pinned to the node.
     sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
-           "spec": {"selector": {"matchLabels": {"app": "db"}}, "serviceName": "db",
-                    "template": {"metadata": {"labels": {"app": "db"}},
-                                 "spec": {"containers": [{"name": "db", "image": "postgres:16"}]}}}}
-    code, sts = k8s.post("/apis/apps/v1/namespaces/drain/statefulsets", sts)
-    assert code == 201, sts
-    for i in range(2):
-        body = pod_body("p%d" % i, labels={"app": "db"}, nodeName="drain-a")
-        body["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db",
-                                                "uid": sts["metadata"]["uid"], "controller": True}]
-        assert k8s.post("/api/v1/namespaces/drain/pods", body)[0] == 201
-    wait_for(lambda: all(p["status"]["phase"] == "Running"
-                         for p in k8s.get("/api/v1/namespaces/drain/pods")[1]["items"]))
+           "spec": {"replicas": 2, "podManagementPolicy": "Parallel", "selector": {"matchLabels": {"app": "db"}},
+                    "serviceName": "db", "template": {"metadata": {"labels": {"app": "db"}}, "spec": {
+                        "nodeSelector": {"pool": "drain"}, "containers": [{"name": "db", "image": "postgres:16"}]}}}}
+    assert k8s.post("/apis/apps/v1/namespaces/drain/statefulsets", sts)[0] == 201
+    wait_for(lambda: sorted((p["metadata"]["name"], p["status"]["phase"]) for p in k8s.get(
+        "/api/v1/namespaces/drain/pods")[1]["items"]) == [("db-0", "Running"), ("db-1", "Running")])
     pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "db"},
            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}}}
     assert k8s.post("/apis/policy/v1/namespaces/drain/poddisruptionbudgets", pdb)[0] == 201
     # The eviction API refuses as a real server does: 429 with the DisruptionBudget cause.
-    code, st = k8s.post("/api/v1/namespaces/drain/pods/p0/eviction",
-                        {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p0"}})
+    code, st = k8s.post("/api/v1/namespaces/drain/pods/db-0/eviction",
+                        {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "db-0"}})
     assert code == 429 and st["reason"] == "TooManyRequests"
     assert st["details"]["causes"][0]["reason"] == "DisruptionBudget"
     assert "needs 2 healthy pods and has 2 currently" in st["details"]["causes"][0]["message"]
@@ -184,8 +180,10 @@ def test_kubectl_drain_with_pdb(k8s):
     ok(k8s.kubectl("patch", "pdb", "db", "-n", "drain", "--type=merge",
                    "-p", '{"spec":{"minAvailable":null,"maxUnavailable":2}}'))
     out = ok(k8s.kubectl("drain", "drain-a", "--ignore-daemonsets", "--timeout=20s"))
-    assert "pod/p0 evicted" in out and "pod/p1 evicted" in out
-    assert k8s.get("/api/v1/namespaces/drain/pods")[1]["items"] == []
+    assert "pod/db-0 evicted" in out and "pod/db-1 evicted" in out
+    # Their StatefulSet recreates them, and they wait: the only node of their pool is cordoned.
+    pods = wait_for(lambda: k8s.get("/api/v1/namespaces/drain/pods")[1]["items"])
+    assert all(not p["spec"].get("nodeName") for p in pods)
 
 
 def test_kubectl_events(k8s):
@@ -751,3 +749,53 @@ def test_transport_chunked_bodies_and_media_types(k8s):
     code, st = k8s.request("POST", "/api/v1/namespaces/default/configmaps", "kind: ConfigMap",
                            content_type="application/yaml")
     assert code == 415
+
+
+def test_daemonset_and_statefulset_controllers(k8s):
+    make_ns(k8s, "wl")
+    taint = {"key": "kubeslice.io/egs", "value": "dedicated-node", "effect": "NoSchedule"}
+    k8s.add_gpu_node("wl-gpu-1", labels={"wl": "yes"}, taints=[taint])
+    k8s.add_gpu_node("wl-gpu-2", labels={"wl": "yes"})
+    k8s.add_gpu_node("wl-other", labels={"wl": "no"})
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "dcgm-exporter"},
+          "spec": {"selector": {"matchLabels": {"app": "dcgm-exporter"}}, "template": {
+              "metadata": {"labels": {"app": "dcgm-exporter"}},
+              "spec": {"nodeSelector": {"wl": "yes"}, "tolerations": [{"key": "kubeslice.io/egs", "operator": "Exists"}],
+                       "containers": [{"name": "exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3",
+                                       "ports": [{"containerPort": 9400, "name": "metrics"}]}]}}}}
+    assert k8s.post("/apis/apps/v1/namespaces/wl/daemonsets", ds)[0] == 201
+
+    def ds_pods():
+        items = k8s.get("/api/v1/namespaces/wl/pods?labelSelector=app%3Ddcgm-exporter")[1]["items"]
+        return sorted((p["spec"].get("nodeName"), p["status"].get("phase")) for p in items
+                      if not p["metadata"].get("deletionTimestamp"))
+    wait_for(lambda: ds_pods() == [("wl-gpu-1", "Running"), ("wl-gpu-2", "Running")])
+    st = wait_for(lambda: (lambda s: s if s.get("numberReady") == 2 else None)(
+        k8s.get("/apis/apps/v1/namespaces/wl/daemonsets/dcgm-exporter")[1].get("status", {})))
+    assert st["desiredNumberScheduled"] == 2
+    # A node that stops matching loses its pod; drain leaves DaemonSet pods where they are.
+    k8s.patch("/api/v1/nodes/wl-gpu-2", {"metadata": {"labels": {"wl": "no"}}})
+    wait_for(lambda: ds_pods() == [("wl-gpu-1", "Running")])
+    r = k8s.kubectl("drain", "wl-gpu-1", "--ignore-daemonsets", "--timeout=10s")
+    assert r.returncode == 0 and "ignoring daemonset-managed pods" in (r.stdout + r.stderr).lower(), r
+    assert ds_pods() == [("wl-gpu-1", "Running")]
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "egsd"},
+           "spec": {"replicas": 2, "serviceName": "egsd", "selector": {"matchLabels": {"app": "egsd"}},
+                    "template": {"metadata": {"labels": {"app": "egsd"}}, "spec": {
+                        "containers": [{"name": "egsd", "image": "egs/egsd:dev"}]}},
+                    "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}
+    assert k8s.post("/apis/apps/v1/namespaces/wl/statefulsets", sts)[0] == 201
+
+    def sts_pods():
+        items = k8s.get("/api/v1/namespaces/wl/pods?labelSelector=app%3Degsd")[1]["items"]
+        return sorted((p["metadata"]["name"], p["status"].get("phase")) for p in items)
+    wait_for(lambda: sts_pods() == [("egsd-0", "Running"), ("egsd-1", "Running")])
+    p0 = k8s.get("/api/v1/namespaces/wl/pods/egsd-0")[1]
+    assert p0["spec"]["hostname"] == "egsd-0" and p0["spec"]["subdomain"] == "egsd"
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-egsd-0"}} in p0["spec"]["volumes"]
+    assert k8s.get("/api/v1/namespaces/wl/persistentvolumeclaims/data-egsd-1")[1]["status"]["phase"] == "Bound"
+    # A deleted member comes back under the same name, with a new uid.
+    assert k8s.delete("/api/v1/namespaces/wl/pods/egsd-0", {"gracePeriodSeconds": 0})[0] == 200
+    wait_for(lambda: (lambda c, p: c == 200 and p["metadata"]["uid"] != p0["metadata"]["uid"] and
+                      p["status"].get("phase") == "Running")(*k8s.get("/api/v1/namespaces/wl/pods/egsd-0")))

@@ -46,6 +46,7 @@ import k8s_objects as ko  # noqa: E402
 import k8s_proto  # noqa: E402
 import k8s_sim  # noqa: E402
 import k8s_subres  # noqa: E402
+import k8s_workloads  # noqa: E402
 from k8s_meta import REVIEWS, dumps, gv_string  # noqa: E402
 from k8s_objects import ApiError  # noqa: E402
 from k8s_store import Store  # noqa: E402
@@ -102,6 +103,7 @@ class App:
             self.reg.sync_crds(self.store.items("apiextensions.k8s.io", "customresourcedefinitions"))
             self.bootstrap()
         self.sim = k8s_sim.Sim(self.api, args.schedule_delay, args.terminate_seconds)
+        self.sim.work = k8s_workloads.Workloads(self.sim)
         self.write_kubeconfig()
 
     def bootstrap(self):

@@ -15,13 +15,9 @@ NotReady node is not marked failed.  Pods bound to nodes that no longer exist ar
 Termination: a pod with deletionTimestamp vanishes after min(grace period, --terminate-seconds).
 Node taints: cordoned -> node.kubernetes.io/unschedulable:NoSchedule; Ready False -> not-ready,
 Ready Unknown -> unreachable (NoSchedule and NoExecute); no taint-based eviction.
-Deployments: pods from the template (labelled pod-template-hash, owned by the Deployment itself:
-no ReplicaSet objects), created through the API so admission webhooks see them; status counts
-replicas and ready pods; a template change replaces all pods at once.  DaemonSets, StatefulSets,
-ReplicaSets and Jobs are stored only."""
+Deployments, DaemonSets and StatefulSets: see k8s_workloads."""
 import copy
 import hashlib
-import json
 import re
 import secrets
 import time
@@ -123,7 +119,7 @@ class Sim:
         self.deadline = {}     # pod uid -> monotonic time its termination completes
         self.failed_msg = {}   # pod uid -> last FailedScheduling message
         self.last_gc = self.last_deploy = 0.0
-        self.deferred = []     # pod bodies to create through the API once the lock is released
+        self.work = None       # k8s_workloads.Workloads, set by attach_workloads
         self.R = {r: self.reg.lookup(g, "v1", r) for g, r in (
             ("", "pods"), ("", "nodes"), ("", "events"), ("", "namespaces"), ("policy", "poddisruptionbudgets"),
             ("apps", "deployments"), ("apps", "replicasets"))}
@@ -133,9 +129,9 @@ class Sim:
         self.terminate(now)
         self.namespaces()
         self.node_taints()
-        if now - self.last_deploy > 0.5:
+        if now - self.last_deploy > 0.5 and self.work is not None:
             self.last_deploy = now
-            self.deployments()
+            self.work.tick(now)
         self.schedule(now)
         self.kubelet()
         self.pdbs()
@@ -358,69 +354,6 @@ class Sim:
                     if res is not None:
                         self.api.delete_locked(res, o, None)
 
-    # --- deployments ----------------------------------------------------------------------------
-    def deployments(self):
-        for d in self.store.items("apps", "deployments"):
-            if d["metadata"].get("deletionTimestamp"):
-                continue
-            tmpl = d["spec"].get("template") or {}
-            h = hashlib.sha256(json.dumps(tmpl, sort_keys=True).encode()).hexdigest()[:10]
-            ns, name = d["metadata"]["namespace"], d["metadata"]["name"]
-            owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": d["metadata"]["uid"],
-                     "controller": True, "blockOwnerDeletion": True}
-            want = d["spec"].get("replicas", 1)
-            mine = [p for p in self.store.items("", "pods", ns)
-                    if any(r.get("uid") == d["metadata"]["uid"] for r in p["metadata"].get("ownerReferences") or [])]
-            live = [p for p in mine if not p["metadata"].get("deletionTimestamp")]
-            for p in live:
-                if (p["metadata"].get("labels") or {}).get("pod-template-hash") != h:
-                    self.api.delete_locked(self.R["pods"], p, None)
-            live = [p for p in live if (p["metadata"].get("labels") or {}).get("pod-template-hash") == h]
-            for p in live[want:]:
-                self.api.delete_locked(self.R["pods"], p, None)
-            for _ in range(want - len(live)):
-                self._deploy_pod(d, tmpl, h, owner)
-            ready = sum(1 for p in live[:want] if k8s_subres.pod_healthy(p))
-            st = {"observedGeneration": d["metadata"].get("generation", 1), "replicas": min(len(live), want),
-                  "updatedReplicas": min(len(live), want), "readyReplicas": ready, "availableReplicas": ready,
-                  "unavailableReplicas": max(0, want - ready)}
-            st = {k: v for k, v in st.items() if v or k == "observedGeneration"}
-            cond = {"type": "Available", "status": "True" if ready >= want else "False",
-                    "reason": "MinimumReplicasAvailable" if ready >= want else "MinimumReplicasUnavailable"}
-            old = d.get("status") or {}
-            oc = (old.get("conditions") or [{}])[0]
-            if oc.get("status") == cond["status"]:
-                cond = oc
-            else:
-                cond.update(message="Deployment has %s availability." % ("minimum" if ready >= want else "no minimum"),
-                            lastUpdateTime=ko.now_str(), lastTransitionTime=ko.now_str())
-            st["conditions"] = [cond]
-            if st != old:
-                new = copy.deepcopy(d)
-                new["status"] = st
-                self.api.put_locked(self.R["deployments"], new, d)
-
-    def _deploy_pod(self, d, tmpl, h, owner):
-        ns = d["metadata"]["namespace"]
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": copy.deepcopy(tmpl.get("metadata") or {}),
-               "spec": copy.deepcopy(tmpl.get("spec") or {})}
-        md = pod["metadata"]
-        md["name"] = "%s-%s-%s" % (d["metadata"]["name"], h[:9], secrets.token_hex(3)[:5])
-        md.setdefault("labels", {})["pod-template-hash"] = h
-        md["ownerReferences"] = [owner]
-        self.deferred.append((ns, pod))
-
     def run_deferred(self):
-        """Creates the pods the controllers asked for, without the lock (admission may call out)."""
-        todo, self.deferred = self.deferred, []
-        ident = ("system:serviceaccount:kube-system:replicaset-controller",
-                 ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"])
-        for ns, pod in todo:
-            try:
-                self.api.create(self.R["pods"], ns, pod, ident, {})
-            except ko.ApiError as e:
-                with self.store.lock:
-                    d = self.store.get("apps", "deployments", ns, pod["metadata"]["ownerReferences"][0]["name"])
-                    if d is not None:
-                        self.event(d, "Warning", "FailedCreate", "Error creating: %s" % e.message,
-                                   "replicaset-controller")
+        """Creates the pods the workload controllers asked for, without the lock."""
+        self.work.run_deferred()
