@@ -303,9 +303,80 @@ static bool parse_node(struct egs_req *r, json_t *o, size_t i, struct egs_node *
 	return true;
 }
 
+/* One string field k of unmanaged node i: a label (required for name, instanceType, gpuModel). */
+static bool unmanaged_str(struct egs_req *r, json_t *o, size_t i, const char *k, bool required, json_t *out)
+{
+	json_t *x = json_object_get(o, k);
+	const char *s = json_is_string(x) ? json_string_value(x) : "";
+	char f[64];
+
+	snprintf(f, sizeof(f), "unmanagedNodes[%zu].%s", i, k);
+	if ((x && !json_is_null(x) && !json_is_string(x)) || ((required || *s) && !egs_label_valid(s, &(const char *){NULL}))) {
+		egs_reply_invalid(r, f, "%s must be 1-63 letters, digits, '.', '_' or '-'", f);
+		return false;
+	}
+	json_object_set_new(out, k, json_string(s));
+	return true;
+}
+
+static bool unmanaged_int(struct egs_req *r, json_t *o, size_t i, const char *k, int64_t max, json_t *out)
+{
+	json_t *x = json_object_get(o, k);
+	char f[64];
+
+	snprintf(f, sizeof(f), "unmanagedNodes[%zu].%s", i, k);
+	if (x && !json_is_null(x) && (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > max)) {
+		egs_reply_invalid(r, f, "%s must be an integer from 0 to %lld", f, (long long)max);
+		return false;
+	}
+	json_object_set_new(out, k, json_integer(x ? json_integer_value(x) : 0));
+	return true;
+}
+
+/*
+ * The registration's optional unmanagedNodes: GPU nodes of the cluster that opted out of EGS (the
+ * kubernetes backend's kubeslice.io/managed-by-egs=false).  They are listed, never scheduled.  Stores
+ * a clean copy in *out (caller decrefs); replies 422 naming the field and returns false when malformed.
+ */
+static bool parse_unmanaged(struct egs_req *r, json_t *list, json_t **out)
+{
+	json_t *o;
+	size_t i;
+
+	*out = json_array();
+	if (!list || json_is_null(list))
+		return true;
+	if (!json_is_array(list) || json_array_size(list) > MAX_NODES_PER_AGENT) {
+		egs_reply_invalid(r, "unmanagedNodes", "unmanagedNodes must be a list of at most %d nodes",
+				  MAX_NODES_PER_AGENT);
+		goto fail;
+	}
+	json_array_foreach(list, i, o) {
+		json_t *n = json_object();
+		json_array_append_new(*out, n);
+		if (!json_is_object(o)) {
+			char f[40];
+			snprintf(f, sizeof(f), "unmanagedNodes[%zu]", i);
+			egs_reply_invalid(r, f, "%s must be an object", f);
+			goto fail;
+		}
+		if (!unmanaged_str(r, o, i, "name", true, n) || !unmanaged_str(r, o, i, "instanceType", false, n) ||
+		    !unmanaged_str(r, o, i, "gpuModel", false, n) || !unmanaged_str(r, o, i, "cloudProvider", false, n) ||
+		    !unmanaged_str(r, o, i, "region", false, n) || !unmanaged_int(r, o, i, "gpuCount", MAX_GPUS, n) ||
+		    !unmanaged_int(r, o, i, "memoryMiB", (int64_t)1 << 22, n))
+			goto fail;
+	}
+	return true;
+fail:
+	json_decref(*out);
+	*out = NULL;
+	return false;
+}
+
 static void agent_register(struct egs_req *r)
 {
-	static const char *const allowed[] = { "clusterName", "agentVersion", "nodes", NULL };
+	static const char *const allowed[] = { "clusterName", "agentVersion", "nodes", "unmanagedNodes", NULL };
+	json_t *unmanaged = NULL;
 	struct egs_server *srv = r->srv;
 	struct egs_state *st = &srv->st;
 	struct egs_cluster *c;
@@ -319,6 +390,8 @@ static void agent_register(struct egs_req *r)
 		egs_reply_invalid(r, "nodes", "nodes must be a list of at most %d nodes", MAX_NODES_PER_AGENT);
 		return;
 	}
+	if (!parse_unmanaged(r, json_object_get(r->body, "unmanagedNodes"), &unmanaged))
+		return;
 	size_t count = json_array_size(nodes);
 	struct egs_node *parsed = egs_calloc(count + 1, sizeof(*parsed));
 	bool *bad_attached = egs_calloc(count + 1, sizeof(*bad_attached));
@@ -345,8 +418,12 @@ static void agent_register(struct egs_req *r)
 		}
 		free(parsed);
 		free(bad_attached);
+		json_decref(unmanaged);
 		return;
 	}
+	if (!srv->unmanaged)
+		srv->unmanaged = json_object();
+	json_object_set_new(srv->unmanaged, c->name, unmanaged);
 	int64_t now = egs_now(srv);
 	for (i = 0; i < count; i++) {
 		struct egs_node *p = &parsed[i];

@@ -66,6 +66,32 @@ static json_t *sdk_node(json_t *o)
 	return c;
 }
 
+/* The unmanaged GPU nodes of the clusters the caller may see, as their agents last registered them: node
+ * objects with the managed ones' main keys, nodeHealth "Unmanaged" and gpuNodeStatus "NODE_UNMANAGED". */
+static json_t *unmanaged_nodes(struct egs_req *r)
+{
+	json_t *out = json_array(), *list, *n;
+	const char *cluster;
+	size_t i;
+
+	json_object_foreach(r->srv->unmanaged, cluster, list) {
+		const struct egs_cluster *c = egs_state_cluster(&r->srv->st, cluster);
+		if (!c || !cluster_visible(r, c))
+			continue;
+		json_array_foreach(list, i, n) {
+			const char *model = json_string_value(json_object_get(n, "gpuModel"));
+			json_array_append_new(out, json_pack("{s:O, s:s, s:s, s:O, s:s, s:O, s:O, s:i, s:O, s:O, s:s, s:s, s:s}",
+				"gpuNodeName", json_object_get(n, "name"), "gpuShape", model, "gpuModelName", model,
+				"instanceType", json_object_get(n, "instanceType"), "clusterName", cluster,
+				"memory", json_object_get(n, "memoryMiB"), "gpuCount", json_object_get(n, "gpuCount"),
+				"availableGPUs", 0, "cloudProvider", json_object_get(n, "cloudProvider"),
+				"region", json_object_get(n, "region"), "nodeHealth", "Unmanaged",
+				"gpuNodeStatus", "NODE_UNMANAGED", "gpuNodeState", "NODE_UNMANAGED"));
+		}
+	}
+	return out;
+}
+
 static void inventory_list(struct egs_req *r)
 {
 	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)))
@@ -79,7 +105,8 @@ static void inventory_list(struct egs_req *r)
 		json_array_append_new(items, o);
 	}
 	free(nodes);
-	egs_reply_ok(r, json_pack("{s:o, s:o, s:[]}", "items", items, "managedNodes", managed, "unmanagedNodes"));
+	egs_reply_ok(r, json_pack("{s:o, s:o, s:o}", "items", items, "managedNodes", managed, "unmanagedNodes",
+				  unmanaged_nodes(r)));
 }
 
 static void inventory_by_ws(struct egs_req *r)

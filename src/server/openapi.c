@@ -212,7 +212,8 @@ static const struct schema_def schemas[] = {
 	/* agents */
 	{"AgentNode", "name:s instanceType:s gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s ~gpus:[obj] ~address:s ~attachedGpr:any "
 		      "~attachedShared:any ~features:[s]?"},
-	{"AgentRegister", "~clusterName:s ~agentVersion:s nodes:[AgentNode]"},
+	{"AgentUnmanagedNode", "name:s ~instanceType:s ~gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s"},
+	{"AgentRegister", "~clusterName:s ~agentVersion:s nodes:[AgentNode] ~unmanagedNodes:[AgentUnmanagedNode]"},
 	{"AgentRegistered", "nodes:i heartbeatIntervalSeconds:i features:[s]"},
 	{"AgentHeartbeat", "~clusterName:s nodes:[obj]"},
 	{"HeartbeatAck", "pendingActions:i"},

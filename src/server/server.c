@@ -444,6 +444,7 @@ void egs_server_stop(struct egs_server *srv)
 	egs_plan_free(srv->plan);
 	egs_obs_free(srv);
 	egs_policy_free(srv->policy_global);
+	json_decref(srv->unmanaged);
 	egs_state_cleanup(&srv->st);
 	free(srv->data_dir);
 	fflush(srv->log);

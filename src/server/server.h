@@ -84,6 +84,8 @@ struct egs_server {
 	struct egs_conns *conns;          /* the connection front (conn.h), owned */
 	long max_connections;             /* egsd --max-connections; 0 = from the descriptor limit */
 	bool allow_private_webhooks;      /* egsd --allow-private-webhooks */
+	json_t *unmanaged; /* cluster name -> [unmanaged node object]: GPU nodes their agent reported as
+			    * opted out of EGS (runtime only, replaced by each registration; never scheduled) */
 };
 
 /* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */

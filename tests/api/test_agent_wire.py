@@ -225,3 +225,36 @@ def test_bad_addresses_are_refused(cluster):
             node_body("n1"), node_body("n2", address=bad)]})
         assert status == 422 and doc["error"]["data"]["field"] == "nodes[1].address", (bad, status, doc)
     assert cluster.admin.get("/api/v1/inventory/list")["items"] == []
+
+
+def test_unmanaged_nodes_are_listed_validated_and_never_scheduled(cluster):
+    """Registration's unmanagedNodes: listed under inventory unmanagedNodes (only for callers who see the
+    cluster), replaced by the next registration, never given a GPR; malformed ones get 422 naming the field and
+    change nothing."""
+    agent = WireAgent(cluster, "k1", ["n1"])
+    body = {"clusterName": "k1", "nodes": [node_body("n1")],
+            "unmanagedNodes": [{"name": "brownfield-1", "gpuModel": "NVIDIA-A100-SXM4-40GB", "gpuCount": 8,
+                                "memoryMiB": 40960, "instanceType": "p4d.24xlarge", "region": "us-east-1"}]}
+    agent.api.ok("POST", "/api/v1/agent/register", body)
+    inv = cluster.admin.get("/api/v1/inventory/list")
+    assert [n["gpuNodeName"] for n in inv["items"]] == ["n1"]
+    (u,) = inv["unmanagedNodes"]
+    assert u["gpuNodeName"] == "brownfield-1" and u["clusterName"] == "k1" and u["gpuCount"] == 8
+    assert u["nodeHealth"] == "Unmanaged" and u["availableGPUs"] == 0 and u["gpuShape"] == "NVIDIA-A100-SXM4-40GB"
+    for bad, field in ((["x"], "unmanagedNodes[0]"), ([{"gpuCount": 1}], "unmanagedNodes[0].name"),
+                       ([{"name": "ok"}, {"name": "b", "gpuCount": -1}], "unmanagedNodes[1].gpuCount"),
+                       ([{"name": "bad name"}], "unmanagedNodes[0].name"), ("x", "unmanagedNodes")):
+        status, doc = agent.api.call("POST", "/api/v1/agent/register", dict(body, unmanagedNodes=bad))
+        assert status == 422 and doc["error"]["data"]["field"] == field, (bad, doc)
+    assert cluster.admin.get("/api/v1/inventory/list")["unmanagedNodes"] == inv["unmanagedNodes"]
+    # Another workspace's owner does not see clusters outside its workspace.
+    cluster.admin.ok("POST", "/api/v1/clusters", {"clusterName": "k2"})
+    cluster.workspace("other", ["k2"])
+    owner = cluster.egsd.api(cluster.key("Owner", "other"))
+    assert owner.get("/api/v1/inventory/list")["unmanagedNodes"] == []
+    cluster.workspace("w", ["k1"])
+    gid = cluster.gpr(sliceName="w", numberOfGPUNodes=1)
+    assert {a["node"] for a in agent.actions()} == {"n1"}
+    assert "brownfield-1" not in str(cluster.status(gid))
+    agent.api.ok("POST", "/api/v1/agent/register", dict(body, unmanagedNodes=[]))
+    assert cluster.admin.get("/api/v1/inventory/list")["unmanagedNodes"] == []
