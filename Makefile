@@ -4,7 +4,7 @@ CC       ?= cc
 BUILD    ?= build
 OPT      ?= -O2
 SAN      ?=
-PKGS     := libevent libevent_pthreads jansson sqlite3 libsodium libcurl yaml-0.1 libpq
+PKGS     := libevent libevent_pthreads libevent_openssl openssl jansson sqlite3 libsodium libcurl yaml-0.1 libpq
 WARN     := -Wall -Wextra -Wshadow -Wformat=2 -Wvla -Werror
 CFLAGS   := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) -Iinclude -Isrc -fno-strict-aliasing \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -I/usr/include/postgresql

@@ -98,6 +98,11 @@ static void lose_registration(struct egs_agent *a, uint64_t gen)
 	pthread_mutex_unlock(&a->mu);
 }
 
+void egs__agent_pause(struct egs_agent *a, int64_t ms)
+{
+	nap(a, ms);
+}
+
 void egs__agent_kick(struct egs_agent *a)
 {
 	pthread_mutex_lock(&a->mu);
@@ -178,12 +183,16 @@ static json_t *register_body(struct egs_agent *a)
 		egs_backend_attached_gpr(a->be, n->name, gpr, sizeof(gpr));
 		egs_backend_shared_gprs(a->be, n->name, &shared);
 		json_t *o = egs_report_register_node(n, gpr, n->address[0] ? n->address : a->address);
-		egs_report_add_sharing(o, &shared, true);
+		if (!a->no_sharing)
+			egs_report_add_sharing(o, &shared, true);
 		egs_strlist_cleanup(&shared);
 		json_array_append_new(nodes, o);
 	}
-	return json_pack("{s:s, s:s, s:o}", "clusterName", a->cluster, "agentVersion", EGS_AGENT_VERSION,
-			 "nodes", nodes);
+	json_t *body = json_pack("{s:s, s:s, s:o}", "clusterName", a->cluster, "agentVersion", EGS_AGENT_VERSION,
+				 "nodes", nodes);
+	if (a->unmanaged)
+		json_object_set(body, "unmanagedNodes", a->unmanaged);
+	return body;
 }
 
 /* Lists the GPU processes of every node (outside the lock: it is device I/O).  procs has
@@ -225,7 +234,8 @@ static json_t *heartbeat_body(struct egs_agent *a)
 			continue;
 		json_t *o = egs_report_heartbeat_node(&a->dev->nodes[i], h, why, gprs[i], s->sampled ? s->gpus : NULL,
 						      procs + i * WORKLOADS_MAX, counts[i]);
-		egs_report_add_sharing(o, &shared[i], false);
+		if (!a->no_sharing)
+			egs_report_add_sharing(o, &shared[i], false);
 		json_array_append_new(nodes, o);
 	}
 	pthread_mutex_unlock(&a->mu);
@@ -449,6 +459,8 @@ struct egs_agent *egs_agent_new(const struct egs_agent_config *cfg)
 	a->cluster = egs_strdup(cfg->cluster);
 	a->checks_dir = egs_strdup(cfg->checks_dir);
 	a->address = egs_strdup(cfg->address ? cfg->address : "");
+	a->unmanaged = cfg->unmanaged ? json_incref(cfg->unmanaged) : NULL;
+	a->no_sharing = cfg->no_sharing;
 	a->dev = cfg->devices;
 	a->be = cfg->backend;
 	a->checks = cfg->checks;
@@ -516,5 +528,6 @@ void egs_agent_free(struct egs_agent *a)
 	egs_free(a->cluster);
 	egs_free(a->checks_dir);
 	egs_free(a->address);
+	json_decref(a->unmanaged);
 	egs_free(a);
 }

@@ -21,6 +21,8 @@
 #include "agent/devices.h"
 #include "core/common.h"
 
+#include <jansson.h>
+
 #define EGS_AGENT_VERSION "0.2.0"
 
 struct egs_agent_config {
@@ -38,6 +40,9 @@ struct egs_agent_config {
 	int sample_interval_s;  /* how often GPUs are sampled between heartbeats; 0 picks 1 */
 	const char *address;    /* "host:port" of this agent's check port, registered with nodes without
 				 * an address of their own (copied; NULL: none) */
+	json_t *unmanaged;      /* registration's "unmanagedNodes" (GPU nodes that opted out of EGS; a
+				 * reference is taken; NULL: none sent) */
+	bool no_sharing;        /* the backend does not share GPUs: "sharing" is not advertised */
 };
 
 struct egs_agent;

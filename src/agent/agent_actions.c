@@ -32,6 +32,8 @@
 /* The checks when the operator configured none: the node must be healthy before an attach. */
 static const struct egs_checks_config default_checks = {.pre = 1u << 0};
 
+#define LATER_PAUSE_MS 2000 /* between repeats of an action the backend cannot carry out now */
+
 static const char *str_field(json_t *o, const char *key)
 {
 	return json_string_value(json_object_get(o, key));
@@ -270,7 +272,7 @@ static bool precheck(struct egs_agent *a, json_t *act, json_t *batch, const stru
 }
 
 static bool do_attach(struct egs_agent *a, json_t *act, json_t *batch, const struct egs_dev_node *n,
-		      const char *gpr, struct egs_check_report *rep, bool *checked, char *msg, size_t msgsz)
+		      const char *gpr, struct egs_check_report *rep, bool *checked, bool *later, char *msg, size_t msgsz)
 {
 	struct egs_strlist namespaces = {0}, shared = {0};
 	struct egs_attach_req req = {.node = n->name, .gpr_id = gpr};
@@ -291,7 +293,9 @@ static bool do_attach(struct egs_agent *a, json_t *act, json_t *batch, const str
 			goto out;
 	}
 	egs_strlcpy(sum, msg, sizeof(sum));
-	ok = egs_backend_attach(a->be, &req, how, sizeof(how)) == EGS_OK;
+	enum egs_err rc = egs_backend_attach(a->be, &req, how, sizeof(how));
+	ok = rc == EGS_OK;
+	*later = rc == EGS_ERR_BUSY;
 	if (ok && *checked)
 		join(msg, msgsz, how, "; ", sum);
 	else
@@ -304,7 +308,7 @@ out:
 }
 
 static bool do_detach(struct egs_agent *a, const struct egs_dev_node *n, const char *gpr,
-		      struct egs_check_report *rep, bool *checked, char *msg, size_t msgsz)
+		      struct egs_check_report *rep, bool *checked, bool *later, char *msg, size_t msgsz)
 {
 	char held[128], how[EGS__AGENT_MSG_MAX], sum[EGS_REPORT_MSG_MAX];
 	struct egs_strlist shared = {0};
@@ -314,7 +318,9 @@ static bool do_detach(struct egs_agent *a, const struct egs_dev_node *n, const c
 					   (!*gpr || strcmp(held, gpr) == 0));
 	egs_strlist_cleanup(&shared);
 
-	if (egs_backend_detach(a->be, n->name, gpr, how, sizeof(how)) != EGS_OK) {
+	enum egs_err rc = egs_backend_detach(a->be, n->name, gpr, how, sizeof(how));
+	if (rc != EGS_OK) {
+		*later = rc == EGS_ERR_BUSY;
 		egs_strlcpy(msg, how, msgsz);
 		return false;
 	}
@@ -359,7 +365,7 @@ void egs__agent_run_action(struct egs_agent *a, json_t *act, json_t *batch)
 	const struct egs_dev_node *n;
 	struct egs_check_report *rep = egs_calloc(1, sizeof(*rep));
 	char msg[EGS__AGENT_MSG_MAX] = "";
-	bool ok = false, checked = false;
+	bool ok = false, checked = false, later = false;
 
 	if (!id || !type || !gpr || !node) {
 		EGS_LOG_WARN("ignoring an action without actionId, type, gprId or node");
@@ -370,9 +376,9 @@ void egs__agent_run_action(struct egs_agent *a, json_t *act, json_t *batch)
 	if (!n)
 		snprintf(msg, sizeof(msg), "node %s is not served by this agent", node);
 	else if (strcmp(type, "attach") == 0)
-		ok = do_attach(a, act, batch, n, gpr, rep, &checked, msg, sizeof(msg));
+		ok = do_attach(a, act, batch, n, gpr, rep, &checked, &later, msg, sizeof(msg));
 	else if (strcmp(type, "detach") == 0)
-		ok = do_detach(a, n, gpr, rep, &checked, msg, sizeof(msg));
+		ok = do_detach(a, n, gpr, rep, &checked, &later, msg, sizeof(msg));
 	else if (strcmp(type, "precheck") == 0) {
 		checked = true;
 		ok = precheck(a, act, batch, n, gpr, rep, msg, sizeof(msg));
@@ -381,6 +387,13 @@ void egs__agent_run_action(struct egs_agent *a, json_t *act, json_t *batch)
 	if (egs_agent_stopping(a) && !ok) {
 		/* Cut short by the shutdown, not failed: reporting it would mark a good node unhealthy. */
 		EGS_LOG_INFO("action %s: interrupted by shutdown (%s); not reported", id, msg);
+		goto out;
+	}
+	if (later) {
+		/* The backend cannot act now (backend.h): egsd asks again; pause so that the repeat is not a
+		 * busy loop. */
+		EGS_LOG_WARN("action %s: cannot act now (%s); not reported, egsd asks again", id, msg);
+		egs__agent_pause(a, LATER_PAUSE_MS);
 		goto out;
 	}
 	egs_agent_log(ok ? EGS_ALOG_INFO : EGS_ALOG_WARN, "action %s: %s: %s", id, ok ? "ok" : "failed", msg);

@@ -32,6 +32,8 @@ struct egs__node_state {
 
 struct egs_agent {
 	char *url, *cluster, *checks_dir, *address;
+	json_t *unmanaged; /* registration's unmanagedNodes, or NULL */
+	bool no_sharing;
 	struct egs_devices *dev;
 	struct egs_backend *be;
 	const struct egs_checks_config *checks;
@@ -56,6 +58,9 @@ void egs__agent_run_action(struct egs_agent *a, json_t *act, json_t *batch);
 
 /* Marks node i Unhealthy for the quarantine time because of why (a failed check). */
 void egs__agent_mark(struct egs_agent *a, size_t i, const char *why);
+
+/* Sleeps ms milliseconds unless the agent stops meanwhile. */
+void egs__agent_pause(struct egs_agent *a, int64_t ms);
 
 /* Asks the heartbeat thread for a heartbeat now. */
 void egs__agent_kick(struct egs_agent *a);

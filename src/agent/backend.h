@@ -11,7 +11,10 @@
  *     shares that would over-commit a GPU fails with EGS_ERR_CONFLICT (detach comes first);
  *   - detach is idempotent: detaching a node that is not attached (or attached to another GPR) succeeds
  *     and changes nothing; detaching a shared GPR frees exactly its shares;
- *   - what is attached survives an agent restart (it is reported as attachedGpr at registration).
+ *   - what is attached survives an agent restart (it is reported as attachedGpr at registration);
+ *   - EGS_ERR_BUSY from attach or detach means "cannot act now": what the backend drives does not
+ *     answer (the kubernetes backend's API server is down).  The agent then does not report the
+ *     action (a failure would quarantine a good node); egsd sends it again on a later poll.
  * attach/detach calls are serialised by the backend; egs_backend_attached_gpr() and
  * egs_backend_list() may be called from another thread at the same time and never wait for a hook.
  */

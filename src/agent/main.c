@@ -9,11 +9,13 @@
  */
 #include "agent/agent.h"
 #include "agent/backend.h"
+#include "agent/backend_k8s.h"
 #include "agent/checks.h"
 #include "agent/devices.h"
 #include "agent/log.h"
 #include "agent/peer.h"
 #include "agent/report.h"
+#include "agent/webhook.h"
 #include "core/util.h"
 
 #include <errno.h>
@@ -36,7 +38,11 @@ struct options {
 	const char *on_attach, *on_detach;
 	const char *node_name, *instance_type, *cloud_provider, *region; /* --devices nvml */
 	const char *storage, *nccl, *advertise;
+	const char *kubeconfig; /* --backend kubernetes */
+	const char *webhook_cert, *webhook_key, *webhook_url, *webhook_ca;
+	int webhook_port;
 	int check_port, nccl_timeout_s, quarantine_s, sample_interval_s, expect_gpus;
+	int evict_grace_s, drain_timeout_s;
 	struct egs_checks_config checks;
 	bool probe;
 	enum egs_agent_log_level level;
@@ -45,6 +51,8 @@ struct options {
 static void usage(FILE *f)
 {
 	fputs("usage: egs-agent --server URL --cluster NAME --token-file FILE --devices FILE.yaml|nvml [options]\n"
+	      "       egs-agent --server URL --cluster NAME --token-file FILE --backend kubernetes\n"
+	      "                 [--kubeconfig FILE] [options]\n"
 	      "       egs-agent --devices FILE.yaml|nvml --probe [--cluster NAME]\n"
 	      "\n"
 	      "The worker-side agent of the Elastic GPU Service: registers this cluster's nodes and GPUs\n"
@@ -60,7 +68,17 @@ static void usage(FILE *f)
 	      "  --instance-type TYPE    nvml: default the DMI product name, else 'unknown'\n"
 	      "  --cloud-provider NAME, --region NAME   nvml: optional node labels\n"
 	      "  --expect-gpus N         nvml: the GPUs this host should have; fewer makes it Unhealthy\n"
-	      "  --backend NAME          cluster backend; 'local' (the default) is the only one built\n"
+	      "  --backend NAME          cluster backend: 'local' (the default: a state file and hooks) or\n"
+	      "                          'kubernetes' (the cluster's GPU nodes; no --devices then)\n"
+	      "  --kubeconfig FILE       kubernetes: the kubeconfig (default: in-cluster service account)\n"
+	      "  --evict-grace S         kubernetes: evicted pods' grace period at detach (default 30)\n"
+	      "  --drain-timeout S       kubernetes: evictions a PodDisruptionBudget refuses are retried\n"
+	      "                          this long, then the pods are deleted (default 300)\n"
+	      "  --webhook-port PORT     kubernetes: serve the admission webhook (HTTPS) on this port\n"
+	      "  --webhook-cert FILE, --webhook-key FILE   its certificate chain and key (PEM)\n"
+	      "  --webhook-url URL       kubernetes: with --webhook-ca, register the webhook configurations\n"
+	      "                          'egs-agent' pointing the API server at URL (https://host:port)\n"
+	      "  --webhook-ca FILE       the CA (PEM) that signed --webhook-cert, for their caBundle\n"
 	      "  --state-dir DIR         the local backend's state and the check logs (default ./egs-agent-state)\n"
 	      "  --on-attach CMD         shell command run when a node is attached (EGS_* variables set)\n"
 	      "  --on-detach CMD         shell command run when a node is detached (drain it here)\n"
@@ -102,7 +120,8 @@ static bool int_arg(const char *s, int min, int max, int *out)
 
 enum {
 	O_NODE_NAME = 256, O_INSTANCE_TYPE, O_CLOUD, O_REGION, O_PRE, O_POST, O_STORAGE, O_NCCL, O_NCCL_TIMEOUT,
-	O_CHECK_PORT, O_ADVERTISE, O_QUARANTINE, O_SAMPLE, O_PROBE, O_EXPECT_GPUS,
+	O_CHECK_PORT, O_ADVERTISE, O_QUARANTINE, O_SAMPLE, O_PROBE, O_EXPECT_GPUS, O_KUBECONFIG, O_EVICT_GRACE,
+	O_DRAIN_TIMEOUT, O_WH_PORT, O_WH_CERT, O_WH_KEY, O_WH_URL, O_WH_CA,
 };
 
 /* Takes one option c (with optarg) into o.  Returns -1 to go on, else the exit status. */
@@ -127,6 +146,11 @@ static int take_option(int c, struct options *o, const char *opt)
 	case O_NCCL: o->checks.nccl_command = optarg; break;
 	case O_ADVERTISE: o->advertise = optarg; break;
 	case O_PROBE: o->probe = true; break;
+	case O_KUBECONFIG: o->kubeconfig = optarg; break;
+	case O_WH_CERT: o->webhook_cert = optarg; break;
+	case O_WH_KEY: o->webhook_key = optarg; break;
+	case O_WH_URL: o->webhook_url = optarg; break;
+	case O_WH_CA: o->webhook_ca = optarg; break;
 	case O_PRE:
 	case O_POST:
 		if (egs_checks_parse_list(optarg, c == O_PRE ? EGS_CHECK_PRE : EGS_CHECK_POST,
@@ -140,10 +164,16 @@ static int take_option(int c, struct options *o, const char *opt)
 	case O_NCCL_TIMEOUT:
 	case O_CHECK_PORT:
 	case O_QUARANTINE:
+	case O_EVICT_GRACE:
+	case O_DRAIN_TIMEOUT:
+	case O_WH_PORT:
 	case O_SAMPLE: {
 		int *dst = c == O_NCCL_TIMEOUT ? &o->checks.nccl_timeout_s : c == O_CHECK_PORT ? &o->check_port :
-			   c == O_QUARANTINE ? &o->quarantine_s : &o->sample_interval_s;
-		if (!int_arg(optarg, c == O_CHECK_PORT ? 0 : 1, c == O_CHECK_PORT ? 65535 : 86400, dst))
+			   c == O_QUARANTINE ? &o->quarantine_s : c == O_EVICT_GRACE ? &o->evict_grace_s :
+			   c == O_DRAIN_TIMEOUT ? &o->drain_timeout_s : c == O_WH_PORT ? &o->webhook_port :
+			   &o->sample_interval_s;
+		bool port = c == O_CHECK_PORT || c == O_WH_PORT;
+		if (!int_arg(optarg, c == O_CHECK_PORT ? 0 : 1, port ? 65535 : 86400, dst))
 			return usage_error("expected a number in range for", opt);
 		break;
 	}
@@ -161,22 +191,35 @@ static int take_option(int c, struct options *o, const char *opt)
 static int check_options(struct options *o)
 {
 	const char *why = NULL;
+	bool kube = strcmp(o->backend, "kubernetes") == 0;
 
-	if (!o->devices)
+	if (strcmp(o->backend, "local") != 0 && !kube)
+		return usage_error("--backend must be 'local' or 'kubernetes', not", o->backend);
+	if (kube && o->devices)
+		return usage_error("--devices does not apply to --backend kubernetes (the nodes come from the cluster)",
+				   NULL);
+	if (!kube && (o->kubeconfig || o->webhook_port || o->webhook_url))
+		return usage_error("--kubeconfig and --webhook-* need --backend kubernetes", NULL);
+	if (o->webhook_port && (!o->webhook_cert || !o->webhook_key))
+		return usage_error("--webhook-port needs --webhook-cert and --webhook-key", NULL);
+	if (!o->webhook_url != !o->webhook_ca || (o->webhook_url && strncmp(o->webhook_url, "https://", 8) != 0))
+		return usage_error("--webhook-url (an https:// URL) and --webhook-ca go together", NULL);
+	if (!o->devices && !kube)
 		return usage_error("--devices is required", NULL);
 	if (o->probe) {
+		if (kube)
+			return usage_error("--probe needs --devices", NULL);
 		if (!o->cluster)
 			o->cluster = "probe";
 		return -1;
 	}
 	if (!o->server || !o->cluster || !o->token_file)
-		return usage_error("--server, --cluster, --token-file and --devices are required", NULL);
+		return usage_error(kube ? "--server, --cluster and --token-file are required" :
+					  "--server, --cluster, --token-file and --devices are required", NULL);
 	if (strncmp(o->server, "http://", 7) != 0 && strncmp(o->server, "https://", 8) != 0)
 		return usage_error("--server must be an http:// or https:// URL", o->server);
 	if (!egs_dns_label_valid(o->cluster, &why))
 		return usage_error("--cluster", why);
-	if (strcmp(o->backend, "local") != 0)
-		return usage_error("only the 'local' backend is built; not", o->backend);
 	if (o->advertise && (!*o->advertise || strchr(o->advertise, ' ') || strlen(o->advertise) > 100))
 		return usage_error("--advertise-host must be a host name or address", o->advertise);
 	return -1;
@@ -210,6 +253,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"check-quarantine", required_argument, NULL, O_QUARANTINE},
 		{"sample-interval", required_argument, NULL, O_SAMPLE},
 		{"probe", no_argument, NULL, O_PROBE},
+		{"kubeconfig", required_argument, NULL, O_KUBECONFIG},
+		{"evict-grace", required_argument, NULL, O_EVICT_GRACE},
+		{"drain-timeout", required_argument, NULL, O_DRAIN_TIMEOUT},
+		{"webhook-port", required_argument, NULL, O_WH_PORT},
+		{"webhook-cert", required_argument, NULL, O_WH_CERT},
+		{"webhook-key", required_argument, NULL, O_WH_KEY},
+		{"webhook-url", required_argument, NULL, O_WH_URL},
+		{"webhook-ca", required_argument, NULL, O_WH_CA},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -396,6 +447,153 @@ static int probe(const struct options *o)
 	return rc;
 }
 
+/* Waits up to ms for SIGTERM or SIGINT; returns its number, or 0 when none came. */
+static int signal_within(const sigset_t *set, int ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+	int sig = sigtimedwait(set, NULL, &ts);
+	return sig > 0 ? sig : 0;
+}
+
+/* The registration's unmanagedNodes: the GPU nodes that opted out, as node objects. */
+static json_t *unmanaged_json(const struct egs_k8s_node *um, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:i, s:I, s:s, s:s}", "name", um[i].name,
+						   "instanceType", um[i].instance_type, "gpuModel", um[i].model,
+						   "gpuCount", um[i].gpu_count, "memoryMiB", (json_int_t)um[i].memory_mib,
+						   "cloudProvider", um[i].cloud_provider, "region", um[i].region));
+	return a;
+}
+
+/*
+ * Runs the agent over the cluster's GPU nodes as they are now, until a signal (stored in *sig) or
+ * until the set of GPU nodes changes (then it returns to be called again: the new agent registers the
+ * new set, which egsd takes as an upsert).  Returns 0, or 1 when the agent cannot run.
+ */
+static int run_view(const struct options *o, struct egs_backend *be, const char *token, const char *address,
+		    const char *checks_dir, const sigset_t *sigs, int *sig)
+{
+	uint64_t signature = egs_backend_k8s_signature(be);
+	struct egs_devices *dev = NULL;
+	struct egs_k8s_node *um = NULL;
+	struct egs_agent *agent = NULL;
+	size_t n_um = 0;
+	json_t *unmanaged;
+	int rc = 1;
+
+	egs_backend_k8s_devices(be, &dev, &um, &n_um);
+	unmanaged = unmanaged_json(um, n_um);
+	agent = egs_agent_new(&(struct egs_agent_config){
+		.server_url = o->server, .cluster = o->cluster, .token = token, .devices = dev, .backend = be,
+		.checks = &o->checks, .checks_dir = checks_dir, .quarantine_s = o->quarantine_s,
+		.sample_interval_s = o->sample_interval_s, .address = address, .unmanaged = unmanaged,
+		.no_sharing = true,
+	});
+	if (!agent) {
+		EGS_LOG_ERROR("--server %s is not a usable URL", o->server);
+		goto out;
+	}
+	EGS_LOG_INFO("serving %zu managed GPU nodes of the cluster (%zu unmanaged)", dev->n_nodes, n_um);
+	if (egs_agent_start(agent) != EGS_OK) {
+		EGS_LOG_ERROR("cannot start the agent's threads");
+		goto out;
+	}
+	rc = 0;
+	while (!(*sig = signal_within(sigs, 1000))) {
+		if (egs_backend_k8s_signature(be) != signature) {
+			EGS_LOG_INFO("the cluster's GPU nodes changed; registering them again");
+			break;
+		}
+	}
+out:
+	egs_agent_free(agent);
+	egs_devices_free(dev);
+	json_decref(unmanaged);
+	egs_free(um);
+	return rc;
+}
+
+static bool slice_of(void *arg, const char *ns, char *ws, size_t wssz)
+{
+	return egs_backend_k8s_slice_of(arg, ns, ws, wssz);
+}
+
+/* Registers the webhook configurations (--webhook-url, --webhook-ca).  False when it cannot. */
+static bool register_webhooks(const struct options *o, struct egs_backend *be)
+{
+	char err[512], *ca = NULL;
+	FILE *f = fopen(o->webhook_ca, "r");
+	size_t n = 0;
+	bool ok = false;
+
+	if (!f) {
+		EGS_LOG_ERROR("--webhook-ca %s: %s", o->webhook_ca, strerror(errno));
+		return false;
+	}
+	ca = egs_calloc(65537, 1);
+	n = fread(ca, 1, 65536, f);
+	fclose(f);
+	ca[n] = '\0';
+	if (egs_backend_k8s_register_webhooks(be, o->webhook_url, ca, err, sizeof(err)) != EGS_OK)
+		EGS_LOG_ERROR("cannot register the admission webhook configurations: %s", err);
+	else
+		ok = true;
+	if (ok)
+		EGS_LOG_INFO("registered the admission webhook configurations egs-agent at %s", o->webhook_url);
+	egs_free(ca);
+	return ok;
+}
+
+/* --backend kubernetes: the backend, then agents over the node set until a signal. */
+static int run_kubernetes(const struct options *o, const char *token, const char *address, const char *checks_dir,
+			  const sigset_t *sigs)
+{
+	struct egs_backend_k8s_config kc = {
+		.kubeconfig = o->kubeconfig,
+		.cluster = o->cluster,
+		.evict_grace_s = o->evict_grace_s,
+		.drain_timeout_s = o->drain_timeout_s,
+	};
+	struct egs_backend *be = NULL;
+	struct egs_webhook *wh = NULL;
+	char err[1024];
+	int rc = 1, sig = 0;
+	bool said = false;
+
+	if (mkdir(o->state_dir, 0700) != 0 && errno != EEXIST)
+		EGS_LOG_WARN("--state-dir %s: %s; check logs are not kept", o->state_dir, strerror(errno));
+	if (egs_backend_k8s_new(&kc, &be, err, sizeof(err)) != EGS_OK) {
+		EGS_LOG_ERROR("backend kubernetes: %s", err);
+		return 1;
+	}
+	if (o->webhook_port && egs_webhook_start(NULL, o->webhook_port, o->webhook_cert, o->webhook_key, slice_of, be,
+						 &wh, err, sizeof(err)) != EGS_OK) {
+		EGS_LOG_ERROR("%s", err);
+		egs_backend_free(be);
+		return 1;
+	}
+	if (wh)
+		EGS_LOG_INFO("serving the admission webhook on port %d", o->webhook_port);
+	EGS_LOG_INFO("egs-agent %s: cluster %s, server %s, backend kubernetes (%s)", EGS_AGENT_VERSION, o->cluster,
+		     o->server, o->kubeconfig ? o->kubeconfig : "in-cluster");
+	while (!sig && !egs_backend_k8s_wait_synced(be, 0)) {
+		if (!said)
+			EGS_LOG_INFO("waiting for the Kubernetes API server to list the nodes");
+		said = true;
+		sig = signal_within(sigs, 500);
+	}
+	rc = sig || !o->webhook_url || register_webhooks(o, be) ? 0 : 1;
+	while (!sig && rc == 0)
+		rc = run_view(o, be, token, address, checks_dir, sigs, &sig);
+	if (sig)
+		EGS_LOG_INFO("%s received; stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	egs_webhook_free(wh);
+	egs_backend_free(be);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o;
@@ -420,11 +618,17 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	if (!read_token(o.token_file, token, sizeof(token)) || !start_listener(&o, &listener, address, sizeof(address)) ||
-	    !open_devices(&o, address, &dev) || !open_backend(&o, &be))
+	if (!read_token(o.token_file, token, sizeof(token)) || !start_listener(&o, &listener, address, sizeof(address)))
 		goto out;
 	snprintf(checks_dir, sizeof(checks_dir), "%s/checks", o.state_dir);
 	egs_checks_log_prune(checks_dir, (int64_t)time(NULL), CHECK_LOG_MAX_AGE_S);
+	if (strcmp(o.backend, "kubernetes") == 0) {
+		rc = run_kubernetes(&o, token, address, checks_dir, &sigs);
+		memset(token, 0, sizeof(token));
+		goto out;
+	}
+	if (!open_devices(&o, address, &dev) || !open_backend(&o, &be))
+		goto out;
 
 	agent = egs_agent_new(&(struct egs_agent_config){
 		.server_url = o.server,
