@@ -184,8 +184,8 @@ static void *reconcile_main(void *arg)
 /* ---- attach ---- */
 
 /* Creates namespace ns for workspace, or labels it when it exists. */
-static enum egs_err ensure_namespace(struct egs_k8s *k, const char *ns, const char *workspace, char *msg,
-				     size_t msgsz)
+static enum egs_err write_namespace(struct egs_k8s *k, const char *ns, const char *workspace, char *msg,
+				    size_t msgsz)
 {
 	char path[400], esc[300];
 	json_t *body = egs_k8s_namespace(ns, workspace), *patch = egs_k8s_patch_namespace(workspace), *ans = NULL;
@@ -211,6 +211,17 @@ static enum egs_err ensure_namespace(struct egs_k8s *k, const char *ns, const ch
 	return rc;
 }
 
+/* write_namespace() unless the namespace cache already shows ns labelled for workspace. */
+static enum egs_err ensure_namespace(struct egs_k8s *k, const char *ns, const char *workspace, char *msg,
+				     size_t msgsz)
+{
+	char have[EGS_NAME_MAX];
+
+	if (egs_backend_k8s_slice_of(&k->base, ns, have, sizeof(have)) && strcmp(have, workspace) == 0)
+		return EGS_OK;
+	return write_namespace(k, ns, workspace, msg, msgsz);
+}
+
 /* Decides about node n for req: EGS_OK to patch, or the answer (msg set; *done when it is final). */
 static enum egs_err attach_verdict(const struct egs_k8s_node *n, const struct egs_attach_req *req, bool *done,
 				   char *msg, size_t msgsz)
@@ -233,18 +244,20 @@ static enum egs_err attach_verdict(const struct egs_k8s_node *n, const struct eg
 	return EGS_OK;
 }
 
-/* One read-decide-patch round.  *again: a 409 asks for another round. */
-static enum egs_err attach_round(struct egs_k8s *k, const struct egs_attach_req *req, bool *again, char *msg,
-				 size_t msgsz)
+/* One read-decide-patch round: the first reads the node cache, later ones (after a 409: the cache was
+ * behind) the API server.  *again: a 409 asks for another round. */
+static enum egs_err attach_round(struct egs_k8s *k, const struct egs_attach_req *req, bool fresh, bool *again,
+				 char *msg, size_t msgsz)
 {
 	struct egs_k8s_node n;
-	json_t *node = NULL, *patch = NULL;
+	json_t *node = fresh ? NULL : egs_kube_reflector_get(k->nodes, req->node), *patch = NULL;
 	char now[32];
 	bool done;
-	enum egs_err rc;
+	enum egs_err rc = EGS_OK;
 
 	*again = false;
-	rc = egs__k8s_node_get(k, req->node, &node, msg, msgsz);
+	if (!node)
+		rc = egs__k8s_node_get(k, req->node, &node, msg, msgsz);
 	if (rc != EGS_OK) {
 		if (rc == EGS_ERR_NOT_FOUND)
 			snprintf(msg, msgsz, "node %s is not in the cluster", req->node);
@@ -283,7 +296,7 @@ static enum egs_err k8s_attach(struct egs_backend *b, const struct egs_attach_re
 	for (size_t i = 0; i < req->namespaces->n && rc == EGS_OK; i++)
 		rc = ensure_namespace(k, req->namespaces->v[i], req->workspace, msg, msgsz);
 	for (int i = 0; rc == EGS_OK && again && i < ATTACH_TRIES && !egs__k8s_stopping(k); i++)
-		rc = attach_round(k, req, &again, msg, msgsz);
+		rc = attach_round(k, req, i > 0, &again, msg, msgsz);
 	if (rc == EGS_OK && strcmp(msg, "attached") == 0) {
 		EGS_LOG_INFO("node %s: attached to %s (slice %s)", req->node, req->gpr_id, req->workspace);
 		egs__k8s_events(k, req->namespaces, req->gpr_id, "NodeAttached", "Normal", "node %s joined the slice %s",
