@@ -91,7 +91,11 @@ static const struct schema_def schemas[] = {
 	{"SdkAllocation", "gprId:s gprName:s sliceName:s totalGPUsAllocated:n allocationTimeStamp:Timestamp"},
 	{"Node", NODE_PROPS " allocation:[Allocation]"},
 	{"SdkNode", NODE_PROPS " allocation:[SdkAllocation]"},
-	{"Inventory", "items:[Node] managedNodes:[SdkNode] unmanagedNodes:[SdkNode]"},
+	/* GPU nodes that opted out of EGS, as their agent registered them (never scheduled). */
+	{"UnmanagedNode", "gpuNodeName:s gpuShape:s gpuModelName:s instanceType:s clusterName:s memory:i gpuCount:i "
+			  "availableGPUs:i cloudProvider:s region:s nodeHealth:e(Unmanaged) gpuNodeStatus:e(NODE_UNMANAGED) "
+			  "gpuNodeState:e(NODE_UNMANAGED)"},
+	{"Inventory", "items:[Node] managedNodes:[SdkNode] unmanagedNodes:[UnmanagedNode]"},
 	{"NodeList", "items:[Node]"},
 	{"WorkspaceHolding", "nodeName:[s] instanceType:s memory:i totalGpus:i gpuShape:s gprId:s clusterName:s "
 			     "memoryPerGpu:i gpuPerNode:i totalGpuNodes:i"},
