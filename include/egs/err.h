@@ -28,6 +28,7 @@ enum egs_err {
 	EGS_ERR_KEY_EXPIRED,    /* the API key itself has expired (401, message "Api Key has expired") */
 	EGS_ERR_NOT_IMPLEMENTED,/* a public API route this server does not serve yet (501) */
 	EGS_ERR_UNAVAILABLE,    /* the server cannot take the request now (503) */
+	EGS_ERR_STORAGE_FULL,   /* the store's disk is full: nothing was saved (507) */
 };
 
 /* Returns a static, human readable name for an error code (never NULL). */

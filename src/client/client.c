@@ -230,6 +230,9 @@ static const struct {
 	{"BAD_REQUEST", EGS_ERR_BAD_REQUEST},
 	{"MALFORMED_JSON", EGS_ERR_BAD_REQUEST},
 	{"GPR_UNSATISFIABLE", EGS_ERR_UNSATISFIABLE},
+	{"STORAGE_FULL", EGS_ERR_STORAGE_FULL},
+	{"STORE_UNAVAILABLE", EGS_ERR_UNAVAILABLE},
+	{"TOO_MANY_CONNECTIONS", EGS_ERR_UNAVAILABLE},
 };
 
 static bool ends_with(const char *s, const char *suffix)
@@ -255,6 +258,10 @@ static enum egs_err err_of_status(long status)
 		return EGS_ERR_METHOD;
 	case 413:
 		return EGS_ERR_TOO_LARGE;
+	case 503:
+		return EGS_ERR_UNAVAILABLE;
+	case 507:
+		return EGS_ERR_STORAGE_FULL;
 	case 422:
 		return EGS_ERR_INVALID;
 	default:

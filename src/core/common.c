@@ -32,6 +32,7 @@ static const char *const err_names[] = {
 	[EGS_ERR_KEY_EXPIRED] = "api key expired",
 	[EGS_ERR_NOT_IMPLEMENTED] = "not implemented",
 	[EGS_ERR_UNAVAILABLE] = "unavailable",
+	[EGS_ERR_STORAGE_FULL] = "storage full",
 };
 
 const char *egs_err_str(enum egs_err err)

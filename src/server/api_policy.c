@@ -64,8 +64,7 @@ static bool parse_stored(struct egs_server *srv, const char *what, const char *t
 
 enum egs_err egs_policy_start(struct egs_server *srv)
 {
-	char *text = NULL, what[EGS_NAME_MAX + 16];
-	void *v;
+	char *text = NULL;
 	enum egs_err err;
 	if (!srv->max_nodes_per_gpr)
 		srv->max_nodes_per_gpr = DEFAULT_MAX_NODES;
@@ -77,9 +76,16 @@ enum egs_err egs_policy_start(struct egs_server *srv)
 	if (!ok)
 		return EGS_ERR_STORE;
 	with_default(srv, srv->policy_global);
+	return egs_policy_load_workspaces(srv);
+}
+
+enum egs_err egs_policy_load_workspaces(struct egs_server *srv)
+{
+	char what[EGS_NAME_MAX + 16];
+	void *v;
 	for (size_t i = 0; egs_map_next(&srv->st.workspaces, &i, NULL, &v);) {
 		struct egs_workspace *w = v;
-		if (!w->policy_json)
+		if (!w->policy_json || w->policy)
 			continue;
 		w->policy = egs_policy_new();
 		snprintf(what, sizeof(what), "workspace %s", w->name);

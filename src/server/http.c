@@ -77,6 +77,7 @@ static const struct {
 	[EGS_ERR_KEY_EXPIRED] = { 401, "API_KEY_EXPIRED", "Api Key has expired" },
 	[EGS_ERR_NOT_IMPLEMENTED] = { 501, "NOT_IMPLEMENTED", "Not Implemented" },
 	[EGS_ERR_UNAVAILABLE] = { 503, "SERVICE_UNAVAILABLE", "Service Unavailable" },
+	[EGS_ERR_STORAGE_FULL] = { 507, "STORAGE_FULL", "Insufficient Storage" },
 };
 
 const char *egs_log_escape(const char *s, char *out, size_t outsz)
@@ -173,6 +174,18 @@ void egs_reply_ok(struct egs_req *r, json_t *data)
 	finish(r, 200, env);
 }
 
+/* The error envelope; msg and field are UTF-8 sanitised copies. */
+static json_t *error_envelope(enum egs_err err, const char *key, const char *field, const char *msg)
+{
+	int status = err_http[err].status;
+	json_t *edata = field ? json_pack("{s:s}", "field", field) : json_null();
+	json_t *env = json_pack("{s:i, s:s, s:s, s:n, s:{s:s, s:s, s:o}}", "statusCode", status, "status", "Error",
+				"message", err_http[err].message, "data", "error", "errorKey",
+				key ? key : err_http[err].key, "message", msg, "data", edata);
+	EGS_ASSERT(env);
+	return env;
+}
+
 void egs_reply_err(struct egs_req *r, enum egs_err err, const char *key, const char *field, const char *fmt, ...)
 {
 	EGS_ASSERT((size_t)err < EGS_ARRAY_LEN(err_http) && err != EGS_OK);
@@ -182,18 +195,29 @@ void egs_reply_err(struct egs_req *r, enum egs_err err, const char *key, const c
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	egs_utf8_sanitize(msg);
-	int status = err_http[err].status;
 	char fieldbuf[96];
 	if (field) {
 		egs_strlcpy(fieldbuf, field, sizeof(fieldbuf));
 		egs_utf8_sanitize(fieldbuf);
 	}
-	json_t *edata = field ? json_pack("{s:s}", "field", fieldbuf) : json_null();
-	json_t *env = json_pack("{s:i, s:s, s:s, s:n, s:{s:s, s:s, s:o}}", "statusCode", status, "status", "Error",
-				"message", err_http[err].message, "data", "error", "errorKey",
-				key ? key : err_http[err].key, "message", msg, "data", edata);
-	EGS_ASSERT(env);
-	finish(r, status, env);
+	finish(r, err_http[err].status, error_envelope(err, key, field ? fieldbuf : NULL, msg));
+}
+
+void egs_server_fail_held(struct egs_server *srv, enum egs_err err, const char *key, const char *msg)
+{
+	EGS_ASSERT((size_t)err < EGS_ARRAY_LEN(err_http) && err != EGS_OK);
+	for (size_t i = 0; i < srv->held.len; i++) {
+		struct held_reply *hr = srv->held.items[i];
+		json_t *env = error_envelope(err, key, NULL, msg);
+		evbuffer_drain(hr->body, evbuffer_get_length(hr->body));
+		EGS_ASSERT(json_dump_callback(env, dump_to_evbuffer, hr->body, JSON_COMPACT) == 0);
+		json_decref(env);
+		hr->status = err_http[err].status;
+		/* A reply built before the failure may carry headers of its success (X-Token-Expires-At). */
+		struct evkeyvalq *h = evhttp_request_get_output_headers(hr->ev);
+		evhttp_clear_headers(h);
+		evhttp_add_header(h, "Content-Type", "application/json");
+	}
 }
 
 void egs_reply_raw(struct egs_req *r, int status, struct evbuffer *body)

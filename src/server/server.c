@@ -25,7 +25,7 @@ void egs__http_set_callbacks(struct egs_server *srv);
 
 static void fatal_store(struct egs_server *srv, enum egs_err err)
 {
-	fprintf(srv->log, "level=fatal msg=\"store commit failed: %s; exiting so that the store stays the truth\"\n",
+	fprintf(srv->log, "level=fatal msg=\"store commit failed and the store cannot be read again: %s; exiting\"\n",
 		egs_err_str(err));
 	fflush(srv->log);
 	_exit(70);
@@ -156,11 +156,16 @@ static void commit_turn(struct egs_server *srv)
 	egs_obs_before_commit(srv, egs_now(srv)); /* observability: settings of new nodes, estimates */
 	if (egs_state_has_changes(&srv->st)) {
 		enum egs_err err = egs_store_commit_changes(srv->store, &srv->st);
-		if (err)
-			fatal_store(srv, err);
-		egs_obs_committed(srv); /* observability: stream and notify the committed events */
-		plan_drop_on_delete(srv);
-		egs_state_clear_changes(&srv->st);
+		if (err) {
+			/* Disk full or I/O error: refuse the turn's writes, drop them from memory (reload.c). */
+			egs_server_store_failed(srv, err);
+			if ((err = egs_server_reload(srv)))
+				fatal_store(srv, err);
+		} else {
+			egs_obs_committed(srv); /* observability: stream and notify the committed events */
+			plan_drop_on_delete(srv);
+			egs_state_clear_changes(&srv->st);
+		}
 	}
 	egs_server_flush(srv);
 	if (srv->polls.len)

@@ -86,6 +86,8 @@ struct egs_server {
 	bool allow_private_webhooks;      /* egsd --allow-private-webhooks */
 	json_t *unmanaged; /* cluster name -> [unmanaged node object]: GPU nodes their agent reported as
 			    * opted out of EGS (runtime only, replaced by each registration; never scheduled) */
+	uint64_t store_failures;          /* failed commits since the last log line (reload.c) */
+	int64_t store_fail_logged;        /* monotonic second of that line */
 };
 
 /* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */
@@ -113,6 +115,15 @@ void egs_reply_raw(struct egs_req *r, int status, struct evbuffer *body);
 /* Adds a response header (before replying). */
 void egs_reply_header(struct egs_req *r, const char *name, const char *value);
 
+/* Replaces every held reply of the turn by the error envelope of err (key, message): the turn's
+ * commit failed, so none of what they answered is saved. */
+void egs_server_fail_held(struct egs_server *srv, enum egs_err err, const char *key, const char *msg);
+/* After a failed commit (reload.c): answers the turn's held replies 507/503, logs at most once a
+ * second, and rebuilds the model from the store (egs_server_reload). */
+void egs_server_store_failed(struct egs_server *srv, enum egs_err err);
+/* Replaces srv->st by a fresh load of the store, keeping runtime-only fields by key; resets the
+ * planner's cache.  Returns the load's error (the old model then stays). */
+enum egs_err egs_server_reload(struct egs_server *srv);
 /* Sends the held replies and answers due long polls; called after every successful commit. */
 void egs_server_flush(struct egs_server *srv);
 /* Notes that the turn made changes: arms the commit event. */
@@ -247,6 +258,8 @@ bool egs_get_webhook_url(struct egs_req *r, const char *field, char *out, size_t
 /* After the store is loaded: parses the global policy and every workspace's; a stored policy that
  * does not parse is EGS_ERR_STORE (egsd does not start on a store it cannot read). */
 enum egs_err egs_policy_start(struct egs_server *srv);
+/* Parses the stored policy of every workspace that has none parsed yet (after a reload). */
+enum egs_err egs_policy_load_workspaces(struct egs_server *srv);
 /* Applies the workspace's and the global policy to g: a new GPR (old NULL; enableEviction and
  * requeueOnFailure left unset take the policy's defaults) or the edited copy of waiting GPR old (only
  * the limits reading the changed fields).  Over a hard limit: replies 422 POLICY_LIMIT_EXCEEDED

@@ -28,8 +28,11 @@ int egs_store_schema_version(void);
 enum egs_err egs_store_load(struct egs_store *s, struct egs_state *st);
 
 /* Writes st's pending changes and new events in one transaction and commits it (fsync).  On
- * failure the transaction is rolled back and the error returned; st is not modified either way
- * (the caller clears the changes after success).  A no-op when there are no changes. */
+ * failure the transaction is rolled back and the error returned (EGS_ERR_STORAGE_FULL when the
+ * disk is full, else EGS_ERR_STORE); st is not modified either way (the caller clears the changes
+ * after success).  A no-op when there are no changes.  For tests, while the file named by the
+ * environment variable EGS_STORE_FAIL_IF_EXISTS (read at open) exists, every commit fails as on a
+ * full disk, after writing its rows and before COMMIT. */
 enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st);
 
 /* Small key/value settings that must survive restarts (e.g. the token-signing secret). */

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- schema ---- */
 
@@ -836,6 +837,8 @@ struct egs_store {
 	sqlite3_stmt *put_event;
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *meta_get, *meta_set, *prune_mark, *prune;
+	int last_rc;     /* the result code of the last failed step: SQLITE_FULL tells a full disk */
+	char *fail_path; /* EGS_STORE_FAIL_IF_EXISTS: a commit fails as on a full disk while this file exists */
 };
 
 /* The largest event id ever pruned, kept in meta so that ids are never reused even when pruning
@@ -848,6 +851,8 @@ static bool step_done(struct egs_store *s, sqlite3_stmt *stmt, const char *what,
 		      const char *key)
 {
 	int rc = sqlite3_step(stmt);
+	if (rc != SQLITE_DONE)
+		s->last_rc = rc;
 	if (rc != SQLITE_DONE && table)
 		fprintf(stderr, "store: %s %s '%s': %s\n", what, table, key, sqlite3_errmsg(s->db));
 	else if (rc != SQLITE_DONE)
@@ -1053,6 +1058,8 @@ enum egs_err egs_store_open_sqlite(const char *path, struct egs_store **out)
 	if (err)
 		goto out;
 	err = prepare_all(s) ? EGS_OK : EGS_ERR_STORE;
+	const char *fail = getenv("EGS_STORE_FAIL_IF_EXISTS");
+	s->fail_path = fail && *fail ? egs_strdup(fail) : NULL;
 out:
 	if (err) {
 		fprintf(stderr, "store: cannot use database %s\n", path);
@@ -1083,6 +1090,7 @@ void egs_store_free(struct egs_store *s)
 	sqlite3_finalize(s->prune);
 	if (sqlite3_close(s->db) != SQLITE_OK)
 		fprintf(stderr, "store: close: %s\n", sqlite3_errmsg(s->db));
+	free(s->fail_path);
 	free(s);
 }
 
@@ -1224,10 +1232,21 @@ static bool write_event(struct egs_store *s, const struct egs_event *ev)
 	return step_done(s, b.stmt, "put", "events", id);
 }
 
+/* The failure injection of the tests (docs/internals/store.md): true while the file named by
+ * EGS_STORE_FAIL_IF_EXISTS exists. */
+static bool injected_failure(struct egs_store *s)
+{
+	if (!s->fail_path || access(s->fail_path, F_OK) != 0)
+		return false;
+	s->last_rc = SQLITE_FULL;
+	return true;
+}
+
 enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st)
 {
 	if (!egs_state_has_changes(st))
 		return EGS_OK;
+	s->last_rc = SQLITE_OK;
 	if (!step_done(s, s->begin, "BEGIN", NULL, NULL))
 		goto fail;
 	for (size_t i = 0; i < st->changes.len; i++)
@@ -1236,14 +1255,15 @@ enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st)
 	for (size_t i = 0; i < st->new_events.len; i++)
 		if (!write_event(s, st->new_events.items[i]))
 			goto fail;
-	if (!step_done(s, s->commit, "COMMIT", NULL, NULL))
+	if (injected_failure(s) || !step_done(s, s->commit, "COMMIT", NULL, NULL))
 		goto fail;
 	return EGS_OK;
-fail:
+fail:;
+	int why = s->last_rc & 0xff;
 	/* SQLite may have rolled back already (e.g. after an I/O error); otherwise do it here. */
 	if (!sqlite3_get_autocommit(s->db))
 		step_done(s, s->rollback, "ROLLBACK", NULL, NULL);
-	return EGS_ERR_STORE;
+	return why == SQLITE_FULL ? EGS_ERR_STORAGE_FULL : EGS_ERR_STORE;
 }
 
 /* ---- meta and events ---- */

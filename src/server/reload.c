@@ -1,0 +1,120 @@
+/*
+ * reload.c: what egsd does when a turn's commit fails (disk full, I/O error) instead of exiting.
+ *
+ * The turn's changes are already applied in memory when the commit runs (group commit), and the
+ * store rolled its transaction back.  So the model is rebuilt from the store, as at a start, and
+ * swapped in: nothing of the failed turn stays.  What the store does not hold (runtime-only fields:
+ * agents' last contact, GPU samples, quarantines, the check port, shared attachments, GPR phase
+ * timers) is carried over from the old model by key, so a reload does not make healthy nodes look
+ * silent.  The planner's cache is reset and the workspace policies parsed again.  Early-release
+ * holds are runtime state and end, as at a restart.
+ *
+ * Every reply held for the turn is answered 507 STORAGE_FULL (or 503 STORE_UNAVAILABLE for another
+ * write error): nothing of what they would have acknowledged is saved.
+ */
+#include "server/server.h"
+
+#include "core/sched.h"
+#include "core/util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void carry_node(const struct egs_node *old, struct egs_node *n)
+{
+	n->last_heartbeat = old->last_heartbeat;
+	n->free_since = old->free_since;
+	n->quarantine_until = old->quarantine_until;
+	n->failure_noted = old->failure_noted;
+	egs_strlcpy(n->address, old->address, sizeof(n->address));
+	n->sharing = old->sharing;
+	egs_strlist_copy(&n->attached_shared, &old->attached_shared);
+	for (int i = 0; i < n->n_gpus; i++) {
+		for (int j = 0; j < old->n_gpus; j++) {
+			const struct egs_gpu *o = &old->gpus[j];
+			struct egs_gpu *g = &n->gpus[i];
+			if (strcmp(o->uuid, g->uuid) != 0)
+				continue;
+			g->power_w = o->power_w;
+			g->temp_c = o->temp_c;
+			g->util_pct = o->util_pct;
+			g->mem_used_mib = o->mem_used_mib;
+			g->sampled_at = o->sampled_at;
+		}
+	}
+}
+
+/* Copies the runtime-only fields of old's objects into fresh's objects of the same key. */
+static void carry_runtime(const struct egs_state *old, struct egs_state *fresh, int64_t now)
+{
+	void *v;
+	for (size_t i = 0; egs_map_next(&fresh->clusters, &i, NULL, &v);) {
+		struct egs_cluster *c = v;
+		const struct egs_cluster *o = egs_state_cluster(old, c->name);
+		if (o)
+			c->last_seen = o->last_seen;
+	}
+	for (size_t i = 0; egs_map_next(&fresh->nodes, &i, NULL, &v);) {
+		struct egs_node *n = v;
+		const struct egs_node *o = egs_state_node(old, n->cluster, n->name);
+		if (o)
+			carry_node(o, n);
+	}
+	for (size_t i = 0; egs_map_next(&fresh->gprs, &i, NULL, &v);) {
+		struct egs_gpr *g = v;
+		const struct egs_gpr *o = egs_state_gpr(old, g->id);
+		g->phase_since = o && o->state == g->state ? o->phase_since : now;
+		g->idle_since = o ? o->idle_since : 0;
+		g->est_start = o ? o->est_start : 0;
+	}
+}
+
+enum egs_err egs_server_reload(struct egs_server *srv)
+{
+	struct egs_state *fresh = egs_malloc(sizeof(*fresh));
+	egs_state_init(fresh, &srv->state_cfg);
+	enum egs_err err = egs_store_load(srv->store, fresh);
+	if (err) {
+		egs_state_cleanup(fresh);
+		free(fresh);
+		return err;
+	}
+	carry_runtime(&srv->st, fresh, egs_now(srv));
+	fresh->cfg = srv->st.cfg;
+	/* A walk in progress points into the old model: end it while that model still exists. */
+	if (egs_sched_walking(srv->plan))
+		egs_sched_abort(srv->plan);
+	event_del(srv->slice_ev);
+	egs_plan_free(srv->plan);
+	srv->plan = egs_plan_new();
+	egs_state_cleanup(&srv->st);
+	srv->st = *fresh; /* the state holds no pointer to itself: a move is a copy */
+	free(fresh);
+	srv->planned_gen = srv->st.generation - 1; /* plan again on the next turn */
+	srv->next_wake = 0;
+	return egs_policy_load_workspaces(srv);
+}
+
+void egs_server_store_failed(struct egs_server *srv, enum egs_err err)
+{
+	bool full = err == EGS_ERR_STORAGE_FULL;
+	egs_server_fail_held(srv, full ? EGS_ERR_STORAGE_FULL : EGS_ERR_UNAVAILABLE,
+			     full ? "STORAGE_FULL" : "STORE_UNAVAILABLE",
+			     full ? "the disk of egsd's store is full: nothing of this request was saved; retry when "
+				    "space is back"
+				  : "egsd's store could not write: nothing of this request was saved; retry later");
+	srv->store_failures++;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if ((int64_t)ts.tv_sec != srv->store_fail_logged) { /* at most one line a second */
+		srv->store_fail_logged = (int64_t)ts.tv_sec;
+		fprintf(srv->log,
+			"level=error msg=\"store commit failed; the turn's writes were refused and the model "
+			"reloaded from the store\" error=\"%s\" failures=%llu\n",
+			egs_err_str(err), (unsigned long long)srv->store_failures);
+		fflush(srv->log);
+		srv->store_failures = 0;
+	}
+}
