@@ -336,11 +336,43 @@ static bool template_allowed(struct egs_req *r, const char *ws, const char *name
 	return ok;
 }
 
+/* The default template of the workspace named by a body that gives no shape (no numberOfGPUNodes)
+ * and no templateName: that of the body's clusterName in the workspace's binding, or the one default
+ * when the binding has a single default.  Copies it into name and returns true, else false. */
+static bool default_template(struct egs_req *r, char name[EGS_NAME_MAX])
+{
+	json_t *nodes = json_object_get(r->body, "numberOfGPUNodes"), *c;
+	const char *ws = json_string_value(json_object_get(r->body, "sliceName"));
+	const char *cluster = json_string_value(json_object_get(r->body, "clusterName"));
+	const struct egs_doc *b = ws ? egs_state_doc(&r->srv->st, EGS_KIND_BINDING, ws) : NULL;
+	const struct egs_workspace *w = ws ? egs_state_workspace(&r->srv->st, ws) : NULL;
+	int found = 0;
+	size_t i;
+
+	if ((nodes && !json_is_null(nodes)) || !b || !w || !egs_in_project(r, w->project))
+		return false;
+	json_t *spec = egs_doc_spec(b);
+	json_array_foreach(json_object_get(spec, "clusters"), i, c)
+	{
+		const char *def = json_string_value(json_object_get(c, "defaultTemplateName"));
+		bool here = cluster && *cluster && !strcmp(json_string_value(json_object_get(c, "clusterName")), cluster);
+		if (!def || !*def || (cluster && *cluster && !here))
+			continue;
+		egs_strlcpy(name, def, EGS_NAME_MAX);
+		found++;
+	}
+	json_decref(spec);
+	return found == 1;
+}
+
 bool egs_template_apply(struct egs_req *r)
 {
 	char name[EGS_NAME_MAX], ws[EGS_NAME_MAX], gpr_name[EGS_NAME_MAX], alt[EGS_NAME_MAX];
-	if (!json_object_get(r->body, "templateName"))
-		return true;
+	if (!json_object_get(r->body, "templateName")) {
+		if (!default_template(r, name))
+			return true;
+		json_object_set_new(r->body, "templateName", json_string(name));
+	}
 	if (!egs_get_str(r, r->body, "templateName", true, name, sizeof(name)) ||
 	    !egs_get_str(r, r->body, "sliceName", true, ws, sizeof(ws)) ||
 	    !egs_get_str(r, r->body, "gprName", false, gpr_name, sizeof(gpr_name)) ||

@@ -24,9 +24,11 @@ struct egs_doc *egs_template_find(struct egs_req *r, const char *name, const cha
  * cluster it is listed for. */
 const struct egs_doc *egs_template_bound(struct egs_state *st, const char *name, char cluster[EGS_NAME_MAX]);
 
-/* POST /api/v1/gpr with `templateName`: checks the template and that the workspace's binding lists it
- * for the template's cluster, then replaces r->body with the template's request plus the body's
- * gprName (default: the template's name) and sliceName.  Any other field the body sets to a value
+/* POST /api/v1/gpr with `templateName` (or with neither templateName nor numberOfGPUNodes, when the
+ * workspace's binding has a default template for the body's clusterName, or a single default): checks
+ * the template and that the workspace's binding lists it for the template's cluster, then replaces
+ * r->body with the template's request plus the body's gprName (default: the template's name) and
+ * sliceName.  Any other field the body sets to a value
  * other than null, "", false or the template's own is refused (422 naming it): a template fixes the
  * shape.  Returns true with r->body replaced (or untouched when the body names no template); false
  * after replying. */

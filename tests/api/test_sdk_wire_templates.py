@@ -194,3 +194,23 @@ def test_templates_survive_a_restart_and_bindings_go_with_their_workspace(env):
     env.workspace("team-b", ["worker-1"])  # a new workspace of that name starts without a binding
     assert sdk.call("GET", "/api/v1/gpr-template-binding?gprTemplateBindingName=team-b")[0] == 404
     sdk.ok("DELETE", "/api/v1/gpr-template", {"gprTemplateName": "keep"})  # no longer bound
+
+
+def test_a_gpr_without_a_shape_takes_the_default_template(env):
+    sdk = env.sdk
+    sdk.ok("POST", "/api/v1/gpr-template", template_body("small", gpus=2, exit_duration="45m"))
+    sdk.ok("POST", "/api/v1/gpr-template", dict(template_body("a100", cluster="worker-2", gpus=1), gpuShape="",
+                                                 instanceType=""))
+    status, doc = sdk.call("POST", "/api/v1/gpr", {"gprName": "plain", "sliceName": "team-a"})  # no binding yet
+    assert status == 422 and doc["error"]["data"]["field"] == "numberOfGPUNodes"
+    sdk.ok("POST", "/api/v1/gpr-template-binding", binding_body("team-a", [("worker-1", "small", ["small"]),
+                                                                           ("worker-2", "a100", ["a100"])]))
+    status, doc = sdk.call("POST", "/api/v1/gpr", {"gprName": "plain", "sliceName": "team-a"})  # which default?
+    assert status == 422 and doc["error"]["data"]["field"] == "numberOfGPUNodes"
+    gid = sdk.ok("POST", "/api/v1/gpr", {"gprName": "plain", "sliceName": "team-a", "clusterName": "worker-1"})["gprId"]
+    g = sdk.ok("GET", "/api/v1/gpr?gprId=" + gid)
+    assert (g["gprName"], g["clusterName"], g["numberOfGPUs"], g["exitDuration"]) == ("plain", "worker-1", 2, "0h45m0s")
+    # a request that gives its own shape is an ordinary GPR, binding or not
+    gid = sdk.ok("POST", "/api/v1/gpr", {"gprName": "own", "sliceName": "team-a", "numberOfGPUNodes": 1,
+                                         "numberOfGPUs": 8, "exitDuration": "1h"})["gprId"]
+    assert sdk.ok("GET", "/api/v1/gpr?gprId=" + gid)["numberOfGPUs"] == 8
