@@ -14,6 +14,7 @@ def authenticate(
     access_token: Optional[str] = None,
     timeout: float = DEFAULT_TIMEOUT,
     ssl_context: Optional[ssl.SSLContext] = None,
+    ca_file: Optional[str] = None,
 ) -> AuthenticatedSession:
     """Authenticate with the EGS controller at ``endpoint`` and return the session.
 
@@ -30,7 +31,14 @@ def authenticate(
         timeout: seconds to wait for the server on each request.
         ssl_context: for ``https`` endpoints, a custom :class:`ssl.SSLContext` (e.g. a private CA);
             the default verifies certificates against the system store.
+        ca_file: for ``https`` endpoints, a PEM file of the CA(s) to trust instead of the system store
+            (e.g. the certificate egsd serves with ``--tls-cert``); certificates and host names are
+            still verified.  Not together with ``ssl_context``.
     """
+    if ca_file is not None:
+        if ssl_context is not None:
+            raise ValueError("give either ssl_context or ca_file, not both")
+        ssl_context = ssl.create_default_context(cafile=ca_file)
     client = EgsCoreApisClient(
         endpoint,
         api_key=api_key,

@@ -1065,4 +1065,15 @@ def test_https_verifies_certificates(tls_stub):
     assert egs.gpu_request_status("gpr-1", sess).request_id == GPR_WIRE["gprId"]
     sess.close()
     assert len(s.auth_calls()) == 1
+    sess = egs.authenticate(url, API_KEY, sdk_default=False, ca_file=cert)  # the same, by file
+    assert egs.gpu_request_status("gpr-1", sess).request_id == GPR_WIRE["gprId"]
+    sess.close()
+    with pytest.raises(ValueError):
+        egs.authenticate(url, API_KEY, sdk_default=False, ca_file=cert, ssl_context=trusted)
+    # another CA's file does not make the server trusted
+    other = os.path.join(os.path.dirname(cert), "other.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", other + ".key", "-out",
+                    other, "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+    with pytest.raises(exceptions.ServerUnreachable):
+        egs.authenticate(url, API_KEY, sdk_default=False, ca_file=other)
 
