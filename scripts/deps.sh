@@ -7,6 +7,8 @@ nodejs npm chromium"
 # The tests' fake Kubernetes API server makes its test PKI with the openssl CLI and is driven by a
 # real kubectl; any kubectl will do (Debian's kubernetes-client is 1.20), so install it only if none.
 PKGS="$PKGS openssl"
+# libFuzzer targets (fuzz/, `make fuzz`, and 10 s each in `make test`) need clang and its runtime.
+PKGS="$PKGS clang libclang-rt-dev"
 command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
