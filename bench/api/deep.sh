@@ -154,6 +154,7 @@ run_case() { # BINARY TAG
 	bad="$(field non200 "$out") / $(field errors "$out")"
 	slice=$(metric egs_scheduler_slice_max_seconds)
 	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $(awk -v s="$slice" 'BEGIN { printf "%.1f ms", s * 1000 }') | $bad |")
+	log "row: ${ROWS[-1]}"
 	kill "$EGSD_PID" 2>/dev/null || true
 	wait "$EGSD_PID" 2>/dev/null || true
 }

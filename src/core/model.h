@@ -229,8 +229,8 @@ struct egs_gpr {
 	bool held_lifted;   /* its hold is lifted for a trial walk */
 	bool ghost;         /* cancelled while queued: still placed by the planner (core/held.h) */
 	struct egs_strlist held_nodes; /* the nodes its hold keeps (core/held.h) */
-	uint32_t plan_ws;     /* the planner's cache: its workspace's index in the plan of serial... */
-	uint64_t plan_serial; /* ...plan_serial (core/sched.c) */
+	uint32_t plan_ws;     /* the planner's cache: its workspace's index in the plans of serial... */
+	uint64_t plan_serial; /* ...plan_serial (a workspace layout, core/sched.c) */
 	uint64_t match_mask;   /* the planner's cache: the pools it matches in pool layout... */
 	uint64_t match_layout; /* ...match_layout (core/sched.c); 0 = none: reset it when its shape changes */
 	/* Owned by the state, not by this struct: freed by egs_gpr_clear_check_runs() when the GPR leaves

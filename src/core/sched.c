@@ -107,7 +107,10 @@ struct egs_plan {
 	int64_t base_next; /* the due transitions' next time (a walk after preemption starts from it) */
 	int64_t run_next;  /* base_next and the walk's own due times so far */
 	uint64_t gen_seen; /* st->generation when the walk last ran */
-	uint64_t serial; /* unique per plan of a state: GPRs cache their wsinfo index under it */
+	/* The first nws_fixed entries of wsv are the state's workspaces in its map's order, the same
+	 * in every plan of one serial (st->inventory_gen + 1): GPRs cache their index under it. */
+	uint64_t serial;
+	size_t nws_fixed;
 	uint64_t layout; /* the pools' layout (st->pool_layout): GPRs cache their pool masks under it */
 	int share_take[EGS_SHARE_DEV_MAX]; /* place() of a shared GPR: its shares of p->chosen[0] */
 	bool shared; /* some slot has a share timeline (snapshots do not keep them) */
@@ -280,15 +283,17 @@ static struct wsinfo *ws_get(struct egs_plan *p, const char *name)
 	return w;
 }
 
-/* ws_get for a GPR of the state, through the index it caches for this plan (a map lookup hashes
- * the name: a tenth of a walk). */
+/* ws_get for a GPR of the state, through the index it caches across plans of one workspace
+ * layout (a map lookup hashes the name: a tenth of a walk). */
 static struct wsinfo *ws_of(struct egs_plan *p, struct egs_gpr *g)
 {
-	if (g->plan_serial == p->serial && g->plan_ws < p->nws)
+	if (g->plan_serial == p->serial && g->plan_ws < p->nws_fixed)
 		return &p->wsv[g->plan_ws];
 	struct wsinfo *w = ws_get(p, g->workspace);
-	g->plan_serial = p->serial;
-	g->plan_ws = (uint32_t)(w - p->wsv);
+	if ((size_t)(w - p->wsv) < p->nws_fixed) { /* not a deleted workspace's */
+		g->plan_serial = p->serial;
+		g->plan_ws = (uint32_t)(w - p->wsv);
+	}
 	return w;
 }
 
@@ -600,7 +605,7 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 	memset(p, 0, sizeof(*p));
 	p->st = st;
 	p->now = now;
-	p->serial = ++st->plan_serial;
+	p->serial = st->inventory_gen + 1; /* workspaces come and go only with inventory_gen */
 	p->slots = egs_calloc(st->nodes.len + 1, sizeof(*p->slots));
 	p->capws = 2 * (st->workspaces.len + st->active.len) + 16;
 	p->wsv = egs_malloc(p->capws * sizeof(*p->wsv)); /* ws_get sets what it uses */
@@ -633,6 +638,9 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 	rank_names(p);
 	build_pools(p);
 	scratch_alloc(p);
+	for (size_t i = 0; egs_map_next(&st->workspaces, &i, NULL, &v);)
+		ws_get(p, ((const struct egs_workspace *)v)->name);
+	p->nws_fixed = p->nws;
 	for (size_t i = 0; i < st->active.len; i++) {
 		struct egs_gpr *g = st->active.items[i];
 		struct wsinfo *w = ws_get(p, g->workspace);
@@ -727,7 +735,8 @@ static void snap_restore(struct egs_plan *q, const struct egs_plan *p, const str
 	memset(q, 0, sizeof(*q));
 	q->st = p->st;
 	q->now = now;
-	q->serial = ++p->st->plan_serial;
+	q->serial = p->serial; /* the snapshot's wsv starts with the same fixed entries */
+	q->nws_fixed = p->nws_fixed;
 	q->nslots = p->nslots;
 	q->slots = egs_malloc((p->nslots + 1) * sizeof(*q->slots));
 	memcpy(q->slots, p->slots, p->nslots * sizeof(*q->slots));

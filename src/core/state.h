@@ -55,7 +55,6 @@ struct egs_state {
 	int64_t next_event_id;
 	uint64_t generation; /* bumped on every change that can move the plan */
 	uint64_t held_gen;   /* generation when the planner last tried the held releases */
-	uint64_t plan_serial; /* the last plan's serial (core/sched.c) */
 	uint64_t pool_layout;   /* serial of the planner's pools as pool_layout_keys lists them (owned) */
 	char *pool_layout_keys;
 	/* Bumped when a node, cluster or workspace is added or deleted, a cluster or workspace is
