@@ -631,6 +631,8 @@ def test_custom_resources_with_kubectl(k8s, tmp_path):
     assert code == 200 and cr["status"]["state"] == "Queued" and cr["spec"]["nodeCount"] == 3
     assert cr["metadata"]["generation"] == 2
     assert k8s.patch(base, {"spec": {"nodeCount": 4}}, "strategic")[0] == 415
+    out = ok(k8s.kubectl("get", "crd", crd["metadata"]["name"]))
+    assert out.split("\n")[0].split() == ["NAME", "CREATED", "AT"] and crd["metadata"]["creationTimestamp"] in out
     out = ok(k8s.kubectl("get", "gpr", "-n", "crd"))
     assert out.split("\n")[0].split() == ["NAME", "GPUS", "STATE", "ESTIMATE"]
     assert out.split("\n")[1].split() == ["train-1", "8", "Queued", "5m"]

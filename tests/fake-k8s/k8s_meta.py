@@ -331,6 +331,8 @@ TABLES = {
                      _col("Available", "integer"), _col("Age")], _deploy_cells),
     "poddisruptionbudgets": ([_col("Name", fmt="name"), _col("Min Available"), _col("Max Unavailable"),
                               _col("Allowed Disruptions", "integer"), _col("Age")], _pdb_cells),
+    "customresourcedefinitions": ([_col("Name", fmt="name"), _col("Created At", "date")],
+                                  lambda o, now: [o["metadata"]["name"], o["metadata"].get("creationTimestamp")]),
     "namespaces": ([_col("Name", fmt="name"), _col("Status"), _col("Age")],
                    lambda o, now: [o["metadata"]["name"], o.get("status", {}).get("phase", "Active"),
                                    human_age(o["metadata"].get("creationTimestamp"), now)]),
