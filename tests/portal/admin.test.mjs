@@ -77,6 +77,15 @@ test('admin: slice, key, approve, move to top, schedule view', async () => {
     await shot(page, 'admin-schedule');
     assert.deepEqual(await axe(page), [], 'schedule view: no serious or critical accessibility violation');
 
+    // Evict the running GPR from its slice's GPU Requests, with a reason.
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'GPU Requests' }).click();
+    await page.getByLabel('Slice').selectOption('prod');
+    await page.locator('tr', { hasText: 'pretrain' }).getByRole('button', { name: 'Evict' }).click();
+    await page.getByLabel('Reason').fill('maintenance');
+    await page.locator('form[aria-label="Evict pretrain"] [type=submit]').click();
+    await page.locator('tr', { hasText: 'pretrain' }).locator('.badge', { hasNotText: 'Provisioned' }).waitFor();
+    assert.notEqual((await a('GET', '/gpr?gprId=' + run.gprId)).status.provisioningStatus, 'Provisioned');
+
     // Every admin screen renders without a console error, and passes axe.
     for (const [link, heading] of [['Inventory', 'Inventory'], ['Clusters', 'Clusters'], ['Policies', 'Policies'], ['Usage and cost', 'Usage and cost'],
       ['Queue insights', 'Queue insights'], ['Alerts', 'Alerts'], ['Events', 'Events'], ['GPUs', 'GPUs'], ['AI Workloads', 'AI Workloads']]) {

@@ -3,7 +3,7 @@
 // reload) as the dev clock moves, release it early, sign out.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { H100, axe, check, openBrowser, shot, signIn, startEgs, waitFor } from './harness.mjs';
+import { H100, axe, check, openBrowser, shot, startEgs, waitFor } from './harness.mjs';
 
 test('user: wait time, create, Queued to Provisioned live, release', async () => {
   const egs = await startEgs({ 'worker-1': [['gpu-a', H100]] });
@@ -15,7 +15,13 @@ test('user: wait time, create, Queued to Provisioned live, release', async () =>
     await egs.admin('POST', '/gpr', { gprName: 'blocker', sliceName: 'team-b', numberOfGPUs: 8, numberOfGPUNodes: 1, exitDuration: '2h', priority: 150 });
     const key = await egs.key({ role: 'Owner', workspaceName: 'team-a', userName: 'alice' });
 
-    await signIn(page, egs.url, key);
+    // Keyboard only: Tab to the key, type it, Enter.
+    await page.goto(egs.url + '/');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement.name), 'apiKey', 'the first Tab stop is the key');
+    await page.keyboard.type(key);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Dashboard' }).waitFor();
     assert.equal(await page.evaluate(() => Object.keys(localStorage).filter((k) => k !== 'egs.theme').length), 0, 'nothing but the theme in localStorage');
     const stored = await page.evaluate(() => sessionStorage.getItem('egs.session'));
     assert.ok(stored && !stored.includes(key), 'the token is in sessionStorage, the key is not');
@@ -31,6 +37,7 @@ test('user: wait time, create, Queued to Provisioned live, release', async () =>
     await row.waitFor();
     assert.match(await row.innerText(), /2h0m0s/, 'the wait is the blocker\'s remaining 2 hours');
     await shot(page, 'user-waittime');
+    assert.deepEqual(await axe(page), [], 'Create GPU Request: no serious or critical accessibility violation');
     await page.getByRole('button', { name: 'Request GPUs' }).click();
 
     const mine = page.locator('tr.gpr-queued', { hasText: 'train-a' });
@@ -38,6 +45,15 @@ test('user: wait time, create, Queued to Provisioned live, release', async () =>
     const [gpr] = (await egs.admin('GET', '/gpr/list?sliceName=team-a')).items;
     assert.equal(gpr.gprName, 'train-a');
     assert.equal(gpr.clusterName, 'worker-1', 'the picked cluster was requested');
+
+    // Edit the waiting GPR's priority; delete another waiting one.
+    await mine.getByRole('button', { name: 'Edit' }).click();
+    await page.getByLabel('Priority (1-1000)').fill('150');
+    await page.getByRole('button', { name: 'Edit', exact: true }).and(page.locator('[type=submit]')).click();
+    await waitFor(async () => (await egs.admin('GET', '/gpr?gprId=' + gpr.gprId)).priority === 150, 'the new priority');
+    const spare = await egs.admin('POST', '/gpr', { gprName: 'spare', sliceName: 'team-a', numberOfGPUs: 1, numberOfGPUNodes: 1, exitDuration: '1h' });
+    await page.locator('tr', { hasText: 'spare' }).getByRole('button', { name: 'Delete' }).click();
+    await waitFor(async () => (await egs.admin('GET', '/gpr?gprId=' + spare.gprId)).status.provisioningStatus === 'Cancelled', 'the cancel');
 
     await egs.advance('2h'); // the blocker exits; the agent detaches and attaches: no reload from here on
     await page.locator('tr.gpr-provisioned', { hasText: 'train-a' }).waitFor({ timeout: 15000 });
@@ -70,6 +86,14 @@ test('user: wait time, create, Queued to Provisioned live, release', async () =>
     assert.equal(dl.suggestedFilename(), 'team-a-worker-1.kubeconfig.yaml');
     await page.getByRole('link', { name: 'GPU Requests', exact: true }).click();
 
+    // Extend by 30 minutes (nobody waits behind it), then release early.
+    const exit0 = (await egs.admin('GET', '/gpr?gprId=' + gpr.gprId)).status.exitTimestamp;
+    await page.locator('tr', { hasText: 'train-a' }).getByRole('button', { name: 'Extend' }).click();
+    await page.getByLabel('Extend by').fill('30m');
+    await page.locator('form[aria-label="Extend train-a"] [type=submit]').click();
+    await waitFor(async () => (await egs.admin('GET', '/gpr?gprId=' + gpr.gprId)).status.exitTimestamp !== exit0, 'the extension');
+    const exit1 = (await egs.admin('GET', '/gpr?gprId=' + gpr.gprId)).status.exitTimestamp;
+    assert.equal(Date.parse(exit1) - Date.parse(exit0), 30 * 60e3);
     await page.getByRole('button', { name: 'Release train-a early' }).click();
     await waitFor(async () => {
       const s = (await egs.admin('GET', '/gpr?gprId=' + gpr.gprId)).status.provisioningStatus;
