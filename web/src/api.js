@@ -79,7 +79,12 @@ async function request(method, path, { params, body, retry = true } = {}) {
   } catch (e) {
     if (e.status === 401 && session && path !== '/auth') {
       if (retry && apiKey) {
-        await authenticate(apiKey); // the token lapsed (a dev clock jumped, a laptop slept): renew once
+        try {
+          await authenticate(apiKey); // the token lapsed (a dev clock jumped, a laptop slept): renew once
+        } catch (a) {
+          signOut(`Signed out: ${a.message}`); // the key itself was deleted or expired
+          throw a;
+        }
         return request(method, path, { params, body, retry: false });
       }
       signOut('Your session has expired: sign in again.');

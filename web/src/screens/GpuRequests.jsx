@@ -54,7 +54,7 @@ export function GpuRequests({ slice }) {
   const { data, error, reload } = useLoad(() => (slice ? egs.gprList(slice) : Promise.resolve({ items: [] })), [slice]);
   const [act, setAct] = useState(null);
   const [actErr, setActErr] = useState(null);
-  useLiveReload(reload, (e) => !slice || e.workspace === slice || (e.involvedObject && e.involvedObject.kind === 'GPR'));
+  useLiveReload(reload, (e) => !!slice && e.workspace === slice);
   const oneShot = (fn) => async () => {
     setActErr(null);
     try {

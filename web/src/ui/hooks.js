@@ -62,13 +62,21 @@ export function useLiveState() {
   return on;
 }
 
-/** Reloads (debounced) when an event matching pred arrives. */
+/**
+ * Reloads when an event matching pred arrives: 150 ms after the last of a burst, and at most once a
+ * second while events keep coming, so a busy cluster does not turn a list into a reload loop.
+ */
 export function useLiveReload(reload, pred = () => true) {
   const t = useRef(null);
+  const last = useRef(0);
   useLive((ev) => {
     if (!pred(ev)) return;
     clearTimeout(t.current);
-    t.current = setTimeout(reload, 150);
+    const wait = Math.max(150, last.current + 1000 - Date.now());
+    t.current = setTimeout(() => {
+      last.current = Date.now();
+      reload();
+    }, wait);
   });
   useEffect(() => () => clearTimeout(t.current), []);
 }
