@@ -9,7 +9,8 @@ export function SlicePicker({ base, slice, allowAll = false }) {
   const { data } = useLoad(() => egs.workspaceList(), []);
   const names = data ? data.workspaces.map((w) => w.name) : [];
   useEffect(() => {
-    if (!slice && !allowAll && names.length) navigate(path(base, names[0]), { replace: true });
+    // Only while the address still names no slice: the user may have picked one meanwhile.
+    if (!slice && !allowAll && names.length && location.pathname === path(base)) navigate(path(base, names[0]), { replace: true });
   }, [slice, names.join()]);
   return (
     <div class="field inline">
