@@ -31,7 +31,7 @@ function freePort() {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-export async function waitFor(pred, what, timeout = 15000) {
+export async function waitFor(pred, what, timeout = 30000) {
   const end = Date.now() + timeout;
   let last;
   while (Date.now() < end) {
@@ -141,7 +141,7 @@ export async function openBrowser({ width = 1280, height = 860, theme = 'light' 
     if (m.type() === 'error') page.problems.push(`console error: ${m.text()} at ${JSON.stringify(m.location())}`);
   });
   page.on('pageerror', (e) => page.problems.push(`uncaught: ${e.message}`));
-  page.setDefaultTimeout(10000);
+  page.setDefaultTimeout(30000); // generous: CI and shared machines run other work beside the browser
   return { browser, page };
 }
 

@@ -43,7 +43,7 @@ test('many GPRs: virtualized table, server-paged events, Viewer, token renewal',
     await table.evaluate((el) => (el.scrollTop = el.scrollHeight));
     await table.locator(`tbody tr[aria-rowindex="${N + 1}"]`).waitFor();
     console.log(`# scrolled to row ${N} in ${Date.now() - t2} ms`);
-    assert.ok(shown < 8000, `the table of ${N} shows within 8 s on a shared 2-core machine (${shown} ms)`);
+    assert.ok(shown < 15000, `the table of ${N} shows within 15 s even on a loaded shared machine (${shown} ms)`);
     await shot(page, 'scale-gprs');
 
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Events', exact: true }).click();
@@ -59,7 +59,7 @@ test('many GPRs: virtualized table, server-paged events, Viewer, token renewal',
     const token1 = await waitFor(async () => {
       const t = await page.evaluate(() => JSON.parse(sessionStorage.getItem('egs.session')).token);
       return t !== token0 && t;
-    }, 'a renewed token', 10000);
+    }, 'a renewed token', 20000);
     assert.notEqual(token1, token0);
     await egs.advance('4s'); // the first token has expired now; the renewed one has not
     await page.getByRole('link', { name: 'GPR Queue' }).click();

@@ -56,7 +56,7 @@ test('user: wait time, create, Queued to Provisioned live, release', async () =>
     await waitFor(async () => (await egs.admin('GET', '/gpr?gprId=' + spare.gprId)).status.provisioningStatus === 'Cancelled', 'the cancel');
 
     await egs.advance('2h'); // the blocker exits; the agent detaches and attaches: no reload from here on
-    await page.locator('tr.gpr-provisioned', { hasText: 'train-a' }).waitFor({ timeout: 15000 });
+    await page.locator('tr.gpr-provisioned', { hasText: 'train-a' }).waitFor({ timeout: 30000 });
     await shot(page, 'user-provisioned');
 
     // The GPU table of the slice (hottest first) and one GPU's time series; the events, searched;
