@@ -71,6 +71,7 @@ struct egs_cluster {
 	int64_t created_at;
 	/* runtime only */
 	int64_t last_seen; /* last agent call, 0 = never since start */
+	bool slice_access; /* its agent registered the "sliceAccess" feature (mints slice tokens) */
 	bool dirty;
 };
 

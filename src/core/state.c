@@ -266,7 +266,8 @@ static void free_obj(enum egs_kind kind, void *obj)
 		break;
 	case EGS_KIND_APIKEY: egs_apikey_free(obj); break;
 	case EGS_KIND_TEMPLATE:
-	case EGS_KIND_BINDING: egs_doc_free(obj); break;
+	case EGS_KIND_BINDING:
+	case EGS_KIND_KUBECRED: egs_doc_free(obj); break;
 	}
 }
 
@@ -321,6 +322,7 @@ void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg)
 	egs_map_init(&st->apikeys_by_hash);
 	egs_map_init(&st->templates);
 	egs_map_init(&st->bindings);
+	egs_map_init(&st->kubecreds);
 	egs_map_init(&st->fair);
 	egs_map_init(&st->capacity);
 	egs_queue_init(&st->queue);
@@ -359,6 +361,7 @@ void egs_state_cleanup(struct egs_state *st)
 	free_map(&st->apikeys, EGS_KIND_APIKEY);
 	free_map(&st->templates, EGS_KIND_TEMPLATE);
 	free_map(&st->bindings, EGS_KIND_BINDING);
+	free_map(&st->kubecreds, EGS_KIND_KUBECRED);
 	for (size_t i = 0; i < st->events_len; i++)
 		egs_event_free(st->events[(st->events_head + i) % st->cfg.event_retention]);
 	free(st->events);
@@ -438,8 +441,8 @@ enum egs_err egs_state_add_apikey(struct egs_state *st, struct egs_apikey *k)
 
 static struct egs_map *doc_map(struct egs_state *st, enum egs_kind kind)
 {
-	EGS_ASSERT(kind == EGS_KIND_TEMPLATE || kind == EGS_KIND_BINDING);
-	return kind == EGS_KIND_TEMPLATE ? &st->templates : &st->bindings;
+	EGS_ASSERT(kind == EGS_KIND_TEMPLATE || kind == EGS_KIND_BINDING || kind == EGS_KIND_KUBECRED);
+	return kind == EGS_KIND_TEMPLATE ? &st->templates : kind == EGS_KIND_BINDING ? &st->bindings : &st->kubecreds;
 }
 
 enum egs_err egs_state_add_doc(struct egs_state *st, enum egs_kind kind, struct egs_doc *d)
@@ -527,7 +530,8 @@ static bool *dirty_flag(enum egs_kind kind, void *obj)
 	case EGS_KIND_GPR: return &((struct egs_gpr *)obj)->dirty;
 	case EGS_KIND_APIKEY: return &((struct egs_apikey *)obj)->dirty;
 	case EGS_KIND_TEMPLATE:
-	case EGS_KIND_BINDING: return &((struct egs_doc *)obj)->dirty;
+	case EGS_KIND_BINDING:
+	case EGS_KIND_KUBECRED: return &((struct egs_doc *)obj)->dirty;
 	}
 	EGS_ASSERT(0);
 	return NULL;
@@ -577,7 +581,8 @@ void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj)
 		break;
 	}
 	case EGS_KIND_TEMPLATE:
-	case EGS_KIND_BINDING: egs_map_del(doc_map(st, kind), ((struct egs_doc *)obj)->name); break;
+	case EGS_KIND_BINDING:
+	case EGS_KIND_KUBECRED: egs_map_del(doc_map(st, kind), ((struct egs_doc *)obj)->name); break;
 	}
 	bool *d = dirty_flag(kind, obj);
 	if (*d) {

@@ -4,6 +4,7 @@
  * holder of each node against what the agent reported), never queued, so restarts converge.
  */
 #include "server/server.h"
+#include "server/kubecred.h"
 
 #include "core/gpr.h"
 #include "core/sched.h"
@@ -145,6 +146,9 @@ static void append_actions(struct egs_server *srv, const char *cluster, json_t *
 		if (egs_share_node_busy(n))
 			append_shared_actions(st, n, now, out);
 	}
+	const struct egs_cluster *c = egs_state_cluster(st, cluster);
+	if (c)
+		egs_kubecred_append_actions(srv, c, out);
 }
 
 /* "host:port": a host name or IPv4 address (letters, digits, '.', '-', '_') or a bracketed IPv6
@@ -375,7 +379,7 @@ fail:
 
 static void agent_register(struct egs_req *r)
 {
-	static const char *const allowed[] = { "clusterName", "agentVersion", "nodes", "unmanagedNodes", NULL };
+	static const char *const allowed[] = { "clusterName", "agentVersion", "nodes", "unmanagedNodes", "features", NULL };
 	json_t *unmanaged = NULL;
 	struct egs_server *srv = r->srv;
 	struct egs_state *st = &srv->st;
@@ -384,6 +388,9 @@ static void agent_register(struct egs_req *r)
 	if (!egs_body_only(r, allowed) || !agent_cluster(r, &c) ||
 	    !egs_get_str(r, r->body, "agentVersion", false, version, sizeof(version)) ||
 	    (version[0] && !egs_check_name(r, "agentVersion", version, false)))
+		return;
+	bool slice_access;
+	if (!egs_kubecred_agent_features(r, &slice_access))
 		return;
 	json_t *nodes = json_object_get(r->body, "nodes");
 	if (!json_is_array(nodes) || json_array_size(nodes) > MAX_NODES_PER_AGENT) {
@@ -425,6 +432,7 @@ static void agent_register(struct egs_req *r)
 		srv->unmanaged = json_object();
 	json_object_set_new(srv->unmanaged, c->name, unmanaged);
 	int64_t now = egs_now(srv);
+	c->slice_access = slice_access;
 	for (i = 0; i < count; i++) {
 		struct egs_node *p = &parsed[i];
 		struct egs_node *n = egs_state_node(st, c->name, p->name);

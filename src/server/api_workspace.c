@@ -1,8 +1,9 @@
 /*
- * api_workspace.c: slice workspaces: create, delete, list, update (admins), and the kubeconfig
- * of a workspace on one of its clusters.
+ * api_workspace.c: slice workspaces: create, delete, list, update (admins).  Their kubeconfigs are
+ * kubecred.c's.
  */
 #include "server/server.h"
+#include "server/kubecred.h"
 #include "server/template.h"
 
 #include "core/gpr.h"
@@ -217,6 +218,7 @@ static void ws_delete(struct egs_req *r)
 	egs_state_event(&srv->st, now, "Normal", "WorkspaceDeleted", "Workspace", name, name, "workspace %s deleted",
 			name);
 	egs_template_forget_workspace(srv, name); /* its template binding goes with it */
+	egs_kubecred_forget_workspace(srv, name);  /* and its sealed slice tokens */
 	egs_state_del(&srv->st, EGS_KIND_WORKSPACE, w);
 	egs_reply_ok(r, json_pack("{s:s}", "workspaceName", name));
 }
@@ -370,6 +372,7 @@ static void ws_update(struct egs_req *r)
 				egs_strlist_add(&w->namespaces[j].clusters, add_cl.v[i]);
 		}
 	for (size_t i = 0; i < rm_cl.n; i++) {
+		egs_kubecred_forget_cluster(srv, w->name, rm_cl.v[i]);
 		egs_strlist_remove(&w->clusters, rm_cl.v[i]);
 		for (size_t j = 0; j < w->n_namespaces; j++)
 			egs_strlist_remove(&w->namespaces[j].clusters, rm_cl.v[i]);
@@ -424,63 +427,11 @@ out:
 	egs_strlist_cleanup(&rm_users);
 }
 
-static void ws_kubeconfig(struct egs_req *r)
-{
-	static const char *const allowed[] = { "workspaceName", "clusterName", NULL };
-	struct egs_server *srv = r->srv;
-	char name[EGS_NAME_MAX], cname[EGS_NAME_MAX];
-	struct egs_workspace *w;
-	if (!egs_body_only(r, allowed) || !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) ||
-	    !egs_get_str(r, r->body, "clusterName", true, cname, sizeof(cname)) || !egs_find_ws(r, name, &w) ||
-	    !egs_can_write_ws(r, w))
-		return;
-	const struct egs_cluster *c = egs_state_cluster(&srv->st, cname);
-	if (!c || !egs_strlist_has(&w->clusters, cname)) {
-		egs_reply_err(r, EGS_ERR_NOT_FOUND, "CLUSTER_NOT_FOUND", "clusterName", "cluster %s is not part of workspace %s",
-			      cname, name);
-		return;
-	}
-	if (!c->api_server) {
-		egs_reply_err(r, EGS_ERR_CONFLICT, "CLUSTER_HAS_NO_API_SERVER", "clusterName",
-			      "cluster %s was registered without apiServer; an admin must set it first", cname);
-		return;
-	}
-	const char *ns = w->n_namespaces ? w->namespaces[0].name : name;
-	for (size_t i = 0; i < w->n_namespaces; i++)
-		if (egs_strlist_has(&w->namespaces[i].clusters, cname)) {
-			ns = w->namespaces[i].name;
-			break;
-		}
-	/* The workspace credential: an HMAC of workspace and cluster under the server secret, so it is
-	 * stable, never stored, and changes when the secret is rotated. */
-	char msg[160], tok[65];
-	unsigned char mac[crypto_auth_BYTES];
-	int n = snprintf(msg, sizeof(msg), "kube:%s:%s", name, cname);
-	crypto_auth(mac, (const unsigned char *)msg, (size_t)n, srv->token_secret);
-	egs_hash_hex(mac, tok);
-	char yaml[8192];
-	int len = snprintf(yaml, sizeof(yaml),
-			   "apiVersion: v1\nkind: Config\nclusters:\n- name: %s\n  cluster:\n    server: \"%s\"\n%s%s%s"
-			   "users:\n- name: %s-%s\n  user:\n    token: \"egsws-%s\"\n"
-			   "contexts:\n- name: %s@%s\n  context:\n    cluster: %s\n    user: %s-%s\n    namespace: %s\n"
-			   "current-context: %s@%s\n",
-			   cname, c->api_server, c->ca_data ? "    certificate-authority-data: \"" : "",
-			   c->ca_data ? c->ca_data : "", c->ca_data ? "\"\n" : "", name, cname, tok, name, cname, cname,
-			   name, cname, ns, name, cname);
-	if (len < 0 || (size_t)len >= sizeof(yaml)) {
-		egs_reply_err(r, EGS_ERR_INVALID, NULL, "clusterName", "the cluster's CA data is too large for a kubeconfig");
-		return;
-	}
-	egs_reply_ok(r, json_pack("{s:s}", "kubeConfig", yaml));
-}
-
 const struct egs_route egs_routes_workspace[] = {
 	{ EVHTTP_REQ_POST, "/api/v1/slice-workspace", ws_create, false },
 	{ EVHTTP_REQ_PUT, "/api/v1/slice-workspace", ws_update, false },
 	{ EVHTTP_REQ_DELETE, "/api/v1/slice-workspace", ws_delete, false },
 	{ EVHTTP_REQ_GET, "/api/v1/slice-workspace", ws_get, false },
 	{ EVHTTP_REQ_GET, "/api/v1/slice-workspace/list", ws_list, false },
-	{ EVHTTP_REQ_POST, "/api/v1/slice-workspace/kube-config", ws_kubeconfig, false },
-	{ EVHTTP_REQ_GET, "/api/v1/slice-workspace/kube-config", ws_kubeconfig, false },
 	{ 0, NULL, NULL, false },
 };

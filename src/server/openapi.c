@@ -217,16 +217,23 @@ static const struct schema_def schemas[] = {
 	{"AgentNode", "name:s instanceType:s gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s ~gpus:[obj] ~address:s ~attachedGpr:any "
 		      "~attachedShared:any ~features:[s]?"},
 	{"AgentUnmanagedNode", "name:s ~instanceType:s ~gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s"},
-	{"AgentRegister", "~clusterName:s ~agentVersion:s nodes:[AgentNode] ~unmanagedNodes:[AgentUnmanagedNode]"},
+	{"AgentRegister", "~clusterName:s ~agentVersion:s nodes:[AgentNode] ~unmanagedNodes:[AgentUnmanagedNode] ~features:[s]"},
 	{"AgentRegistered", "nodes:i heartbeatIntervalSeconds:i features:[s]"},
 	{"AgentHeartbeat", "~clusterName:s nodes:[obj]"},
 	{"HeartbeatAck", "pendingActions:i"},
-	{"AgentAction", "actionId:s type:e(precheck|attach|detach) gprId:s node:s workspace:s namespaces:[s] "
-			"startTime:t exitTime:t ~gprNodes:[GprNode] ~shares:m(s)"},
+	{"AgentAction", "actionId:s type:e(precheck|attach|detach|sliceAccess) ~gprId:s ~node:s workspace:s "
+			"namespaces:[s] ~startTime:t ~exitTime:t ~gprNodes:[GprNode] ~shares:m(s) ~serviceAccount:s "
+			"~generation:i ~tokenTtlSeconds:i ~reason:e(missing|regenerate|namespaces|expiring)"},
 	{"GprNode", "node:s cluster:s address:s"},
 	{"AgentActions", "actions:[AgentAction]"},
 	{"AgentResult", "~clusterName:s actionId:s type:e(precheck|attach|detach) gprId:s node:s ok:b ~message:s ~checks:[CheckResult]?"},
 	{"ActionAck", "actionId:s"},
+	{"SliceAccessReport", "~clusterName:s ~actionId:s workspace:s generation:i ok:b ~token:s ~expiresAt:t "
+			      "~serviceAccount:s ~namespaces:[s] ~message:s"},
+	{"SliceAccessAck", "workspace:s generation:i stored:b"},
+	{"KubeConfigRegenerate", "workspaceName:s ~clusterName:s"},
+	{"KubeConfigGeneration", "clusterName:s generation:i agentMintsTokens:b"},
+	{"KubeConfigRegenerated", "workspaceName:s clusters:[KubeConfigGeneration]"},
 };
 
 /* ---- the notation ---- */
@@ -414,7 +421,11 @@ static const struct op ops[] = {
 	{"get", "/api/v1/slice-workspace/list", "Workspaces", ALL, NULL, NULL, "WorkspaceList", JSON_ENVELOPE,
 	 "List workspaces"},
 	{"post", "/api/v1/slice-workspace/kube-config", "Workspaces", WRITERS, NULL, "KubeConfigRequest", "KubeConfig",
-	 JSON_ENVELOPE, "A kubeconfig for the workspace's namespace on one of its clusters"},
+	 JSON_ENVELOPE, "A kubeconfig for the workspace's namespace on one of its clusters, with the slice's "
+	 "ServiceAccount token that cluster's agent reported (409 KUBECONFIG_NOT_READY until then)"},
+	{"post", "/api/v1/slice-workspace/kube-config/regenerate", "Workspaces", WRITERS, NULL, "KubeConfigRegenerate",
+	 "KubeConfigRegenerated", JSON_ENVELOPE, "Drop the workspace's tokens (on one cluster or all) and have the "
+	 "agents recreate the ServiceAccount, so that every kubeconfig handed out so far stops working"},
 	{"get", "/api/v1/slice-workspace/kube-config", "Workspaces", WRITERS, NULL, NULL, "KubeConfig", JSON_ENVELOPE,
 	 "The same as POST, for clients that send the KubeConfigRequest body with a GET"},
 	{"put", "/api/v1/slice-workspace/policy", "Policies", ADMIN, NULL, "WorkspacePolicy", "WorkspacePolicy",
@@ -530,6 +541,8 @@ static const struct op ops[] = {
 	 "Long poll for actions (precheck, attach, detach)"},
 	{"post", "/api/v1/agent/actions/result", "Agent", AGENT, NULL, "AgentResult", "ActionAck", JSON_ENVELOPE,
 	 "The result of one action"},
+	{"post", "/api/v1/agent/slice-access", "Agent", AGENT, NULL, "SliceAccessReport", "SliceAccessAck", JSON_ENVELOPE,
+	 "The ServiceAccount token the agent minted for a sliceAccess action (or why it could not)"},
 	{"get", "/api/v1/openapi.json", "Meta", PUBLIC, NULL, NULL, NULL, RAW_JSON, "This document"},
 };
 

@@ -4,6 +4,7 @@
  * SIGTERM.
  */
 #include "server/server.h"
+#include "server/kubecred.h"
 
 #include "core/policy.h"
 #include "core/sched.h"
@@ -373,7 +374,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	enum egs_err err = egs_store_open_sqlite(path, &srv->store);
 	if (err)
 		return err;
-	if ((err = egs_store_load(srv->store, &srv->st)) || (err = bootstrap(srv)) ||
+	if ((err = egs_store_load(srv->store, &srv->st)) || (err = bootstrap(srv)) || (err = egs_kubecred_start(srv)) ||
 	    (err = egs_policy_start(srv))) /* policies: parse the stored ones */
 		return err;
 	/* Time-outs of active GPRs restart with the process: agents get a full period to converge. */
@@ -423,6 +424,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 
 void egs_server_stop(struct egs_server *srv)
 {
+	egs_kubecred_stop(srv); /* wipe the token key */
 	egs_obs_stop(srv); /* observability: before evhttp_free, which would close the streams under us */
 	egs_conns_stopping(srv->conns); /* connections evhttp_free closes do not linger */
 	if (srv->http)

@@ -88,6 +88,7 @@ struct egs_server {
 			    * opted out of EGS (runtime only, replaced by each registration; never scheduled) */
 	uint64_t store_failures;          /* failed commits since the last log line (reload.c) */
 	int64_t store_fail_logged;        /* monotonic second of that line */
+	unsigned char kubecred_key[crypto_aead_xchacha20poly1305_ietf_KEYBYTES]; /* seals slice tokens (kubecred.c) */
 };
 
 /* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */
@@ -222,6 +223,7 @@ extern const struct egs_route egs_routes_policy[];  /* api_policy.c */
 extern const struct egs_route egs_routes_template[];         /* api_template.c */
 extern const struct egs_route egs_routes_template_binding[]; /* api_template_binding.c */
 extern const struct egs_route egs_routes_inference[]; /* api_inference.c: 501 until the Kubernetes backend */
+extern const struct egs_route egs_routes_kubecred[]; /* kubecred.c: kubeconfigs, slice tokens */
 extern const struct egs_route egs_routes_portal[];  /* api_portal.c: whoami, schedule */
 
 /* Agent long polls: wakes the polls of clusters that now have actions (after a commit). */

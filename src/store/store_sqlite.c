@@ -144,6 +144,14 @@ static const char *const migrations[] = {
 	"  spec TEXT NOT NULL,"
 	"  created_at INTEGER NOT NULL,"
 	"  updated_at INTEGER NOT NULL);",
+	/* 7: slice access (struct egs_doc named after its workspace): spec is canonical JSON whose tokens are
+	 * sealed with the key in the data directory (src/server/kubecred.c); the store never sees one in clear */
+	"CREATE TABLE kube_credentials ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL);",
 };
 
 int egs_store_schema_version(void)
@@ -758,6 +766,7 @@ static void *alloc_gpr(void) { return egs_gpr_new(); }
 static void *alloc_apikey(void) { return egs_calloc(1, sizeof(struct egs_apikey)); }
 static void *alloc_template(void) { return egs_calloc(1, sizeof(struct egs_doc)); }
 #define alloc_binding alloc_template
+#define alloc_kubecred alloc_template
 static void free_project(void *o) { egs_project_free(o); }
 static void free_cluster(void *o) { egs_cluster_free(o); }
 static void free_node(void *o) { egs_node_free(o); }
@@ -766,6 +775,7 @@ static void free_gpr(void *o) { egs_gpr_free(o); }
 static void free_apikey(void *o) { egs_apikey_free(o); }
 static void free_template(void *o) { egs_doc_free(o); }
 #define free_binding free_template
+#define free_kubecred free_template
 static enum egs_err add_project(struct egs_state *st, void *o) { return egs_state_add_project(st, o); }
 static enum egs_err add_cluster(struct egs_state *st, void *o) { return egs_state_add_cluster(st, o); }
 static enum egs_err add_node(struct egs_state *st, void *o) { return egs_state_add_node(st, o); }
@@ -774,6 +784,7 @@ static enum egs_err add_gpr(struct egs_state *st, void *o) { return egs_state_ad
 static enum egs_err add_apikey(struct egs_state *st, void *o) { return egs_state_add_apikey(st, o); }
 static enum egs_err add_template(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_TEMPLATE, o); }
 static enum egs_err add_binding(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_BINDING, o); }
+static enum egs_err add_kubecred(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_KUBECRED, o); }
 static const char *key_project(const void *o) { return ((const struct egs_project *)o)->name; }
 static const char *key_cluster(const void *o) { return ((const struct egs_cluster *)o)->name; }
 static const char *key_node(const void *o) { return ((const struct egs_node *)o)->key; }
@@ -782,10 +793,13 @@ static const char *key_gpr(const void *o) { return ((const struct egs_gpr *)o)->
 static const char *key_apikey(const void *o) { return ((const struct egs_apikey *)o)->id; }
 static const char *key_template(const void *o) { return ((const struct egs_doc *)o)->name; }
 #define key_binding key_template
+#define key_kubecred key_template
 #define bind_template bind_doc
 #define bind_binding bind_doc
+#define bind_kubecred bind_doc
 #define read_template read_doc
 #define read_binding read_doc
+#define read_kubecred read_doc
 
 struct kind_ops {
 	const char *table;
@@ -825,6 +839,7 @@ static const struct kind_ops kinds[] = {
 	     "id", apikey),
 	KIND(EGS_KIND_TEMPLATE, "gpr_templates", "name,project,spec,created_at,updated_at", "name", template),
 	KIND(EGS_KIND_BINDING, "gpr_template_bindings", "name,project,spec,created_at,updated_at", "name", binding),
+	KIND(EGS_KIND_KUBECRED, "kube_credentials", "name,project,spec,created_at,updated_at", "name", kubecred),
 };
 #define NKINDS ((int)EGS_ARRAY_LEN(kinds))
 

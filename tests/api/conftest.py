@@ -3,6 +3,7 @@ egs-agents over mock devices, and a small JSON client.  Nothing here is mocked e
 (the agents read mock device files, because the test machine has no GPU)."""
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -205,6 +206,11 @@ def wait_for(pred, timeout=15.0, interval=0.05, what="condition"):
     raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
 
 
+def fake_sa_token():
+    """A token shaped like the API server's (a JWT: three base64url parts), different every call."""
+    return "eyJhbGciOiJSUzI1NiIsImtpZCI6ImVncyJ9." + secrets.token_urlsafe(96) + "." + secrets.token_urlsafe(64)
+
+
 class Cluster:
     """egsd plus agents; the fixture most tests use."""
 
@@ -257,6 +263,14 @@ class Cluster:
     def wait_state(self, gpr_id, state, timeout=15):
         return wait_for(lambda: self.status(gpr_id)["status"]["provisioningStatus"] == state and self.status(gpr_id),
                         timeout=timeout, what="%s to be %s" % (gpr_id, state))
+
+    def slice_token(self, workspace, cluster, generation=1, expires="2099-01-01T00:00:00Z"):
+        """Reports a ServiceAccount token of workspace on cluster as that cluster's agent does once it has
+        minted one (POST /api/v1/agent/slice-access); returns the token."""
+        token = fake_sa_token()
+        Api(self.egsd.port, self.tokens[cluster]).ok("POST", "/api/v1/agent/slice-access", {
+            "workspace": workspace, "generation": generation, "ok": True, "token": token, "expiresAt": expires})
+        return token
 
     def advance(self, duration):
         return self.admin.ok("POST", "/api/v1/debug/clock", {"advance": duration})

@@ -388,7 +388,8 @@ def world():
             keys["admin_x"] = new_key(admin, "Admin", projectName="x")
             yield SimpleNamespace(c=c, admin=admin, ga=ga, gb=gb, gbq=gbq, keys=keys,
                                   api=lambda name: Api(c.egsd.port, keys[name]["apiKey"]),
-                                  agent=lambda cl: Api(c.egsd.port, c.tokens[cl]))
+                                  agent=lambda cl: Api(c.egsd.port, c.tokens[cl]),
+                                  slice_token=c.slice_token)
         finally:
             c.close()
 
@@ -431,6 +432,7 @@ def test_owner_manages_the_gprs_of_its_workspace(world):
         assert api.ok("POST", "/api/v1/gpr/waittime", gpr_body("a"))["items"]
         api.ok("DELETE", "/api/v1/gpr", {"gprId": gid})
         assert api.get("/api/v1/gpr?gprId=" + gid)["status"]["provisioningStatus"] == "Cancelled"
+        w.slice_token("a", "worker-1")
         assert "kubeConfig" in api.ok("POST", "/api/v1/slice-workspace/kube-config",
                                       {"workspaceName": "a", "clusterName": "worker-1"})
 

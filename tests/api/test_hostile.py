@@ -112,6 +112,7 @@ def env():
             c.add_cluster("worker-2", [("t4-1", T4)])
             c.workspace("team-a", ["worker-1"], ["team-a-ns"])
             c.workspace("team-b", ["worker-1", "worker-2"], ["team-b-ns"])
+            c.slice_token("team-a", "worker-1")  # the kube-config base answers 200
             p = c.gpr(sliceName="team-a", clusterName="worker-1", exitDuration="10h")
             c.wait_state(p, "Provisioned")
             q = c.gpr(sliceName="team-b", clusterName="worker-1", exitDuration="1h", gpuShape=H100["gpuModel"])

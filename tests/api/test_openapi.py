@@ -230,6 +230,7 @@ def sweep(c, api):
     c.workspace("sw", ["worker-1", "fake-1"])
     a.ok("PUT", "/api/v1/slice-workspace", {"workspaceName": "sw", "addNamespaces": ["sw-extra"],
                                             "description": "sweep", "addUsers": [{"username": "bo", "email": "b@x.io"}]})
+    c.slice_token("sw", "worker-1")
     a.ok("POST", "/api/v1/slice-workspace/kube-config", {"workspaceName": "sw", "clusterName": "worker-1"})
     a.call("GET", "/api/v1/slice-workspace/kube-config", {"workspaceName": "sw", "clusterName": "fake-1"})
     agent.nodes["fa-1"]["workloads"] = [{"name": "trainer", "namespace": "sw-ns",

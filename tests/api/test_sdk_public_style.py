@@ -38,6 +38,7 @@ def test_keys_workspaces_and_gprs_in_the_public_style(env):
     auth = env.auth
     assert egs.create_workspace("ws1", ["worker-1", "worker-2"], ["ns1"], "u", "u@example.com", auth) == "ws1"
     assert [w.name for w in egs.list_workspaces(auth).workspaces] == ["ws1"]
+    env.slice_token("ws1", "worker-1")
     assert egs.get_workspace_kubeconfig("ws1", "worker-1", auth).startswith("apiVersion: v1")
 
     key = egs.create_api_key("ed", "Editor", "30d", workspace_name="ws1", authenticated_session=auth)

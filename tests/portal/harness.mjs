@@ -92,8 +92,10 @@ export async function startEgs(clusters, { tokenTtl = 86400 } = {}) {
   const adminKey = readFileSync(join(dir, 'data', 'admin.key'), 'utf8').trim();
   const admin = client(url, adminKey);
   let total = 0;
+  const agentTokens = {};
   for (const [name, nodes] of Object.entries(clusters)) {
     const reg = await admin('POST', '/clusters', { clusterName: name, apiServer: `https://${name}.example:6443` });
+    agentTokens[name] = reg.agentToken;
     const wd = join(dir, name);
     mkdirSync(wd);
     writeFileSync(join(wd, 'token'), reg.agentToken + '\n', { mode: 0o600 });
@@ -111,6 +113,13 @@ export async function startEgs(clusters, { tokenTtl = 86400 } = {}) {
     async key(spec) {
       const d = await admin('POST', '/api-key', { name: 'k' + Math.random().toString(36).slice(2, 8), ...spec });
       return d.apiKey;
+    },
+    /** Reports a ServiceAccount token of workspace on cluster, as that cluster's agent does once it minted
+     *  one (docs/internals/agent-protocol.md, sliceAccess): the kubeconfig answers 409 until then. */
+    async sliceToken(workspace, cluster) {
+      const token = 'eyJhbGciOiJSUzI1NiJ9.' + Math.random().toString(36).slice(2).repeat(4) + '.c2ln';
+      return client(url, agentTokens[cluster])('POST', '/agent/slice-access',
+        { workspace, generation: 1, ok: true, token, expiresAt: '2099-01-01T00:00:00Z' });
     },
     async advance(duration) {
       return admin('POST', '/debug/clock', { advance: duration });

@@ -79,6 +79,7 @@ test('user: wait time, create, Queued to Provisioned live, release', async () =>
     const reasons = await evs.locator('tbody tr:not(.spacer) td:nth-child(3)').allInnerTexts();
     assert.ok(reasons.includes('Queued') && reasons.includes('Provisioned'), `train-a's events: ${reasons}`);
     assert.ok((await evs.locator('tbody tr:not(.spacer)').allInnerTexts()).every((t) => t.includes('train-a')), 'only matching events');
+    await egs.sliceToken('team-a', 'worker-1'); // what worker-1's agent reports once it minted the slice's token
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Slices' }).click();
     const [dl] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download the kubeconfig of team-a on worker-1' }).click()]);
     const yaml = await (await import('node:fs/promises')).readFile(await dl.path(), 'utf8');

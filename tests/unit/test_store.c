@@ -658,6 +658,10 @@ static void test_docs_roundtrip(void **unused)
 	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_TEMPLATE, t1), EGS_OK);
 	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_TEMPLATE, t2), EGS_OK);
 	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_BINDING, b1), EGS_OK);
+	/* a kube credential doc may share its workspace's name with a binding: another table */
+	struct egs_doc *k1 = mk_doc("team-a", "{\"clusters\":{\"worker-1\":{\"want\":2}}}", 1700000030);
+	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_KUBECRED, k1), EGS_OK);
+	egs_state_touch(&a, EGS_KIND_KUBECRED, k1);
 	struct egs_doc *dup = mk_doc("train", "{}", 1);
 	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_TEMPLATE, dup), EGS_ERR_EXISTS);
 	egs_doc_free(dup);
@@ -676,6 +680,8 @@ static void test_docs_roundtrip(void **unused)
 	reload(t.path, &b, NULL);
 	assert_int_equal(b.templates.len, 1);
 	assert_int_equal(b.bindings.len, 1);
+	assert_int_equal(b.kubecreds.len, 1);
+	cmp_doc(egs_state_doc(&a, EGS_KIND_KUBECRED, "team-a"), egs_state_doc(&b, EGS_KIND_KUBECRED, "team-a"));
 	cmp_doc(egs_state_doc(&a, EGS_KIND_TEMPLATE, "train"), egs_state_doc(&b, EGS_KIND_TEMPLATE, "train"));
 	cmp_doc(egs_state_doc(&a, EGS_KIND_BINDING, "team-a"), egs_state_doc(&b, EGS_KIND_BINDING, "team-a"));
 	assert_null(egs_state_doc(&b, EGS_KIND_TEMPLATE, "team-a"));
