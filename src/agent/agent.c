@@ -28,6 +28,7 @@
 #define DEFAULT_INTERVAL_S 5  /* heartbeat interval until egsd says otherwise */
 #define WORKLOADS_MAX 64      /* processes reported per node */
 #define FEATURE_CHECKS "checks"
+#define KICK_GAP_MS 250       /* least time between heartbeats that actions asked for */
 
 static int64_t now_ms(void)
 {
@@ -358,7 +359,7 @@ static void *heartbeat_main(void *arg)
 	unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
 	char last_why[EGS__AGENT_MSG_MAX] = "";
 	int backoff = 1;
-	int64_t next_hb = 0, next_sample = 0, sample_ms = (int64_t)a->sample_interval_s * 1000;
+	int64_t next_hb = 0, next_sample = 0, last_hb = 0, sample_ms = (int64_t)a->sample_interval_s * 1000;
 
 	while (!egs_agent_stopping(a)) {
 		uint64_t gen;
@@ -382,13 +383,16 @@ static void *heartbeat_main(void *arg)
 			next_sample = now_ms() + sample_ms;
 		}
 		if (now_ms() >= next_hb) {
+			last_hb = now_ms();
 			heartbeat_once(a, gen);
 			next_hb = now_ms() + (int64_t)interval * 1000;
 		}
 		if (!wait_until(a, next_hb < next_sample ? next_hb : next_sample, true, &kicked))
 			break;
+		/* An action changed something: fresh samples and a heartbeat now, but not more often than every
+		 * KICK_GAP_MS, so that a batch of actions (a 64-node GPR) costs a few heartbeats, not one each. */
 		if (kicked)
-			next_hb = next_sample = now_ms(); /* an action changed something: fresh samples, now */
+			next_hb = next_sample = last_hb + KICK_GAP_MS > now_ms() ? last_hb + KICK_GAP_MS : now_ms();
 	}
 	return NULL;
 }

@@ -37,6 +37,8 @@ void egs_backend_shared_gprs(struct egs_backend *b, const char *node, struct egs
 {
 	struct egs_attachment *atts;
 	size_t n;
+	if (b->ops->dedicated_only)
+		return;
 	egs_backend_list(b, &atts, &n);
 	for (size_t i = 0; i < n; i++)
 		if (atts[i].shares && strcmp(atts[i].node, node) == 0)

@@ -56,6 +56,8 @@ struct egs_backend;
 
 struct egs_backend_ops {
 	const char *name;
+	bool dedicated_only; /* never holds shared attachments: egs_backend_shared_gprs() lists nothing
+			      * without walking every attachment (it runs per node per heartbeat) */
 	enum egs_err (*attach)(struct egs_backend *b, const struct egs_attach_req *req, char *msg,
 			       size_t msgsz);
 	enum egs_err (*detach)(struct egs_backend *b, const char *node, const char *gpr_id, char *msg,

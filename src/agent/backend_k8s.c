@@ -312,15 +312,21 @@ static enum egs_err k8s_attach(struct egs_backend *b, const struct egs_attach_re
 
 /* ---- queries ---- */
 
+/* Reads the node's GPR label into the buffer arg (a char[EGS_ID_MAX]). */
+static void read_gpr(void *arg, json_t *obj)
+{
+	const char *g = json_string_value(json_object_get(json_object_get(json_object_get(obj, "metadata"), "labels"),
+							  EGS_K8S_LABEL_GPR));
+	egs_strlcpy(arg, g ? g : "", EGS_ID_MAX);
+}
+
 static bool k8s_attached_gpr(struct egs_backend *b, const char *node, char *gpr, size_t gprsz)
 {
-	json_t *o = egs_kube_reflector_get(k8s_of(b)->nodes, node);
-	struct egs_k8s_node n;
-	bool ok = o && egs_k8s_node_read(o, &n) && n.gpr[0];
+	char g[EGS_ID_MAX] = "";
 
-	egs_strlcpy(gpr, ok ? n.gpr : "", gprsz);
-	json_decref(o);
-	return ok;
+	egs_kube_reflector_read(k8s_of(b)->nodes, node, read_gpr, g); /* no copy: called per node per heartbeat */
+	egs_strlcpy(gpr, g, gprsz);
+	return g[0] != '\0';
 }
 
 static void collect_attachment(void *arg, const char *key, json_t *obj)
@@ -373,6 +379,7 @@ static void k8s_free(struct egs_backend *b)
 
 static const struct egs_backend_ops k8s_ops = {
 	.name = "kubernetes",
+	.dedicated_only = true,
 	.attach = k8s_attach,
 	.detach = egs__k8s_detach,
 	.attached_gpr = k8s_attached_gpr,
@@ -418,8 +425,9 @@ enum egs_err egs_backend_k8s_new(const struct egs_backend_k8s_config *cfg, struc
 	if (rc != EGS_OK)
 		goto fail;
 	egs_kube_set_stop(k->kube, closing, k);
-	k->nodes = egs_kube_reflector_new(k->kube, "/api/v1/nodes", NULL, node_changed, k);
-	k->namespaces = egs_kube_reflector_new(k->kube, "/api/v1/namespaces", EGS_K8S_LABEL_SLICE, NULL, NULL);
+	k->nodes = egs_kube_reflector_new(k->kube, "/api/v1/nodes", NULL, egs_k8s_node_trim, node_changed, k);
+	k->namespaces = egs_kube_reflector_new(k->kube, "/api/v1/namespaces", EGS_K8S_LABEL_SLICE,
+					       egs_k8s_namespace_trim, NULL, NULL);
 	if (egs_kube_reflector_start(k->nodes) != EGS_OK || egs_kube_reflector_start(k->namespaces) != EGS_OK ||
 	    pthread_create(&k->reconciler, NULL, reconcile_main, k) != 0) {
 		snprintf(err, errsz, "cannot start the backend's threads");

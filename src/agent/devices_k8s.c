@@ -17,23 +17,27 @@ struct view {
 	struct egs_k8s *k; /* borrowed */
 };
 
+static void read_node(void *arg, json_t *obj)
+{
+	struct egs_k8s_node *n = arg;
+	if (!egs_k8s_node_read(obj, n))
+		n->name[0] = '\0';
+}
+
 static enum egs_health k8s_sample(struct egs_devices *d, size_t i, int64_t now, struct egs_gpu_sample *out,
 				  char *why, size_t whysz)
 {
 	struct view *v = d->impl;
-	json_t *obj = egs_kube_reflector_get(v->k->nodes, d->nodes[i].name);
 	struct egs_k8s_node n;
-	enum egs_health h = EGS_HEALTH_UNSCHEDULABLE;
 
 	(void)now, (void)out;
-	if (!obj || !egs_k8s_node_read(obj, &n)) {
+	/* Read in place under the cache's lock: this runs for every node every sample interval. */
+	if (!egs_kube_reflector_read(v->k->nodes, d->nodes[i].name, read_node, &n) || !n.name[0]) {
 		snprintf(why, whysz, "node %s left the cluster", d->nodes[i].name);
-	} else {
-		h = n.health;
-		egs_strlcpy(why, n.why, whysz);
+		return EGS_HEALTH_UNSCHEDULABLE;
 	}
-	json_decref(obj);
-	return h;
+	egs_strlcpy(why, n.why, whysz);
+	return n.health;
 }
 
 static void view_free(struct egs_devices *d)

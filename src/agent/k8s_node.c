@@ -136,6 +136,74 @@ bool egs_k8s_node_read(json_t *node, struct egs_k8s_node *n)
 	return true;
 }
 
+/* Is a node label one the backend reads? */
+static bool label_read(const char *key)
+{
+	static const char *const prefixes[] = {"nvidia.com/gpu.", "kubeslice.io/", "topology.kubernetes.io/",
+					       "node.kubernetes.io/instance-type"};
+	for (size_t i = 0; i < EGS_ARRAY_LEN(prefixes); i++)
+		if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0)
+			return true;
+	return false;
+}
+
+/* Copies key of from into to when present. */
+static void keep(json_t *to, json_t *from, const char *key)
+{
+	json_t *v = json_object_get(from, key);
+	if (v)
+		json_object_set(to, key, v);
+}
+
+json_t *egs_k8s_node_trim(json_t *node)
+{
+	json_t *md = json_object_get(node, "metadata"), *spec = json_object_get(node, "spec");
+	json_t *st = json_object_get(node, "status"), *c, *ann = json_object(), *conds = json_array();
+	json_t *out = json_pack("{s:{}, s:{}, s:{s:{}, s:{}, s:o}}", "metadata", "spec", "status", "capacity",
+				"allocatable", "conditions", conds);
+	json_t *omd = json_object_get(out, "metadata"), *ost = json_object_get(out, "status"), *v;
+	const char *key;
+	size_t i;
+
+	keep(omd, md, "name");
+	keep(omd, md, "resourceVersion");
+	keep(omd, md, "deletionTimestamp");
+	json_t *labels = json_object();
+	json_object_foreach(json_object_get(md, "labels"), key, v)
+		if (label_read(key))
+			json_object_set(labels, key, v);
+	json_object_set_new(omd, "labels", labels);
+	json_object_foreach(json_object_get(md, "annotations"), key, v)
+		if (strncmp(key, "egs.kubeslice.io/", 17) == 0)
+			json_object_set(ann, key, v);
+	json_object_set_new(omd, "annotations", ann);
+	keep(json_object_get(out, "spec"), spec, "taints");
+	keep(json_object_get(out, "spec"), spec, "unschedulable");
+	keep(json_object_get(out, "spec"), spec, "providerID");
+	keep(json_object_get(ost, "capacity"), json_object_get(st, "capacity"), EGS_K8S_GPU);
+	keep(json_object_get(ost, "allocatable"), json_object_get(st, "allocatable"), EGS_K8S_GPU);
+	json_array_foreach(json_object_get(st, "conditions"), i, c) {
+		const char *t = json_string_value(json_object_get(c, "type"));
+		if (!t || strcmp(t, "Ready") != 0)
+			continue;
+		json_t *r = json_object();
+		keep(r, c, "type");
+		keep(r, c, "status");
+		keep(r, c, "reason");
+		json_array_append_new(conds, r);
+	}
+	return out;
+}
+
+json_t *egs_k8s_namespace_trim(json_t *ns)
+{
+	json_t *md = json_object_get(ns, "metadata"), *out = json_pack("{s:{}}", "metadata");
+	keep(json_object_get(out, "metadata"), md, "name");
+	keep(json_object_get(out, "metadata"), md, "resourceVersion");
+	keep(json_object_get(out, "metadata"), md, "labels");
+	return out;
+}
+
 void egs_k8s_dev_node(const struct egs_k8s_node *n, const char *cluster, struct egs_dev_node *out)
 {
 	memset(out, 0, sizeof(*out));

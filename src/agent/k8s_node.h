@@ -59,6 +59,19 @@ struct egs_k8s_node {
  * than its capacity; why says which. */
 bool egs_k8s_node_read(json_t *node, struct egs_k8s_node *out);
 
+/*
+ * What the node cache keeps of a Node (borrowed): metadata name, resourceVersion, the labels the
+ * backend reads (those under nvidia.com/gpu., kubeslice.io/, topology.kubernetes.io/, and the instance
+ * type) and the egs.kubeslice.io annotations; spec taints, unschedulable and providerID; status capacity and
+ * allocatable of nvidia.com/gpu and the Ready condition's type, status and reason.  Everything the
+ * backend reads, and a fraction of a real node (images, managed fields, addresses, node info go).
+ * Returns a new reference.
+ */
+json_t *egs_k8s_node_trim(json_t *node);
+
+/* What the namespace cache keeps of a Namespace: metadata name, resourceVersion and labels. */
+json_t *egs_k8s_namespace_trim(json_t *ns);
+
 /* The node's registration attributes as a device node (strings owned by out; free them with the
  * devices' rules).  GPU UUIDs are generated per egs_devices_mock_uuid(cluster, node, index) until
  * dcgm-exporter names the real ones. */

@@ -1,7 +1,7 @@
 /*
  * kube_reflector.c: list + watch of one resource kind into a local cache (kube_reflector.h).
  *
- * The loop: list (paged, 500 per page) and replace the cache whole; then watch from the list's
+ * The loop: list (paged, 100 per page) and replace the cache whole; then watch from the list's
  * resourceVersion with allowWatchBookmarks, following the newest resourceVersion seen (a bookmark
  * moves it without an object) so that a watch the server ends is resumed where it stopped.  A 410
  * Gone (as an HTTP status or an ERROR event) means the server no longer has that history: list
@@ -14,13 +14,14 @@
 #include "agent/log.h"
 #include "core/map.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#define PAGE 500
+#define PAGE 100 /* objects per list page: the whole page is parsed before it is trimmed */
 #define WATCH_TIMEOUT_S 240 /* the server ends each watch after this; we resume it */
 #define IDLE_S 30           /* bookmarks come about every minute; the watch asks for them, and a
 			     * silent connection longer than this is probed by a new watch */
@@ -31,6 +32,7 @@
 struct egs_kube_reflector {
 	struct egs_kube *k;
 	char *path, *selector;
+	egs_kube_transform_fn transform;
 	egs_kube_changed_fn fn;
 	void *arg;
 	pthread_t thread;
@@ -66,12 +68,13 @@ bool egs_kube_object_key(json_t *obj, char *key, size_t keysz)
 }
 
 struct egs_kube_reflector *egs_kube_reflector_new(struct egs_kube *k, const char *path, const char *selector,
-						  egs_kube_changed_fn fn, void *arg)
+						  egs_kube_transform_fn transform, egs_kube_changed_fn fn, void *arg)
 {
 	struct egs_kube_reflector *r = egs_calloc(1, sizeof(*r));
 	pthread_condattr_t ca;
 
 	r->k = k;
+	r->transform = transform;
 	r->path = egs_strdup(path);
 	r->selector = selector && *selector ? egs_strdup(selector) : NULL;
 	r->fn = fn;
@@ -102,8 +105,9 @@ static void clear_cache(struct egs_map *m)
 	egs_map_init(m);
 }
 
-/* Stores obj (new reference taken) under its key in m (replacing what was there). */
-static void map_put(struct egs_map *m, json_t *obj)
+/* Stores obj (trimmed by transform when not NULL; a new reference is taken) under its key in m
+ * (replacing what was there). */
+static void map_put(struct egs_map *m, json_t *obj, egs_kube_transform_fn transform)
 {
 	char key[KEY_MAX];
 	struct entry *e, *old;
@@ -114,7 +118,7 @@ static void map_put(struct egs_map *m, json_t *obj)
 	n = strlen(key) + 1;
 	e = egs_malloc(sizeof(*e) + n);
 	memcpy(e->key, key, n);
-	e->obj = json_incref(obj);
+	e->obj = transform ? transform(obj) : json_incref(obj);
 	old = egs_map_del(m, key); /* its key dies with it: take it out first */
 	egs_map_put(m, e->key, e);
 	entry_free(old);
@@ -123,7 +127,7 @@ static void map_put(struct egs_map *m, json_t *obj)
 /* Caller holds mu. */
 static void cache_put(struct egs_kube_reflector *r, json_t *obj)
 {
-	map_put(&r->cache, obj);
+	map_put(&r->cache, obj, r->transform);
 }
 
 static void cache_del(struct egs_kube_reflector *r, json_t *obj)
@@ -181,7 +185,7 @@ static enum egs_err list_all(struct egs_kube_reflector *r, char *err, size_t err
 		}
 		items = json_object_get(ans, "items");
 		json_array_foreach(items, i, it)
-			map_put(&fresh, it);
+			map_put(&fresh, it, r->transform);
 		json_t *md = json_object_get(ans, "metadata");
 		const char *c = json_string_value(json_object_get(md, "continue"));
 		egs_strlcpy(cont, c ? c : "", sizeof(cont));
@@ -205,6 +209,7 @@ static enum egs_err list_all(struct egs_kube_reflector *r, char *err, size_t err
 	pthread_cond_broadcast(&r->cv);
 	pthread_mutex_unlock(&r->mu);
 	atomic_fetch_add(&r->lists, 1);
+	malloc_trim(0); /* the pages were parsed whole; give their memory back (lists are rare) */
 	notify(r);
 	return EGS_OK;
 }
@@ -349,6 +354,18 @@ json_t *egs_kube_reflector_get(struct egs_kube_reflector *r, const char *key)
 	o = e ? json_deep_copy(e->obj) : NULL;
 	pthread_mutex_unlock(&r->mu);
 	return o;
+}
+
+bool egs_kube_reflector_read(struct egs_kube_reflector *r, const char *key, void (*fn)(void *arg, json_t *obj),
+			     void *arg)
+{
+	struct entry *e;
+	pthread_mutex_lock(&r->mu);
+	e = egs_map_get(&r->cache, key);
+	if (e)
+		fn(arg, e->obj);
+	pthread_mutex_unlock(&r->mu);
+	return e != NULL;
 }
 
 void egs_kube_reflector_foreach(struct egs_kube_reflector *r, void (*fn)(void *arg, const char *key, json_t *obj),

@@ -19,13 +19,17 @@ struct egs_kube_reflector;
 /* Called after the cache changed (from the reflector's thread; arg borrowed). */
 typedef void (*egs_kube_changed_fn)(void *arg);
 
+/* Returns what of obj (borrowed) to cache: a new reference (obj itself, increfed, or a smaller copy).
+ * Like client-go's transform functions: a node's image list and managed fields are most of its size. */
+typedef json_t *(*egs_kube_transform_fn)(json_t *obj);
+
 /*
  * A reflector for the collection at path (e.g. "/api/v1/nodes", "/api/v1/pods"), optionally narrowed
- * by a label selector (NULL: all; copied).  k is borrowed and must outlive the reflector.  Nothing
+ * by a label selector (NULL: all; copied); transform (NULL: none) trims each object before it is cached.  k is borrowed and must outlive the reflector.  Nothing
  * runs until egs_kube_reflector_start().  Caller frees with egs_kube_reflector_free().
  */
 struct egs_kube_reflector *egs_kube_reflector_new(struct egs_kube *k, const char *path, const char *selector,
-						  egs_kube_changed_fn fn, void *arg);
+						  egs_kube_transform_fn transform, egs_kube_changed_fn fn, void *arg);
 
 /* Starts the thread.  EGS_ERR_IO when it cannot be created. */
 enum egs_err egs_kube_reflector_start(struct egs_kube_reflector *r);
@@ -38,6 +42,12 @@ bool egs_kube_reflector_connected(struct egs_kube_reflector *r);
 
 /* A deep copy of the object under key, or NULL (caller decrefs). */
 json_t *egs_kube_reflector_get(struct egs_kube_reflector *r, const char *key);
+
+/* Calls fn(arg, obj) with the object under key (borrowed, under the cache's lock: fn must not keep it or
+ * call back into the reflector) and returns true; false (fn not called) when there is none.  The cheap
+ * read: no copy. */
+bool egs_kube_reflector_read(struct egs_kube_reflector *r, const char *key, void (*fn)(void *arg, json_t *obj),
+			     void *arg);
 
 /* Calls fn(arg, key, obj) for every object under the cache's lock (obj borrowed: fn must not keep it
  * or call back into the reflector). */

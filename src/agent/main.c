@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -562,6 +563,9 @@ static int run_kubernetes(const struct options *o, const char *token, const char
 	int rc = 1, sig = 0;
 	bool said = false;
 
+	/* A thread per reflector, the reconciler, the webhook and the agent's two: without a cap glibc gives
+	 * each its own arena, and their fragments add up to more than the node cache itself. */
+	mallopt(M_ARENA_MAX, 2);
 	if (mkdir(o->state_dir, 0700) != 0 && errno != EEXIST)
 		EGS_LOG_WARN("--state-dir %s: %s; check logs are not kept", o->state_dir, strerror(errno));
 	if (egs_backend_k8s_new(&kc, &be, err, sizeof(err)) != EGS_OK) {

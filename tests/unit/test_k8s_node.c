@@ -202,12 +202,39 @@ static void test_pods_evictions_events(void **state)
 	json_decref(ds);
 }
 
+/* The node cache keeps less, and reads the same. */
+static void test_trim_reads_the_same(void **state)
+{
+	const char *specs[] = {"", ", \"unschedulable\": true, \"taints\": [{\"key\": \"kubeslice.io/egs\", \"value\": "
+			       "\"dedicated-node\", \"effect\": \"NoSchedule\"}]"};
+	(void)state;
+	for (size_t i = 0; i < 2; i++) {
+		json_t *j = node(", \"kubeslice.io/gpr\": \"gpr-1\"", specs[i],
+				 ", \"images\": [{\"names\": [\"big\"], \"sizeBytes\": 1}], \"conditions\": [{\"type\": "
+				 "\"MemoryPressure\", \"status\": \"False\"}, {\"type\": \"Ready\", \"status\": \"True\", "
+				 "\"message\": \"long text\"}]");
+		json_object_set_new(json_object_get(j, "metadata"), "annotations",
+				    json_pack("{s:s, s:s}", EGS_K8S_ANN_CORDONED, "true", "kubeadm.alpha/x", "y"));
+		json_t *t = egs_k8s_node_trim(j);
+		struct egs_k8s_node a, b;
+		assert_true(egs_k8s_node_read(j, &a));
+		assert_true(egs_k8s_node_read(t, &b));
+		assert_memory_equal(&a, &b, sizeof(a));
+		assert_null(json_object_get(json_object_get(t, "status"), "images"));
+		assert_int_equal(json_array_size(json_object_get(json_object_get(t, "status"), "conditions")), 1);
+		assert_null(json_object_get(json_object_get(json_object_get(t, "metadata"), "annotations"), "kubeadm.alpha/x"));
+		assert_string_equal(json_string_value(json_object_get(json_object_get(t, "metadata"), "resourceVersion")), "42");
+		json_decref(t);
+		json_decref(j);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_discovery),          cmocka_unit_test(test_health),
 		cmocka_unit_test(test_attach_detach_patches), cmocka_unit_test(test_taint_patch),
-		cmocka_unit_test(test_pods_evictions_events),
+		cmocka_unit_test(test_pods_evictions_events), cmocka_unit_test(test_trim_reads_the_same),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
