@@ -5,7 +5,8 @@
  * Two threads, each with its own libegs client:
  *   - the heartbeat thread registers (retrying with backoff until egsd answers), samples the GPUs every
  *     sample interval and sends a heartbeat every heartbeatIntervalSeconds, at once when a node's health
- *     changed or an action changed the attachments; it registers again when a heartbeat is answered
+ *     changed or an action changed the attachments (those at most every 250 ms); it registers again
+ *     when a heartbeat is answered
  *     401 or 404, or after egsd could not be reached (egsd may have restarted and forgotten the agent);
  *   - the action thread long-polls GET /api/v1/agent/actions?wait=25 while registered and runs each
  *     action, with the pre-checks before an attach and the post-exit checks after a detach; a node
