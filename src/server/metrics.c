@@ -287,6 +287,9 @@ static void control_series(struct egs_server *srv, struct evbuffer *b)
 	head(b, "egs_scheduler_slice_max_seconds", "gauge",
 	     "The longest the scheduler held the loop in one go (a slice of a run, or its set-up) since egsd started.");
 	evbuffer_add_printf(b, "egs_scheduler_slice_max_seconds %.6f\n", (double)srv->slice_max_us / 1e6);
+	head(b, "egs_scheduler_slice_max_cpu_seconds", "gauge",
+	     "The most CPU time one such slice took (on a loaded machine its wall time also counts others' time).");
+	evbuffer_add_printf(b, "egs_scheduler_slice_max_cpu_seconds %.6f\n", (double)srv->slice_max_cpu_us / 1e6);
 	head(b, "egs_event_streams", "gauge", "Open server-sent event streams.");
 	evbuffer_add_printf(b, "egs_event_streams %zu\n", ob->watchers.len);
 	head(b, "egs_gpu_series_bytes", "gauge", "Memory held by the per-GPU time series.");

@@ -72,7 +72,8 @@ struct egs_server {
 	uint64_t planned_gen;    /* st.generation at the last plan */
 	struct event *slice_ev;  /* timer: the next slice of a scheduler run in progress (server.c) */
 	size_t slice_gprs;       /* GPRs the next slice walks */
-	int64_t slice_max_us;    /* the longest slice (or run set-up) so far, in microseconds */
+	int64_t slice_max_us;    /* the longest slice (or run set-up) so far, wall microseconds */
+	int64_t slice_max_cpu_us; /* ... and the most CPU time one took */
 	FILE *log;
 	bool log_requests;
 	bool stopping;
