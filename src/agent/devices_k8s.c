@@ -87,8 +87,10 @@ void egs_backend_k8s_devices(struct egs_backend *b, struct egs_devices **out, st
 	v->k = k;
 	d->impl = v;
 	egs_kube_reflector_foreach(k->nodes, collect_node, &c);
-	qsort(c.managed.items, c.managed.len, sizeof(void *), cmp_name);
-	qsort(c.unmanaged.items, c.unmanaged.len, sizeof(void *), cmp_name);
+	if (c.managed.len > 1) /* an empty vector's items is NULL, which qsort must not get */
+		qsort(c.managed.items, c.managed.len, sizeof(void *), cmp_name);
+	if (c.unmanaged.len > 1)
+		qsort(c.unmanaged.items, c.unmanaged.len, sizeof(void *), cmp_name);
 	d->nodes = egs_calloc(c.managed.len + 1, sizeof(*d->nodes));
 	d->n_nodes = c.managed.len;
 	for (size_t i = 0; i < c.managed.len; i++) {
