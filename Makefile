@@ -114,14 +114,19 @@ $(BUILD)/lib/libnvidia-ml-fake-min.so: tests/fake-nvml/fake_nvml.c
 unit: deps-check $(FAKE_NVML) $(UNITS)
 	@set -e; for t in $(UNITS); do echo "== $$t"; $$t; done
 
-# Unit tests under ASan+UBSan in their own tree, then API tests against the optimized binaries.
+# Unit tests under ASan+UBSan in their own tree, then API tests against the optimized binaries,
+# once with egsd on SQLite and once on PostgreSQL, in parallel (scripts/api-tests.sh).
 test: deps-check
 	$(MAKE) SAN=1 OPT=-O1 BUILD=build/san unit
 	$(MAKE) all
 	/usr/bin/python3 -m pytest -q -x -p no:cacheprovider sdk/python/tests
-	cd tests/api && /usr/bin/python3 -m pytest -q -x -p no:cacheprovider .
+	./scripts/api-tests.sh
 	$(MAKE) portal-test
 	$(MAKE) fuzz-smoke
+
+# The API suite on both stores at once (SQLite, and PostgreSQL on a throwaway server).
+api: all
+	./scripts/api-tests.sh
 
 run: all
 	./scripts/run-demo.sh

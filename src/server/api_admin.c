@@ -141,7 +141,7 @@ static void queue_top(struct egs_req *r)
 
 static void healthz(struct egs_req *r)
 {
-	egs_reply_ok(r, json_pack("{s:s}", "status", "ok"));
+	egs_reply_ok(r, json_pack("{s:s, s:s}", "status", "ok", "store", egs_store_kind(r->srv->store)));
 }
 
 const struct egs_route egs_routes_admin[] = {

@@ -1,5 +1,5 @@
 /*
- * main.c: egsd's command line.  egsd --listen HOST:PORT --data DIR [--dev-clock] [--portal DIR]
+ * main.c: egsd's command line.  egsd --listen HOST:PORT --data DIR [--store-url URL] [--dev-clock] [--portal DIR]
  */
 #include "server/server.h"
 
@@ -16,6 +16,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: egsd --listen HOST:PORT --data DIR [--dev-clock] [--token-ttl SECONDS] [--quiet] [options]\n"
 		   "  --listen     address to serve the API on (default 127.0.0.1:8080)\n"
 		   "  --data       data directory: egs.db (SQLite) and admin.key (default ./var)\n"
+		   "  --store-url  where the state lives instead of DIR/egs.db: postgres://... (PostgreSQL,\n"
+		   "               docs/ha.md) or a SQLite file path; --store is the same\n"
 		   "  --dev-clock  a test clock that stands still and moves only by POST /api/v1/debug/clock\n"
 		   "  --token-ttl  lifetime of bearer tokens from /api/v1/auth (default 3600)\n"
 		   "  --fair-half-life SECONDS\n"
@@ -59,6 +61,7 @@ int main(int argc, char **argv)
 		{ "max-connections", required_argument, NULL, 'm' },
 		{ "allow-private-webhooks", no_argument, NULL, 'W' },
 		{ "admin-key-file", required_argument, NULL, 'K' },
+		{ "store-url", required_argument, NULL, 's' }, { "store", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = "127.0.0.1:8080", *data = "./var", *portal_dir = NULL;
@@ -113,6 +116,13 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'W': srv.allow_private_webhooks = true; break;
+		case 's':
+			if (!*optarg) {
+				fprintf(stderr, "egsd: --store-url must not be empty\n");
+				return 2;
+			}
+			srv.store_url = optarg;
+			break;
 		case 'q': srv.log_requests = false; break;
 		case 'b': srv.state_cfg.backfill = 1; break;
 		case 'B': srv.state_cfg.backfill = 0; break;

@@ -388,7 +388,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/egs.db", data_dir);
-	enum egs_err err = egs_store_open_sqlite(path, &srv->store);
+	enum egs_err err = egs_store_open(srv->store_url ? srv->store_url : path, &srv->store);
 	if (err)
 		return err;
 	if ((err = egs_store_load(srv->store, &srv->st)) || (err = bootstrap(srv)) || (err = egs_kubecred_start(srv)) ||
@@ -433,8 +433,8 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	egs_conns_watch(srv->conns, bound);
 	srv->next_wake = 0;
 	egs_server_changed(srv); /* first plan after load */
-	fprintf(srv->log, "level=info msg=\"egsd listening\" listen=%s data=%s dev_clock=%d gprs=%zu nodes=%zu\n", listen,
-		data_dir, dev_clock, srv->st.gprs.len, srv->st.nodes.len);
+	fprintf(srv->log, "level=info msg=\"egsd listening\" listen=%s data=%s store=%s dev_clock=%d gprs=%zu nodes=%zu\n",
+		listen, data_dir, egs_store_kind(srv->store), dev_clock, srv->st.gprs.len, srv->st.nodes.len);
 	fflush(srv->log);
 	return EGS_OK;
 }

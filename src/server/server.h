@@ -55,6 +55,7 @@ struct egs_server {
 	struct egs_state st;
 	char *data_dir;
 	const char *admin_key_file; /* borrowed: --admin-key-file, the bootstrap admin key to adopt, or NULL */
+	const char *store_url; /* --store-url: NULL means SQLite at data_dir/egs.db (borrowed) */
 	bool dev_clock;
 	int64_t dev_clock_base; /* the dev clock's time at start (it stands still) */
 	int64_t clock_offset;   /* seconds the dev clock was advanced */

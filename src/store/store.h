@@ -1,11 +1,13 @@
 /*
  * store.h: persistence behind one small interface.  Load everything at start; write each loop
  * turn's changes in one transaction (group commit).  A successful egs_store_commit() means the
- * transaction is on disk (fsync): SQLite runs in WAL mode with synchronous=FULL.
+ * transaction is on disk (fsync): SQLite runs in WAL mode with synchronous=FULL; PostgreSQL
+ * commits with synchronous_commit on (its default, which egsd sets for its own session).
  *
- * Schema migrations are versioned (PRAGMA user_version for SQLite) and run at open, in order, each
- * in its own transaction.  The SQLite implementation is store_sqlite.c; a PostgreSQL one can follow
- * the same interface.
+ * Two implementations sit behind these calls (store.c dispatches through an ops table,
+ * store_impl.h): store_sqlite.c, the embedded default, and store_pg.c over libpq.  Both have the
+ * same tables and the same append-only migrations, each run at open in its own transaction (the
+ * version is PRAGMA user_version for SQLite, meta's schema_version row for PostgreSQL).
  */
 #ifndef EGS_STORE_H
 #define EGS_STORE_H
@@ -17,7 +19,15 @@ struct egs_store;
 /* Opens (creating if needed) the database file at path and migrates it to the current schema.
  * On success *out is the store (caller frees with egs_store_free). */
 enum egs_err egs_store_open_sqlite(const char *path, struct egs_store **out);
+/* Connects to PostgreSQL (url: a libpq connection string or postgres:// URI; borrowed) and migrates
+ * the database to the current schema.  On success *out is the store (caller frees). */
+enum egs_err egs_store_open_pg(const char *url, struct egs_store **out);
+/* Opens url with the implementation it names: postgres:// or postgresql:// is PostgreSQL,
+ * anything else a SQLite file path. */
+enum egs_err egs_store_open(const char *url, struct egs_store **out);
 void egs_store_free(struct egs_store *s); /* NULL is a no-op; rolls back an open transaction */
+/* "sqlite" or "postgres" (a static string). */
+const char *egs_store_kind(const struct egs_store *s);
 
 /* Current schema version of this build. */
 int egs_store_schema_version(void);

@@ -13,7 +13,7 @@
  * Schema changes are append-only migrations: migrations[i] brings PRAGMA user_version from i to
  * i + 1 inside its own transaction.  A database newer than this build is refused.
  */
-#include "store/store.h"
+#include "store/store_impl.h"
 
 #include "core/share.h"
 
@@ -845,7 +845,8 @@ static const struct kind_ops kinds[] = {
 
 /* ---- the store ---- */
 
-struct egs_store {
+struct sqlite_store {
+	struct egs_store base; /* first: the handle store.c dispatches through */
 	sqlite3 *db;
 	sqlite3_stmt *put[EGS_ARRAY_LEN(kinds)];
 	sqlite3_stmt *del[EGS_ARRAY_LEN(kinds)];
@@ -856,13 +857,16 @@ struct egs_store {
 	char *fail_path; /* EGS_STORE_FAIL_IF_EXISTS: a commit fails as on a full disk while this file exists */
 };
 
+static const struct egs_store_ops sqlite_ops;
+static void sqlite_free(struct sqlite_store *s);
+
 /* The largest event id ever pruned, kept in meta so that ids are never reused even when pruning
  * empties the events table. */
 #define META_EVENT_FLOOR "store.event_id_floor"
 
 /* Steps a statement that returns no rows and resets it.  On failure prints
  * "store: <what> [<table> '<key>']: <sqlite error>" and returns false. */
-static bool step_done(struct egs_store *s, sqlite3_stmt *stmt, const char *what, const char *table,
+static bool step_done(struct sqlite_store *s, sqlite3_stmt *stmt, const char *what, const char *table,
 		      const char *key)
 {
 	int rc = sqlite3_step(stmt);
@@ -876,7 +880,7 @@ static bool step_done(struct egs_store *s, sqlite3_stmt *stmt, const char *what,
 	return rc == SQLITE_DONE;
 }
 
-static bool exec(struct egs_store *s, const char *sql)
+static bool exec(struct sqlite_store *s, const char *sql)
 {
 	char *msg = NULL;
 	if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) == SQLITE_OK)
@@ -887,7 +891,7 @@ static bool exec(struct egs_store *s, const char *sql)
 }
 
 /* Runs a one-row, one-column query (a PRAGMA) and copies the text of the value into buf. */
-static bool query_text(struct egs_store *s, const char *sql, char *buf, size_t n)
+static bool query_text(struct sqlite_store *s, const char *sql, char *buf, size_t n)
 {
 	sqlite3_stmt *stmt = NULL;
 	bool ok = false;
@@ -905,7 +909,7 @@ out:
 	return ok;
 }
 
-static bool user_version(struct egs_store *s, int *out)
+static bool user_version(struct sqlite_store *s, int *out)
 {
 	char buf[32];
 	if (!query_text(s, "PRAGMA user_version", buf, sizeof(buf)))
@@ -927,7 +931,7 @@ static bool version_known(int v)
 
 /* Applies the missing migrations one transaction each.  The version is re-read under the write
  * lock, so two processes opening a new file at once do not both run migration 1. */
-static enum egs_err migrate(struct egs_store *s)
+static enum egs_err migrate(struct sqlite_store *s)
 {
 	for (;;) {
 		int v;
@@ -1000,7 +1004,7 @@ static void upsert_sql(struct sqlbuf *q, const struct kind_ops *k)
 	}
 }
 
-static bool prepare(struct egs_store *s, const char *sql, sqlite3_stmt **out)
+static bool prepare(struct sqlite_store *s, const char *sql, sqlite3_stmt **out)
 {
 	if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL) == SQLITE_OK)
 		return true;
@@ -1008,7 +1012,7 @@ static bool prepare(struct egs_store *s, const char *sql, sqlite3_stmt **out)
 	return false;
 }
 
-static bool prepare_all(struct egs_store *s)
+static bool prepare_all(struct sqlite_store *s)
 {
 	struct sqlbuf q;
 	for (int i = 0; i < NKINDS; i++) {
@@ -1045,11 +1049,12 @@ static bool prepare_all(struct egs_store *s)
 
 enum egs_err egs_store_open_sqlite(const char *path, struct egs_store **out)
 {
-	struct egs_store *s = egs_calloc(1, sizeof(*s));
+	struct sqlite_store *s = egs_calloc(1, sizeof(*s));
 	enum egs_err err = EGS_ERR_STORE;
 	char mode[16];
 	int v;
 	*out = NULL;
+	s->base.ops = &sqlite_ops;
 	int rc = sqlite3_open_v2(path, &s->db,
 				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
@@ -1078,14 +1083,14 @@ enum egs_err egs_store_open_sqlite(const char *path, struct egs_store **out)
 out:
 	if (err) {
 		fprintf(stderr, "store: cannot use database %s\n", path);
-		egs_store_free(s);
+		sqlite_free(s);
 		return err;
 	}
-	*out = s;
+	*out = &s->base;
 	return EGS_OK;
 }
 
-void egs_store_free(struct egs_store *s)
+static void sqlite_free(struct sqlite_store *s)
 {
 	if (!s)
 		return;
@@ -1111,7 +1116,7 @@ void egs_store_free(struct egs_store *s)
 
 /* ---- load ---- */
 
-static enum egs_err load_kind(struct egs_store *s, struct egs_state *st, const struct kind_ops *k)
+static enum egs_err load_kind(struct sqlite_store *s, struct egs_state *st, const struct kind_ops *k)
 {
 	sqlite3_stmt *stmt = NULL;
 	enum egs_err err = EGS_ERR_STORE;
@@ -1148,7 +1153,7 @@ out:
 }
 
 /* Loads the newest cfg.event_retention events, oldest first, so the ring ends up in time order. */
-static enum egs_err load_events(struct egs_store *s, struct egs_state *st)
+static enum egs_err load_events(struct sqlite_store *s, struct egs_state *st)
 {
 	sqlite3_stmt *stmt = NULL;
 	enum egs_err err = EGS_ERR_STORE;
@@ -1192,7 +1197,7 @@ out:
 	return err;
 }
 
-enum egs_err egs_store_load(struct egs_store *s, struct egs_state *st)
+static enum egs_err sqlite_load(struct sqlite_store *s, struct egs_state *st)
 {
 	enum egs_err err = EGS_ERR_STORE;
 	/* One read transaction: every table from the same committed snapshot. */
@@ -1212,7 +1217,7 @@ out:
 
 /* ---- commit ---- */
 
-static bool write_change(struct egs_store *s, const struct egs_change *c)
+static bool write_change(struct sqlite_store *s, const struct egs_change *c)
 {
 	EGS_ASSERT((int)c->kind >= 0 && (int)c->kind < NKINDS);
 	const struct kind_ops *k = &kinds[c->kind];
@@ -1234,7 +1239,7 @@ static bool write_change(struct egs_store *s, const struct egs_change *c)
 	return step_done(s, b.stmt, "put", k->table, key);
 }
 
-static bool write_event(struct egs_store *s, const struct egs_event *ev)
+static bool write_event(struct sqlite_store *s, const struct egs_event *ev)
 {
 	struct binder b = { .stmt = s->put_event };
 	char id[24];
@@ -1249,7 +1254,7 @@ static bool write_event(struct egs_store *s, const struct egs_event *ev)
 
 /* The failure injection of the tests (docs/internals/store.md): true while the file named by
  * EGS_STORE_FAIL_IF_EXISTS exists. */
-static bool injected_failure(struct egs_store *s)
+static bool injected_failure(struct sqlite_store *s)
 {
 	if (!s->fail_path || access(s->fail_path, F_OK) != 0)
 		return false;
@@ -1257,7 +1262,7 @@ static bool injected_failure(struct egs_store *s)
 	return true;
 }
 
-enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st)
+static enum egs_err sqlite_commit_changes(struct sqlite_store *s, struct egs_state *st)
 {
 	if (!egs_state_has_changes(st))
 		return EGS_OK;
@@ -1283,7 +1288,7 @@ fail:;
 
 /* ---- meta and events ---- */
 
-enum egs_err egs_store_meta_get(struct egs_store *s, const char *key, char **value)
+static enum egs_err sqlite_meta_get(struct sqlite_store *s, const char *key, char **value)
 {
 	enum egs_err err = EGS_ERR_STORE;
 	*value = NULL;
@@ -1301,7 +1306,7 @@ out:
 	return err;
 }
 
-enum egs_err egs_store_meta_set(struct egs_store *s, const char *key, const char *value)
+static enum egs_err sqlite_meta_set(struct sqlite_store *s, const char *key, const char *value)
 {
 	/* Outside BEGIN..COMMIT a single statement is its own (durable) transaction. */
 	if (sqlite3_bind_text(s->meta_set, 1, key, -1, SQLITE_STATIC) != SQLITE_OK ||
@@ -1312,12 +1317,7 @@ enum egs_err egs_store_meta_set(struct egs_store *s, const char *key, const char
 	return step_done(s, s->meta_set, "set", "meta", key) ? EGS_OK : EGS_ERR_STORE;
 }
 
-enum egs_err egs_store_prune_events(struct egs_store *s, int64_t before, int64_t *deleted)
-{
-	return egs_store_prune_events_below(s, before, 0, deleted);
-}
-
-enum egs_err egs_store_prune_events_below(struct egs_store *s, int64_t before, int64_t below_id, int64_t *deleted)
+static enum egs_err sqlite_prune_events_below(struct sqlite_store *s, int64_t before, int64_t below_id, int64_t *deleted)
 {
 	int64_t n;
 	if (!step_done(s, s->begin, "BEGIN", NULL, NULL))
@@ -1340,3 +1340,30 @@ fail:
 		step_done(s, s->rollback, "ROLLBACK", NULL, NULL);
 	return EGS_ERR_STORE;
 }
+
+/* ---- the ops table (store_impl.h): each handle store.c gets is a struct sqlite_store ---- */
+
+static struct sqlite_store *of(struct egs_store *base)
+{
+	return (struct sqlite_store *)base;
+}
+
+static void op_free(struct egs_store *b) { sqlite_free(of(b)); }
+static enum egs_err op_load(struct egs_store *b, struct egs_state *st) { return sqlite_load(of(b), st); }
+static enum egs_err op_commit(struct egs_store *b, struct egs_state *st) { return sqlite_commit_changes(of(b), st); }
+static enum egs_err op_meta_get(struct egs_store *b, const char *k, char **v) { return sqlite_meta_get(of(b), k, v); }
+static enum egs_err op_meta_set(struct egs_store *b, const char *k, const char *v) { return sqlite_meta_set(of(b), k, v); }
+static enum egs_err op_prune(struct egs_store *b, int64_t before, int64_t below_id, int64_t *deleted)
+{
+	return sqlite_prune_events_below(of(b), before, below_id, deleted);
+}
+
+static const struct egs_store_ops sqlite_ops = {
+	.name = "sqlite",
+	.free = op_free,
+	.load = op_load,
+	.commit_changes = op_commit,
+	.meta_get = op_meta_get,
+	.meta_set = op_meta_set,
+	.prune_events_below = op_prune,
+};

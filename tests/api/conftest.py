@@ -1,10 +1,13 @@
 """Fixtures for the API tests: a real egsd on a temporary port and data directory, real
 egs-agents over mock devices, and a small JSON client.  Nothing here is mocked except the GPUs
 (the agents read mock device files, because the test machine has no GPU)."""
+import atexit
+import hashlib
 import json
 import os
 import secrets
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -16,6 +19,45 @@ import pytest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("EGS_BIN", os.path.join(ROOT, "build", "bin"))
 sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
+# Which store every egsd of this run uses: "sqlite" (DIR/egs.db, the default) or "postgres" (one
+# PostgreSQL server for the whole run, tests/api/pgserver.py, and a schema of its own per data dir).
+STORE = os.environ.get("EGS_TEST_STORE", "sqlite")
+sqlite_only = pytest.mark.skipif(STORE != "sqlite", reason="reads or damages the SQLite file itself")
+_pg = None
+
+
+def pg_server():
+    """The run's PostgreSQL server, started on first use and stopped at exit."""
+    global _pg
+    if _pg is None:
+        from pgserver import PgServer
+        _pg = PgServer().start()
+        atexit.register(_pg.cleanup)
+    return _pg
+
+
+def pg_schema(data_dir):
+    return "egs_" + hashlib.sha1(os.path.abspath(data_dir).encode()).hexdigest()[:24]
+
+
+def store_args(data_dir):
+    """egsd's store flags for data_dir: none for SQLite; for PostgreSQL a URL whose schema is derived
+    from the data dir, so an egsd restarted on the same dir finds its state again."""
+    if STORE != "postgres":
+        return []
+    return ["--store-url", pg_server().schema_url(pg_schema(data_dir))]
+
+
+def store_query(egsd, sql):
+    """Rows of sql, run on egsd's store behind its back, as tuples (text on PostgreSQL)."""
+    if STORE == "postgres":
+        out = pg_server().psql("SET search_path TO %s; %s" % (pg_schema(egsd.data_dir), sql))
+        return [tuple(line.split("|")) for line in out.splitlines()]
+    conn = sqlite3.connect("file:%s?mode=ro" % os.path.join(egsd.data_dir, "egs.db"), uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
 
 
 def free_port():
@@ -93,13 +135,18 @@ class Egsd:
         if self.dev_clock:
             args.append("--dev-clock")
         self.log = open(self.log_path, "ab")
+        if "--store-url" not in self.extra:
+            args += store_args(self.data_dir)
         self.proc = subprocess.Popen(args + self.extra, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 10
         while time.time() < deadline:
             try:
                 c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
                 c.request("GET", "/healthz")
-                if c.getresponse().status == 200:
+                resp = c.getresponse()
+                if resp.status == 200:
+                    store = json.loads(resp.read())["data"].get("store")
+                    assert "--store-url" in self.extra or store == STORE, (store, STORE)
                     return self
             except OSError:
                 pass

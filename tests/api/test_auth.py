@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import Api, Cluster, Egsd, H100, T4
+from conftest import STORE, Api, Cluster, Egsd, H100, T4, pg_schema, pg_server, store_query
 
 ENVELOPE = {"statusCode", "status", "message", "data", "error"}
 UNKNOWN_KEY = "7d0c5a54-4b4e-4c8e-9a51-2f8d1c0e6b3a"
@@ -309,6 +309,24 @@ def test_deleted_key_is_revoked_at_once(egsd):
     assert Api(egsd.port, tok).call("GET", "/api/v1/projects")[0] == 401
 
 
+def store_contents(egsd):
+    """Every byte the store keeps on disk, a text dump of it, and (id, hash bytes) per API key."""
+    if STORE == "postgres":
+        pg = pg_server()
+        files = [os.path.join(d, f) for sub in ("base", "pg_wal") for d, _, fs in os.walk(os.path.join(pg.data, sub))
+                 for f in fs]
+        blobs = b"".join(open(p, "rb").read() for p in files)
+        rows = [(i, bytes.fromhex(h)) for i, h in store_query(egsd, "SELECT id, encode(hash, 'hex') FROM api_keys")]
+        return blobs, pg.dump(pg_schema(egsd.data_dir)), rows
+    db = os.path.join(egsd.data_dir, "egs.db")
+    blobs = b"".join(open(p, "rb").read() for p in (db, db + "-wal", db + "-shm") if os.path.exists(p))
+    conn = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+    try:
+        return blobs, "\n".join(conn.iterdump()), conn.execute("SELECT id, hash FROM api_keys").fetchall()
+    finally:
+        conn.close()
+
+
 def test_keys_are_random_stored_hashed_and_never_shown_or_logged(egsd):
     admin = egsd.api()
     keys = [new_key(admin, r, **({"validity": "90d"} if r == "Viewer" else {})) for r in ("Admin", "Owner", "Viewer")]
@@ -333,14 +351,7 @@ def test_keys_are_random_stored_hashed_and_never_shown_or_logged(egsd):
     # the admin key file is private
     assert stat.S_IMODE(os.stat(os.path.join(egsd.data_dir, "admin.key")).st_mode) == 0o600
     # the store: no key text in any form, in the database, its WAL or anywhere in a dump; a 32-byte hash per key
-    db = os.path.join(egsd.data_dir, "egs.db")
-    blobs = b"".join(open(p, "rb").read() for p in (db, db + "-wal", db + "-shm") if os.path.exists(p))
-    conn = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
-    try:
-        text_dump = "\n".join(conn.iterdump())
-        rows = conn.execute("SELECT id, hash FROM api_keys").fetchall()
-    finally:
-        conn.close()
+    blobs, text_dump, rows = store_contents(egsd)
     for s in secrets + tokens:
         for form in (s, s.upper(), s.replace("-", "")):
             assert form.encode() not in blobs, "key text stored: %s" % form

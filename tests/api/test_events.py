@@ -1,9 +1,8 @@
 """Kubernetes-style events: every GPR transition, the 25/50/75% marks and the exit warning, the filters
 and paging of GET /api/v1/events, the server-sent event stream, scoping to the caller's workspaces,
 aggregation of repeats, and bounded retention."""
-import sqlite3
 
-from conftest import wait_for
+from conftest import store_query, wait_for
 from fakeagent import EventStream, FakeAgent, events, provisioned, reasons
 
 
@@ -184,11 +183,7 @@ def test_retention_is_bounded_and_configurable(cluster):
     assert len(before) == 128
 
     def stored():
-        db = sqlite3.connect("file:%s/egs.db?mode=ro" % cluster.egsd.data_dir, uri=True)
-        try:
-            return db.execute("SELECT COUNT(*) FROM events").fetchone()[0]
-        finally:
-            db.close()
+        return int(store_query(cluster.egsd, "SELECT COUNT(*) FROM events")[0][0])
     wait_for(lambda: stored() <= 128, what="the store pruned to the retention")
     cluster.advance("3h")
     assert before.isdisjoint(e["id"] for e in events(cluster.admin))

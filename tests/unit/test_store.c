@@ -4,6 +4,12 @@
  * deletions, rollback on a failed commit, event retention and pruning, the queue rebuilt by load,
  * corrupt JSON columns, meta settings, and a fork/SIGKILL crash test of batch atomicity.
  * It also prints the time of a 64-GPR group commit (for information; nothing asserts on it).
+ *
+ * The second group runs the tests that do not look inside the SQLite file against the PostgreSQL
+ * store (a server of its own, pgtest.h): each temporary "path" stands for a schema, so the same
+ * round trip, rollback, retention, queue, meta, timing and kill -9 tests judge both stores.  Its
+ * own tests cover what only PostgreSQL has: the schema_version row, and a server restart between
+ * two commits on one handle.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +28,8 @@
 #include <unistd.h>
 
 #include "store/store.h"
+
+#include "pgtest.h"
 
 /* ---- temporary database files ---- */
 
@@ -78,10 +86,33 @@ static int64_t raw_int(const char *path, const char *sql)
 	return v;
 }
 
+/* The PostgreSQL server's URL while the "postgres" group runs; "" while the SQLite one does. */
+static char pg_url[512];
+static struct pgtest pg_test;
+
+/* What the store under test opens for a temporary database path: the path itself for SQLite; for
+ * PostgreSQL a schema named (in hex) after the temporary directory, created on first use. */
+static const char *store_url(const char *path, char *buf, size_t n)
+{
+	char schema[64] = "s_", sql[128];
+	if (!pg_url[0])
+		return path;
+	const char *tail = strrchr(path, '/');
+	while (tail > path && tail[-1] != '-') /* the mkdtemp suffix of egs-test-store-XXXXXX/egs.db */
+		tail--;
+	for (size_t i = 2; *tail && *tail != '/' && i + 3 < sizeof(schema); tail++, i += 2)
+		snprintf(schema + i, 3, "%02x", (unsigned char)*tail);
+	snprintf(sql, sizeof(sql), "CREATE SCHEMA IF NOT EXISTS %s", schema);
+	assert_true(pgtest_exec(pg_url, sql));
+	snprintf(buf, n, "%s&options=-csearch_path%%3D%s", pg_url, schema);
+	return buf;
+}
+
 static struct egs_store *open_store(const char *path)
 {
 	struct egs_store *s = NULL;
-	assert_int_equal(egs_store_open_sqlite(path, &s), EGS_OK);
+	char url[768];
+	assert_int_equal(egs_store_open(store_url(path, url, sizeof(url)), &s), EGS_OK);
 	assert_non_null(s);
 	return s;
 }
@@ -1028,7 +1059,8 @@ static void crash_child(const char *path, int fd)
 	struct egs_store *s;
 	struct egs_state st;
 	egs_state_init(&st, NULL);
-	if (egs_store_open_sqlite(path, &s) || egs_store_load(s, &st))
+	char url[768];
+	if (egs_store_open(store_url(path, url, sizeof(url)), &s) || egs_store_load(s, &st))
 		_exit(2);
 	struct egs_project *ctr = egs_state_project(&st, "counter");
 	if (!ctr) {
@@ -1135,6 +1167,68 @@ static void test_crash_kill9(void **unused)
 	tmpdb_cleanup(&t);
 }
 
+/* PostgreSQL: the schema version is a row of meta; a newer one is refused before any write. */
+static void test_pg_schema_version(void **unused)
+{
+	(void)unused;
+	struct tmpdb t;
+	char url[768], sql[160];
+	tmpdb_init(&t);
+	struct egs_store *s = open_store(t.path);
+	assert_string_equal(egs_store_kind(s), "postgres");
+	egs_store_free(s);
+	s = open_store(t.path); /* a second open migrates nothing */
+	egs_store_free(s);
+	store_url(t.path, url, sizeof(url));
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM meta WHERE key = 'schema_version' AND value = '%d'",
+		 egs_store_schema_version());
+	PGconn *c = PQconnectdb(url);
+	PGresult *r = PQexec(c, sql);
+	assert_int_equal(PQntuples(r), 1);
+	PQclear(r);
+	PQfinish(c);
+	snprintf(sql, sizeof(sql), "UPDATE meta SET value = '%d' WHERE key = 'schema_version'",
+		 egs_store_schema_version() + 1);
+	assert_true(pgtest_exec(url, sql));
+	s = (struct egs_store *)&t; /* must be reset to NULL */
+	assert_int_equal(egs_store_open(url, &s), EGS_ERR_STORE);
+	assert_null(s);
+	tmpdb_cleanup(&t);
+}
+
+/* PostgreSQL: a server restart between two commits costs the handle nothing (it reconnects and
+ * sends the turn again), and a turn larger than one pipeline window (1000 GPRs) lands whole. */
+static void test_pg_survives_server_restart(void **unused)
+{
+	(void)unused;
+	struct tmpdb t;
+	struct egs_state st, b;
+	char id[32];
+	tmpdb_init(&t);
+	struct egs_store *s = open_store(t.path);
+	egs_state_init(&st, NULL);
+	for (int i = 0; i < 1000; i++) {
+		snprintf(id, sizeof(id), "gpr-big-%04d", i);
+		struct egs_gpr *g = mk_gpr(id, EGS_GPR_QUEUED, 100, (uint64_t)i + 1);
+		assert_int_equal(egs_state_add_gpr(&st, g), EGS_OK);
+		egs_state_touch(&st, EGS_KIND_GPR, g);
+	}
+	commit(s, &st);
+	assert_true(pgtest_run("restart", pg_test.dir, NULL, 0));
+	struct egs_project *p = mk_project("after-restart", 7);
+	assert_int_equal(egs_state_add_project(&st, p), EGS_OK);
+	egs_state_touch(&st, EGS_KIND_PROJECT, p);
+	commit(s, &st);
+	egs_store_free(s);
+	reload(t.path, &b, NULL);
+	assert_int_equal(b.gprs.len, 1000);
+	assert_int_equal(egs_queue_len(&b.queue), 1000);
+	assert_non_null(egs_state_project(&b, "after-restart"));
+	egs_state_cleanup(&b);
+	egs_state_cleanup(&st);
+	tmpdb_cleanup(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1151,5 +1245,23 @@ int main(void)
 		cmocka_unit_test(test_commit_timing),
 		cmocka_unit_test(test_crash_kill9),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	const struct CMUnitTest pg_tests[] = {
+		cmocka_unit_test(test_pg_schema_version),
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_rollback_keeps_previous_state),
+		cmocka_unit_test(test_events_retention_and_prune),
+		cmocka_unit_test(test_queue_restored),
+		cmocka_unit_test(test_unencodable_list_fails),
+		cmocka_unit_test(test_meta),
+		cmocka_unit_test(test_commit_timing),
+		cmocka_unit_test(test_crash_kill9),
+		cmocka_unit_test(test_pg_survives_server_restart),
+	};
+	int failed = cmocka_run_group_tests_name("sqlite", tests, NULL, NULL);
+	if (!pgtest_start(&pg_test))
+		return 1;
+	egs_strlcpy(pg_url, pg_test.url, sizeof(pg_url));
+	failed += cmocka_run_group_tests_name("postgres", pg_tests, NULL, NULL);
+	pgtest_cleanup(&pg_test);
+	return failed;
 }

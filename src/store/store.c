@@ -1,0 +1,62 @@
+/*
+ * store.c: store.h's public calls, dispatched to the implementation that opened the handle
+ * (store_sqlite.c or store_pg.c) through its ops table.  Nothing here touches a database.
+ */
+#include "store/store_impl.h"
+
+#include <string.h>
+
+static bool is_pg_url(const char *url)
+{
+	return strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0;
+}
+
+enum egs_err egs_store_open(const char *url, struct egs_store **out)
+{
+	if (is_pg_url(url))
+		return egs_store_open_pg(url, out);
+	return egs_store_open_sqlite(url, out);
+}
+
+const char *egs_store_kind(const struct egs_store *s)
+{
+	return s->ops->name;
+}
+
+void egs_store_free(struct egs_store *s)
+{
+	if (s)
+		s->ops->free(s);
+}
+
+enum egs_err egs_store_load(struct egs_store *s, struct egs_state *st)
+{
+	return s->ops->load(s, st);
+}
+
+enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st)
+{
+	if (!egs_state_has_changes(st))
+		return EGS_OK;
+	return s->ops->commit_changes(s, st);
+}
+
+enum egs_err egs_store_meta_get(struct egs_store *s, const char *key, char **value)
+{
+	return s->ops->meta_get(s, key, value);
+}
+
+enum egs_err egs_store_meta_set(struct egs_store *s, const char *key, const char *value)
+{
+	return s->ops->meta_set(s, key, value);
+}
+
+enum egs_err egs_store_prune_events(struct egs_store *s, int64_t before, int64_t *deleted)
+{
+	return s->ops->prune_events_below(s, before, 0, deleted);
+}
+
+enum egs_err egs_store_prune_events_below(struct egs_store *s, int64_t before, int64_t below_id, int64_t *deleted)
+{
+	return s->ops->prune_events_below(s, before, below_id, deleted);
+}

@@ -1,0 +1,29 @@
+/*
+ * store_impl.h: what a store implementation provides behind store.h (for store_*.c only).
+ *
+ * Every implementation's handle begins with a struct egs_store whose ops point at its functions;
+ * store.c dispatches the public calls through them.  The contracts are store.h's: an
+ * implementation's commit_changes returns only once the turn is durable, and leaves nothing of the
+ * turn behind when it fails.
+ */
+#ifndef EGS_STORE_IMPL_H
+#define EGS_STORE_IMPL_H
+
+#include "store/store.h"
+
+struct egs_store_ops {
+	const char *name; /* "sqlite", "postgres": for logs and /healthz */
+	void (*free)(struct egs_store *s);
+	enum egs_err (*load)(struct egs_store *s, struct egs_state *st);
+	enum egs_err (*commit_changes)(struct egs_store *s, struct egs_state *st);
+	enum egs_err (*meta_get)(struct egs_store *s, const char *key, char **value);
+	enum egs_err (*meta_set)(struct egs_store *s, const char *key, const char *value);
+	enum egs_err (*prune_events_below)(struct egs_store *s, int64_t before, int64_t below_id, int64_t *deleted);
+};
+
+/* The first member of every implementation's handle (so a handle converts to and from it). */
+struct egs_store {
+	const struct egs_store_ops *ops;
+};
+
+#endif

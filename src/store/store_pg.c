@@ -1,0 +1,759 @@
+/*
+ * store_pg.c: the PostgreSQL implementation of store.h over libpq (docs/internals/store.md).
+ *
+ * One connection, used by egsd's loop thread only.  The tables, columns and migrations are
+ * SQLite's with PostgreSQL types (BIGINT, DOUBLE PRECISION, BYTEA); the schema version is the
+ * row schema_version of the meta table, and each migration runs in its own transaction under a
+ * transaction-scoped advisory lock, so two egsd starting on a new database do not both run one.
+ *
+ * Group commit: a loop turn's changes go in one transaction, sent in pipeline mode (BEGIN, one
+ * prepared upsert or delete per change, one upsert per event, COMMIT, Sync), so the turn costs
+ * one round trip per 256 statements rather than one per row.  The session runs with
+ * synchronous_commit = on: COMMIT returns only once the WAL is flushed on the server (and on
+ * synchronous standbys, if the server is configured with them), which is what lets egsd answer
+ * 2xx after egs_store_commit_changes().
+ *
+ * Every statement of a turn is idempotent (whole-row upserts, deletes by key), so when the
+ * connection breaks, even during COMMIT where the outcome is unknown, the turn is simply sent
+ * again on a new connection: reconnect_and_retry() tries for about RETRY_FOR_S seconds before
+ * the commit fails.
+ */
+#include "store/store_impl.h"
+#include "store/store_pg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Never edit a shipped entry: add a new one, the twin of store_sqlite.c's migration of the same
+ * number (egs_store_open_pg refuses to run when the two lists differ in length). */
+static const char *const migrations[] = {
+	/* 1: the initial schema */
+	"CREATE TABLE meta ("
+	"  key TEXT PRIMARY KEY NOT NULL,"
+	"  value TEXT NOT NULL);"
+	"CREATE TABLE projects ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  created_at BIGINT NOT NULL);"
+	"CREATE TABLE clusters ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  api_server TEXT,"
+	"  ca_data TEXT,"
+	"  agent_key_id TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL);"
+	"CREATE TABLE nodes ("
+	"  key TEXT PRIMARY KEY NOT NULL CHECK (key <> ''),"
+	"  cluster TEXT NOT NULL,"
+	"  name TEXT NOT NULL,"
+	"  instance_type TEXT NOT NULL,"
+	"  gpu_shape TEXT NOT NULL,"
+	"  cloud_provider TEXT NOT NULL,"
+	"  region TEXT NOT NULL,"
+	"  gpu_count BIGINT NOT NULL,"
+	"  memory_mib BIGINT NOT NULL,"
+	"  temp_threshold DOUBLE PRECISION NOT NULL,"
+	"  power_threshold DOUBLE PRECISION NOT NULL,"
+	"  health TEXT NOT NULL,"
+	"  gpr_id TEXT NOT NULL,"
+	"  attached_gpr TEXT NOT NULL,"
+	"  allocated_at BIGINT NOT NULL,"
+	"  gpus TEXT NOT NULL);"
+	"CREATE TABLE workspaces ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  description TEXT,"
+	"  clusters TEXT NOT NULL,"
+	"  namespaces TEXT NOT NULL,"
+	"  users TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL);"
+	"CREATE TABLE gprs ("
+	"  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),"
+	"  name TEXT NOT NULL,"
+	"  workspace TEXT NOT NULL,"
+	"  cluster TEXT NOT NULL,"
+	"  instance_type TEXT NOT NULL,"
+	"  gpu_shape TEXT NOT NULL,"
+	"  created_by TEXT NOT NULL,"
+	"  gpus_per_node BIGINT NOT NULL,"
+	"  node_count BIGINT NOT NULL,"
+	"  memory_mib BIGINT NOT NULL,"
+	"  exit_duration_s BIGINT NOT NULL,"
+	"  idle_timeout_s BIGINT NOT NULL,"
+	"  priority BIGINT NOT NULL,"
+	"  flags BIGINT NOT NULL,"
+	"  preferred_clusters TEXT NOT NULL,"
+	"  state TEXT NOT NULL,"
+	"  failure_reason TEXT,"
+	"  pending_reason TEXT,"
+	"  created_at BIGINT NOT NULL,"
+	"  start_ts BIGINT NOT NULL,"
+	"  exit_at BIGINT NOT NULL,"
+	"  completion_ts BIGINT NOT NULL,"
+	"  retry_count BIGINT NOT NULL,"
+	"  delayed_count BIGINT NOT NULL,"
+	"  seq BIGINT NOT NULL,"
+	"  nodes TEXT NOT NULL,"
+	"  marks_sent BIGINT NOT NULL);"
+	"CREATE TABLE api_keys ("
+	"  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),"
+	"  name TEXT NOT NULL,"
+	"  user_name TEXT NOT NULL,"
+	"  description TEXT,"
+	"  role TEXT NOT NULL,"
+	"  project TEXT NOT NULL,"
+	"  workspace TEXT NOT NULL,"
+	"  cluster TEXT NOT NULL,"
+	"  hash BYTEA NOT NULL CHECK (octet_length(hash) = 32),"
+	"  created_at BIGINT NOT NULL,"
+	"  expires_at BIGINT NOT NULL);"
+	"CREATE UNIQUE INDEX api_keys_hash ON api_keys(hash);"
+	"CREATE TABLE events ("
+	"  id BIGINT PRIMARY KEY,"
+	"  time BIGINT NOT NULL,"
+	"  first_time BIGINT NOT NULL,"
+	"  count BIGINT NOT NULL,"
+	"  type TEXT NOT NULL,"
+	"  reason TEXT NOT NULL,"
+	"  object_kind TEXT NOT NULL,"
+	"  object_name TEXT NOT NULL,"
+	"  workspace TEXT NOT NULL,"
+	"  message TEXT NOT NULL);"
+	"CREATE INDEX events_time ON events(time);",
+	/* 2: a Slack-compatible webhook per workspace (observability) */
+	"ALTER TABLE workspaces ADD COLUMN webhook_url TEXT;",
+	/* 3: the planner: who preempted a GPR, and the fair-share key it was queued with (NULL = none) */
+	"ALTER TABLE gprs ADD COLUMN evicted_by TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE gprs ADD COLUMN fair_key DOUBLE PRECISION;",
+	/* 4: a workspace's policy (limits and approvals), canonical JSON written by egsd */
+	"ALTER TABLE workspaces ADD COLUMN policy TEXT;",
+	/* 5: GPU sharing: a shared GPR's request and shares as JSON (NULL for dedicated GPRs) */
+	"ALTER TABLE gprs ADD COLUMN shares TEXT;",
+};
+
+#define NMIGRATIONS ((int)EGS_ARRAY_LEN(migrations))
+#define META_EVENT_FLOOR "store.event_id_floor"
+#define META_SCHEMA "schema_version"
+#define MIGRATION_LOCK "4716501726" /* an arbitrary advisory lock key: egsd's migrations */
+#define PIPE_MAX 256                /* statements in flight before their results are read */
+#define RETRY_FOR_S 15              /* how long a commit keeps reconnecting */
+
+struct pg_store {
+	struct egs_store base; /* first: the handle store.c dispatches through */
+	PGconn *conn;
+	char *url;
+};
+
+static const struct egs_store_ops pg_ops;
+
+static const char *errmsg(struct pg_store *s)
+{
+	const char *m = PQerrorMessage(s->conn);
+	return m && *m ? m : "unknown error\n";
+}
+
+/* Runs one or more statements with no parameters and expects no rows back (or rows, when
+ * want_rows); prints "store: <sql>: <error>" and returns NULL on failure.  Caller PQclears. */
+static PGresult *run(struct pg_store *s, const char *sql, bool want_rows)
+{
+	PGresult *res = PQexec(s->conn, sql);
+	ExecStatusType st = PQresultStatus(res);
+	if (st == (want_rows ? PGRES_TUPLES_OK : PGRES_COMMAND_OK))
+		return res;
+	fprintf(stderr, "store: %.60s: %s", sql, res ? PQresultErrorMessage(res) : errmsg(s));
+	PQclear(res);
+	return NULL;
+}
+
+static bool exec(struct pg_store *s, const char *sql)
+{
+	PGresult *res = run(s, sql, false);
+	PQclear(res);
+	return res != NULL;
+}
+
+/* Reads the schema version inside the migration transaction (0: an empty database). */
+static bool schema_version(struct pg_store *s, int *out)
+{
+	PGresult *res = run(s, "SELECT to_regclass('meta') IS NOT NULL", true);
+	bool ok = false;
+	*out = 0;
+	if (!res)
+		return false;
+	bool have_meta = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!have_meta)
+		return true;
+	res = run(s, "SELECT value FROM meta WHERE key = '" META_SCHEMA "'", true);
+	if (res && PQntuples(res) == 1) {
+		*out = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
+		ok = true;
+	} else if (res) {
+		fprintf(stderr, "store: the database has a meta table but no schema_version; not egsd's?\n");
+	}
+	PQclear(res);
+	return ok;
+}
+
+/* Applies the missing migrations, one transaction each, under an advisory lock held to the end of
+ * each transaction.  A database newer than this build is refused before anything is written. */
+static enum egs_err migrate(struct pg_store *s)
+{
+	for (;;) {
+		int v;
+		char sql[160];
+		PGresult *lock = NULL;
+		if (!exec(s, "BEGIN") || !(lock = run(s, "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK ")", true)))
+			goto fail;
+		PQclear(lock);
+		if (!schema_version(s, &v))
+			goto fail;
+		if (v < 0 || v > NMIGRATIONS) {
+			fprintf(stderr,
+				"store: the database has schema version %d but this build knows only up to %d; "
+				"refusing to open it (run a newer egsd)\n",
+				v, NMIGRATIONS);
+			goto fail;
+		}
+		if (v == NMIGRATIONS)
+			return exec(s, "COMMIT") ? EGS_OK : EGS_ERR_STORE;
+		snprintf(sql, sizeof(sql),
+			 "INSERT INTO meta(key, value) VALUES('" META_SCHEMA "', '%d') "
+			 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+			 v + 1);
+		if (!exec(s, migrations[v]) || !exec(s, sql) || !exec(s, "COMMIT")) {
+			fprintf(stderr, "store: migration to schema version %d failed\n", v + 1);
+			goto fail;
+		}
+	}
+fail:
+	if (PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+		exec(s, "ROLLBACK");
+	return EGS_ERR_STORE;
+}
+
+/* A tiny appender for the SQL built once per connection; running out is a bug. */
+struct sqlbuf {
+	char b[2048];
+	size_t n;
+};
+
+static void sql_add(struct sqlbuf *q, const char *str, size_t len)
+{
+	EGS_ASSERT(q->n + len < sizeof(q->b));
+	memcpy(q->b + q->n, str, len);
+	q->n += len;
+	q->b[q->n] = '\0';
+}
+
+static void sql_str(struct sqlbuf *q, const char *str)
+{
+	sql_add(q, str, strlen(str));
+}
+
+/* INSERT INTO t(c1,..) VALUES($1,..) ON CONFLICT(c1) DO UPDATE SET c2=excluded.c2, .. */
+static void upsert_sql(struct sqlbuf *q, const char *table, const char *cols)
+{
+	size_t keylen = strcspn(cols, ",");
+	int ncols = 1;
+	char num[16];
+	for (const char *p = cols; *p; p++)
+		ncols += *p == ',';
+	q->n = 0;
+	sql_str(q, "INSERT INTO ");
+	sql_str(q, table);
+	sql_str(q, "(");
+	sql_str(q, cols);
+	sql_str(q, ") VALUES(");
+	for (int i = 0; i < ncols; i++) {
+		snprintf(num, sizeof(num), "%s$%d", i ? "," : "", i + 1);
+		sql_str(q, num);
+	}
+	sql_str(q, ") ON CONFLICT(");
+	sql_add(q, cols, keylen);
+	sql_str(q, ") DO UPDATE SET ");
+	for (const char *p = cols + keylen; *p;) {
+		p++; /* the comma */
+		size_t len = strcspn(p, ",");
+		if (p != cols + keylen + 1)
+			sql_str(q, ",");
+		sql_add(q, p, len);
+		sql_str(q, "=excluded.");
+		sql_add(q, p, len);
+		p += len;
+	}
+}
+
+static bool prepare(struct pg_store *s, const char *name, const char *sql)
+{
+	PGresult *res = PQprepare(s->conn, name, sql, 0, NULL);
+	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (!ok)
+		fprintf(stderr, "store: preparing %.80s: %s", sql, res ? PQresultErrorMessage(res) : errmsg(s));
+	PQclear(res);
+	return ok;
+}
+
+/* Prepared statement names: put<kind>, del<kind>, ev, mget, mset, pmark, prune. */
+static bool prepare_all(struct pg_store *s)
+{
+	struct sqlbuf q;
+	char name[16];
+	for (int i = 0; i < egs__pg_nkinds; i++) {
+		const struct egs_pg_kind *k = &egs__pg_kinds[i];
+		upsert_sql(&q, k->table, k->cols);
+		snprintf(name, sizeof(name), "put%d", i);
+		if (!prepare(s, name, q.b))
+			return false;
+		q.n = 0;
+		sql_str(&q, "DELETE FROM ");
+		sql_str(&q, k->table);
+		sql_str(&q, " WHERE ");
+		sql_add(&q, k->cols, strcspn(k->cols, ","));
+		sql_str(&q, " = $1");
+		snprintf(name, sizeof(name), "del%d", i);
+		if (!prepare(s, name, q.b))
+			return false;
+	}
+	upsert_sql(&q, "events", EGS_PG_EVENT_COLS);
+	return prepare(s, "ev", q.b) && prepare(s, "mget", "SELECT value FROM meta WHERE key = $1") &&
+	       prepare(s, "mset",
+		       "INSERT INTO meta(key, value) VALUES($1, $2) "
+		       "ON CONFLICT(key) DO UPDATE SET value = excluded.value") &&
+	       prepare(s, "pmark",
+		       "INSERT INTO meta(key, value) SELECT '" META_EVENT_FLOOR "', m::text FROM "
+		       "(SELECT MAX(id) AS m FROM events WHERE time < $1 OR id < $2) x WHERE m IS NOT NULL "
+		       "ON CONFLICT(key) DO UPDATE SET "
+		       "value = GREATEST(meta.value::bigint, excluded.value::bigint)::text") &&
+	       prepare(s, "prune", "DELETE FROM events WHERE time < $1 OR id < $2");
+}
+
+static void quiet_notices(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg; /* NOTICEs (e.g. "relation already exists, skipping") are not errors */
+}
+
+/* Connects (or reconnects) and readies the session: durable commits, prepared statements. */
+static bool connect_session(struct pg_store *s)
+{
+	PQfinish(s->conn);
+	s->conn = PQconnectdb(s->url);
+	if (PQstatus(s->conn) != CONNECTION_OK) {
+		fprintf(stderr, "store: cannot connect to PostgreSQL: %s", errmsg(s));
+		return false;
+	}
+	PQsetNoticeProcessor(s->conn, quiet_notices, NULL);
+	return exec(s, "SET synchronous_commit = on") && exec(s, "SET client_min_messages = warning");
+}
+
+static void pg_free(struct pg_store *s)
+{
+	if (!s)
+		return;
+	if (s->conn && PQstatus(s->conn) == CONNECTION_OK && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+		exec(s, "ROLLBACK");
+	PQfinish(s->conn);
+	free(s->url);
+	free(s);
+}
+
+enum egs_err egs_store_open_pg(const char *url, struct egs_store **out)
+{
+	struct pg_store *s = egs_calloc(1, sizeof(*s));
+	enum egs_err err = EGS_ERR_STORE;
+	*out = NULL;
+	s->base.ops = &pg_ops;
+	s->url = egs_strdup(url);
+	if (NMIGRATIONS != egs_store_schema_version()) {
+		/* A SQLite migration without its PostgreSQL twin (or the reverse): the two stores
+		 * would no longer hold the same columns. */
+		fprintf(stderr, "store: this build has %d SQLite migrations but %d PostgreSQL ones\n",
+			egs_store_schema_version(), NMIGRATIONS);
+		goto out;
+	}
+	if (!connect_session(s) || (err = migrate(s)) != EGS_OK)
+		goto out;
+	err = prepare_all(s) ? EGS_OK : EGS_ERR_STORE;
+out:
+	if (err) {
+		fprintf(stderr, "store: cannot use the PostgreSQL database\n"); /* the URL may hold a password */
+		pg_free(s);
+		return err ? err : EGS_ERR_STORE;
+	}
+	*out = &s->base;
+	return EGS_OK;
+}
+
+/* After a broken connection: reconnects and prepares again, retrying for up to RETRY_FOR_S
+ * seconds.  Returns whether the session is usable. */
+static bool reconnect(struct pg_store *s)
+{
+	struct timespec pause = { 0, 200 * 1000 * 1000 };
+	time_t until = time(NULL) + RETRY_FOR_S;
+	do {
+		fprintf(stderr, "store: the PostgreSQL connection is broken; reconnecting\n");
+		if (connect_session(s) && prepare_all(s))
+			return true;
+		nanosleep(&pause, NULL);
+	} while (time(NULL) < until);
+	return false;
+}
+
+static bool broken(struct pg_store *s)
+{
+	return PQstatus(s->conn) != CONNECTION_OK;
+}
+
+/* ---- load ---- */
+
+static enum egs_err load_kind(struct pg_store *s, struct egs_state *st, const struct egs_pg_kind *k)
+{
+	char sql[1024];
+	enum egs_err err = EGS_ERR_STORE;
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s ORDER BY %s", k->cols, k->table, k->order);
+	PGresult *res = run(s, sql, true);
+	if (!res)
+		return EGS_ERR_STORE;
+	for (int row = 0; row < PQntuples(res); row++) {
+		const char *key = PQgetvalue(res, row, 0);
+		struct egs_pg_reader r = { .res = res, .row = row };
+		void *obj = k->alloc();
+		k->read(&r, obj);
+		if (r.bad) {
+			fprintf(stderr, "store: %s row '%s': column %s: %s\n", k->table, key, r.bad, r.why);
+			k->free(obj);
+			goto out;
+		}
+		if (k->add(st, obj) != EGS_OK) {
+			fprintf(stderr, "store: %s row '%s': duplicate object\n", k->table, key);
+			k->free(obj);
+			goto out;
+		}
+	}
+	err = EGS_OK;
+out:
+	PQclear(res);
+	return err;
+}
+
+/* Loads the newest cfg.event_retention events, oldest first, and moves next_event_id past every
+ * id ever stored (pruned ones included). */
+static enum egs_err load_events(struct pg_store *s, struct egs_state *st)
+{
+	char sql[512];
+	enum egs_err err = EGS_ERR_STORE;
+	snprintf(sql, sizeof(sql),
+		 "SELECT * FROM (SELECT " EGS_PG_EVENT_COLS " FROM events ORDER BY id DESC LIMIT %zu) e ORDER BY id",
+		 (size_t)st->cfg.event_retention);
+	PGresult *res = run(s, sql, true);
+	if (!res)
+		return EGS_ERR_STORE;
+	for (int row = 0; row < PQntuples(res); row++) {
+		struct egs_pg_reader r = { .res = res, .row = row };
+		struct egs_event *ev = egs_calloc(1, sizeof(*ev));
+		egs__pg_read_event(&r, ev);
+		if (r.bad) {
+			fprintf(stderr, "store: events row %lld: column %s: %s\n", (long long)ev->id, r.bad, r.why);
+			egs_event_free(ev);
+			goto out;
+		}
+		egs_state_add_event(st, ev);
+	}
+	PQclear(res);
+	res = run(s,
+		  "SELECT GREATEST((SELECT COALESCE(MAX(id), 0) FROM events),"
+		  " (SELECT COALESCE(MAX(value::bigint), 0) FROM meta WHERE key = '" META_EVENT_FLOOR "'))",
+		  true);
+	if (!res || PQntuples(res) != 1)
+		goto out;
+	int64_t max = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	if (max >= st->next_event_id)
+		st->next_event_id = max + 1;
+	err = EGS_OK;
+out:
+	PQclear(res);
+	return err;
+}
+
+static enum egs_err pg_load(struct pg_store *s, struct egs_state *st)
+{
+	enum egs_err err = EGS_ERR_STORE;
+	/* One snapshot for every table. */
+	if (!exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))
+		return EGS_ERR_STORE;
+	for (int i = 0; i < egs__pg_nkinds; i++) {
+		err = load_kind(s, st, &egs__pg_kinds[i]);
+		if (err)
+			goto out;
+	}
+	err = load_events(s, st);
+out:
+	if (!exec(s, err ? "ROLLBACK" : "COMMIT"))
+		err = EGS_ERR_STORE;
+	return err;
+}
+
+/* ---- commit ---- */
+
+enum turn { TURN_OK, TURN_FAILED, TURN_BROKEN };
+
+/* The statements of a turn in flight: what each one writes, for the error line. */
+struct pipe {
+	struct pg_store *s;
+	int pending;
+	const char *table[PIPE_MAX];
+	const char *key[PIPE_MAX]; /* borrowed from the change's object; NULL for events */
+	int64_t id[PIPE_MAX];      /* an event's id */
+	bool failed;
+};
+
+/* A failure that means the connection, not the statement: worth a new connection and a retry. */
+static bool connection_error(struct pg_store *s, const PGresult *res)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	return broken(s) || (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0));
+}
+
+static void report(struct pipe *p, int i, const PGresult *res)
+{
+	const char *msg = res ? PQresultErrorMessage(res) : errmsg(p->s);
+	if (!*msg)
+		msg = "statement skipped\n";
+	if (p->key[i])
+		fprintf(stderr, "store: put %s '%s': %s", p->table[i], p->key[i], msg);
+	else if (p->id[i])
+		fprintf(stderr, "store: put %s %lld: %s", p->table[i], (long long)p->id[i], msg);
+	else
+		fprintf(stderr, "store: %s: %s", p->table[i], msg);
+}
+
+/* Reads the results of the statements in flight; the first failure is reported. */
+static enum turn collect(struct pipe *p, bool synced)
+{
+	PGconn *c = p->s->conn;
+	enum turn t = TURN_OK;
+	if (!synced && (PQsendFlushRequest(c) != 1 || PQflush(c) != 0))
+		return TURN_BROKEN;
+	for (int i = 0; i < p->pending; i++) {
+		PGresult *res = PQgetResult(c);
+		ExecStatusType st = PQresultStatus(res);
+		if (!res || (st != PGRES_COMMAND_OK && t == TURN_OK)) {
+			report(p, i, res);
+			t = connection_error(p->s, res) ? TURN_BROKEN : TURN_FAILED;
+		} else if (st == PGRES_COMMAND_OK && strcmp(p->table[i], "COMMIT") == 0 &&
+			   strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+			fprintf(stderr, "store: COMMIT answered %s\n", PQcmdStatus(res));
+			t = TURN_FAILED;
+		}
+		PQclear(res);
+		if (!res || t == TURN_BROKEN)
+			return TURN_BROKEN;
+		PQclear(PQgetResult(c)); /* the NULL that ends each statement's results */
+	}
+	p->pending = 0;
+	if (synced && t == TURN_OK) {
+		PGresult *res = PQgetResult(c);
+		if (PQresultStatus(res) != PGRES_PIPELINE_SYNC)
+			t = connection_error(p->s, res) ? TURN_BROKEN : TURN_FAILED;
+		PQclear(res);
+	}
+	return t;
+}
+
+static enum turn send_one(struct pipe *p, const char *stmt, const struct egs_pg_params *prm, const char *table,
+			  const char *key, int64_t id)
+{
+	int ok = prm ? PQsendQueryPrepared(p->s->conn, stmt, prm->n, prm->v, prm->len, prm->fmt, 0)
+		     : PQsendQueryParams(p->s->conn, stmt, 0, NULL, NULL, NULL, NULL, 0);
+	p->table[p->pending] = table;
+	p->key[p->pending] = key;
+	p->id[p->pending] = id;
+	p->pending++;
+	if (!ok) {
+		report(p, p->pending - 1, NULL);
+		return broken(p->s) ? TURN_BROKEN : TURN_FAILED;
+	}
+	return p->pending == PIPE_MAX ? collect(p, false) : TURN_OK;
+}
+
+static enum turn send_change(struct pipe *p, const struct egs_change *c, struct egs_pg_params *prm)
+{
+	EGS_ASSERT((int)c->kind >= 0 && (int)c->kind < egs__pg_nkinds);
+	const struct egs_pg_kind *k = &egs__pg_kinds[c->kind];
+	const char *key = k->key(c->obj);
+	char stmt[16];
+	enum turn t;
+	egs__pg_params_clear(prm);
+	if (c->deleted) {
+		snprintf(stmt, sizeof(stmt), "del%d", (int)c->kind);
+		prm->v[0] = key;
+		prm->fmt[0] = 0;
+		prm->n = 1;
+	} else {
+		snprintf(stmt, sizeof(stmt), "put%d", (int)c->kind);
+		k->bind(prm, c->obj);
+		if (prm->why) {
+			fprintf(stderr, "store: put %s '%s': %s\n", k->table, key, prm->why);
+			return TURN_FAILED;
+		}
+	}
+	t = send_one(p, stmt, prm, k->table, key, 0);
+	egs__pg_params_clear(prm); /* libpq copied the values into its buffer */
+	return t;
+}
+
+/* Sends the whole turn as one pipelined transaction and reads every result. */
+static enum turn send_turn(struct pg_store *s, struct egs_state *st)
+{
+	struct pipe *p = egs_calloc(1, sizeof(*p));
+	struct egs_pg_params *prm = egs_calloc(1, sizeof(*prm));
+	enum turn t = TURN_BROKEN;
+	p->s = s;
+	if (PQenterPipelineMode(s->conn) != 1)
+		goto out;
+	t = send_one(p, "BEGIN", NULL, "BEGIN", NULL, 0);
+	for (size_t i = 0; t == TURN_OK && i < st->changes.len; i++)
+		t = send_change(p, st->changes.items[i], prm);
+	for (size_t i = 0; t == TURN_OK && i < st->new_events.len; i++) {
+		const struct egs_event *ev = st->new_events.items[i];
+		egs__pg_params_clear(prm);
+		egs__pg_bind_event(prm, ev);
+		t = send_one(p, "ev", prm, "events", NULL, ev->id);
+		egs__pg_params_clear(prm);
+	}
+	if (t == TURN_OK)
+		t = send_one(p, "COMMIT", NULL, "COMMIT", NULL, 0);
+	if (t == TURN_OK)
+		t = PQpipelineSync(s->conn) == 1 ? collect(p, true) : TURN_BROKEN;
+	if (t == TURN_OK && PQexitPipelineMode(s->conn) != 1)
+		t = TURN_BROKEN;
+out:
+	egs__pg_params_clear(prm); /* a row that failed to bind may still own values */
+	free(prm);
+	free(p);
+	return t;
+}
+
+/* Drops the session: the server rolls back whatever it had open, and the next call reconnects. */
+static void drop(struct pg_store *s)
+{
+	PQfinish(s->conn);
+	s->conn = NULL;
+}
+
+static bool ready(struct pg_store *s)
+{
+	return (s->conn && !broken(s)) || reconnect(s);
+}
+
+static enum egs_err pg_commit_changes(struct pg_store *s, struct egs_state *st)
+{
+	/* A broken connection may break again while the server restarts; each try is the whole turn,
+	 * which is idempotent, so trying again after an unknown COMMIT outcome is safe. */
+	for (int attempt = 0; attempt < 5; attempt++) {
+		if (!ready(s))
+			return EGS_ERR_STORE;
+		enum turn t = send_turn(s, st);
+		if (t == TURN_OK)
+			return EGS_OK;
+		drop(s);
+		if (t == TURN_FAILED)
+			return EGS_ERR_STORE;
+	}
+	return EGS_ERR_STORE;
+}
+
+/* ---- meta and events ---- */
+
+/* Runs a prepared statement once, reconnecting first when the session is broken. */
+static PGresult *run_prepared(struct pg_store *s, const char *stmt, int n, const char *const *v, ExecStatusType want)
+{
+	if (!ready(s))
+		return NULL;
+	PGresult *res = PQexecPrepared(s->conn, stmt, n, v, NULL, NULL, 0);
+	if (PQresultStatus(res) == want)
+		return res;
+	fprintf(stderr, "store: %s: %s", stmt, res ? PQresultErrorMessage(res) : errmsg(s));
+	PQclear(res);
+	return NULL;
+}
+
+static enum egs_err pg_meta_get(struct pg_store *s, const char *key, char **value)
+{
+	const char *v[1] = { key };
+	*value = NULL;
+	PGresult *res = run_prepared(s, "mget", 1, v, PGRES_TUPLES_OK);
+	if (!res)
+		return EGS_ERR_STORE;
+	if (PQntuples(res) == 1)
+		*value = egs_strdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return EGS_OK;
+}
+
+static enum egs_err pg_meta_set(struct pg_store *s, const char *key, const char *value)
+{
+	const char *v[2] = { key, value };
+	PGresult *res = run_prepared(s, "mset", 2, v, PGRES_COMMAND_OK); /* its own transaction */
+	PQclear(res);
+	return res ? EGS_OK : EGS_ERR_STORE;
+}
+
+static enum egs_err pg_prune_events_below(struct pg_store *s, int64_t before, int64_t below_id, int64_t *deleted)
+{
+	char b[24], id[24];
+	const char *v[2] = { b, id };
+	PGresult *res = NULL;
+	snprintf(b, sizeof(b), "%lld", (long long)before);
+	snprintf(id, sizeof(id), "%lld", (long long)below_id);
+	if (!ready(s) || !exec(s, "BEGIN"))
+		goto fail;
+	if (!(res = run_prepared(s, "pmark", 2, v, PGRES_COMMAND_OK)))
+		goto fail;
+	PQclear(res);
+	if (!(res = run_prepared(s, "prune", 2, v, PGRES_COMMAND_OK)))
+		goto fail;
+	int64_t n = strtoll(PQcmdTuples(res), NULL, 10);
+	PQclear(res);
+	if (!exec(s, "COMMIT"))
+		goto fail;
+	if (deleted)
+		*deleted = n;
+	return EGS_OK;
+fail:
+	if (s->conn && !broken(s) && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+		exec(s, "ROLLBACK");
+	return EGS_ERR_STORE;
+}
+
+/* ---- the ops table (store_impl.h): each handle store.c gets is a struct pg_store ---- */
+
+static struct pg_store *of(struct egs_store *base)
+{
+	return (struct pg_store *)base;
+}
+
+static void op_free(struct egs_store *b) { pg_free(of(b)); }
+static enum egs_err op_load(struct egs_store *b, struct egs_state *st)
+{
+	return ready(of(b)) ? pg_load(of(b), st) : EGS_ERR_STORE;
+}
+static enum egs_err op_commit(struct egs_store *b, struct egs_state *st) { return pg_commit_changes(of(b), st); }
+static enum egs_err op_meta_get(struct egs_store *b, const char *k, char **v) { return pg_meta_get(of(b), k, v); }
+static enum egs_err op_meta_set(struct egs_store *b, const char *k, const char *v) { return pg_meta_set(of(b), k, v); }
+static enum egs_err op_prune(struct egs_store *b, int64_t before, int64_t below_id, int64_t *deleted)
+{
+	return pg_prune_events_below(of(b), before, below_id, deleted);
+}
+
+static const struct egs_store_ops pg_ops = {
+	.name = "postgres",
+	.free = op_free,
+	.load = op_load,
+	.commit_changes = op_commit,
+	.meta_get = op_meta_get,
+	.meta_set = op_meta_set,
+	.prune_events_below = op_prune,
+};
