@@ -30,7 +30,7 @@ LIBAGENT  := $(BUILD)/lib/libegsagent.a
 BINS      := $(BUILD)/bin/egsd $(BUILD)/bin/egs-agent $(BUILD)/bin/egsctl
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps test unit api run clean format install portal portal-test bench-portal bench bench-deep bench-planner bench-queue egs-sim sim bench-slurm
+.PHONY: all deps test unit api run clean format install portal portal-test bench-portal bench bench-deep bench-pg bench-planner bench-queue egs-sim sim bench-slurm
 all: deps-check $(BINS) $(BUILD)/bench/egs-sim
 
 deps-check:
@@ -138,6 +138,10 @@ bench: all
 # creates at random priorities mixed with reads (bench/api/README.md).
 bench-deep: all
 	./bench/api/deep.sh
+
+# Durable creates/s with egsd on PostgreSQL, SQLite's figure from the same run beside it.
+bench-pg: all
+	./bench/pg/run.sh
 
 # Slurm 22.05 (installed from Debian when missing) against egsd: estimates and submission rates.
 bench-slurm: all

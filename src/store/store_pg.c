@@ -130,6 +130,19 @@ static const char *const migrations[] = {
 	"ALTER TABLE workspaces ADD COLUMN policy TEXT;",
 	/* 5: GPU sharing: a shared GPR's request and shares as JSON (NULL for dedicated GPRs) */
 	"ALTER TABLE gprs ADD COLUMN shares TEXT;",
+	/* 6: GPR templates and template bindings (struct egs_doc): spec is the canonical JSON egsd wrote */
+	"CREATE TABLE gpr_templates ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  updated_at BIGINT NOT NULL);"
+	"CREATE TABLE gpr_template_bindings ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  updated_at BIGINT NOT NULL);",
 };
 
 #define NMIGRATIONS ((int)EGS_ARRAY_LEN(migrations))
@@ -340,10 +353,8 @@ static bool connect_session(struct pg_store *s)
 {
 	PQfinish(s->conn);
 	s->conn = PQconnectdb(s->url);
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		fprintf(stderr, "store: cannot connect to PostgreSQL: %s", errmsg(s));
-		return false;
-	}
+	if (PQstatus(s->conn) != CONNECTION_OK)
+		return false; /* the caller reports errmsg(s) */
 	PQsetNoticeProcessor(s->conn, quiet_notices, NULL);
 	return exec(s, "SET synchronous_commit = on") && exec(s, "SET client_min_messages = warning");
 }
@@ -373,7 +384,13 @@ enum egs_err egs_store_open_pg(const char *url, struct egs_store **out)
 			egs_store_schema_version(), NMIGRATIONS);
 		goto out;
 	}
-	if (!connect_session(s) || (err = migrate(s)) != EGS_OK)
+	for (int i = 0; i < egs__pg_nkinds; i++)
+		EGS_ASSERT(egs__pg_kinds[i].table); /* every object kind has its PostgreSQL row codec */
+	if (!connect_session(s)) {
+		fprintf(stderr, "store: cannot connect to PostgreSQL: %s", errmsg(s));
+		goto out;
+	}
+	if ((err = migrate(s)) != EGS_OK)
 		goto out;
 	err = prepare_all(s) ? EGS_OK : EGS_ERR_STORE;
 out:
@@ -392,12 +409,17 @@ static bool reconnect(struct pg_store *s)
 {
 	struct timespec pause = { 0, 200 * 1000 * 1000 };
 	time_t until = time(NULL) + RETRY_FOR_S;
+	int tries = 0;
+	fprintf(stderr, "store: the PostgreSQL connection is broken; reconnecting for up to %d s\n", RETRY_FOR_S);
 	do {
-		fprintf(stderr, "store: the PostgreSQL connection is broken; reconnecting\n");
-		if (connect_session(s) && prepare_all(s))
+		tries++;
+		if (connect_session(s) && prepare_all(s)) {
+			fprintf(stderr, "store: reconnected to PostgreSQL (try %d)\n", tries);
 			return true;
+		}
 		nanosleep(&pause, NULL);
 	} while (time(NULL) < until);
+	fprintf(stderr, "store: PostgreSQL unreachable after %d tries: %s", tries, errmsg(s));
 	return false;
 }
 

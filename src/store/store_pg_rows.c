@@ -610,6 +610,29 @@ static void read_apikey(struct egs_pg_reader *r, void *obj)
 	k->expires_at = r_int(r);
 }
 
+/* GPR templates and bindings share one row shape. */
+static void bind_doc(struct egs_pg_params *b, const void *obj)
+{
+	const struct egs_doc *d = obj;
+	b_text(b, d->name);
+	b_text(b, d->project);
+	b_text(b, d->spec);
+	b_int(b, d->created_at);
+	b_int(b, d->updated_at);
+}
+
+static void read_doc(struct egs_pg_reader *r, void *obj)
+{
+	struct egs_doc *d = obj;
+	r_str(r, d->name, sizeof(d->name));
+	r_str(r, d->project, sizeof(d->project));
+	d->spec = r_dup(r);
+	if (!d->spec)
+		r_fail(r, r->i - 1, "spec is NULL");
+	d->created_at = r_int(r);
+	d->updated_at = r_int(r);
+}
+
 void egs__pg_bind_event(struct egs_pg_params *b, const struct egs_event *ev)
 {
 	b_int(b, ev->id);
@@ -665,6 +688,11 @@ static const char *key_node(const void *o) { return ((const struct egs_node *)o)
 static const char *key_workspace(const void *o) { return ((const struct egs_workspace *)o)->name; }
 static const char *key_gpr(const void *o) { return ((const struct egs_gpr *)o)->id; }
 static const char *key_apikey(const void *o) { return ((const struct egs_apikey *)o)->id; }
+static void *alloc_doc(void) { return egs_calloc(1, sizeof(struct egs_doc)); }
+static void free_doc(void *o) { egs_doc_free(o); }
+static enum egs_err add_template(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_TEMPLATE, o); }
+static enum egs_err add_binding(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_BINDING, o); }
+static const char *key_doc(const void *o) { return ((const struct egs_doc *)o)->name; }
 
 #define KIND(k, tbl, cols, order, x)                                                              \
 	[k] = { tbl, cols, order, alloc_##x, free_##x, bind_##x, read_##x, add_##x, key_##x }
@@ -690,5 +718,9 @@ const struct egs_pg_kind egs__pg_kinds[] = {
 	KIND(EGS_KIND_APIKEY, "api_keys",
 	     "id,name,user_name,description,role,project,workspace,cluster,hash,created_at,expires_at",
 	     "id", apikey),
+	[EGS_KIND_TEMPLATE] = { "gpr_templates", "name,project,spec,created_at,updated_at", "name", alloc_doc, free_doc,
+				bind_doc, read_doc, add_template, key_doc },
+	[EGS_KIND_BINDING] = { "gpr_template_bindings", "name,project,spec,created_at,updated_at", "name", alloc_doc,
+			       free_doc, bind_doc, read_doc, add_binding, key_doc },
 };
 const int egs__pg_nkinds = (int)EGS_ARRAY_LEN(egs__pg_kinds);

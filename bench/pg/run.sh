@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Durable GPR creates per second with egsd on PostgreSQL, and on SQLite in the same run beside it.
+#
+#   ./bench/pg/run.sh            (make bench-pg builds first)
+#
+# One throwaway PostgreSQL (tests/api/pgserver.py: initdb and pg_ctl in the work directory, unix
+# socket, fsync and synchronous_commit on: its defaults) serves the whole run.  For each store, in
+# ROUNDS alternating rounds: a fresh egsd --quiet (SQLite in its data dir, or PostgreSQL database
+# "egs" emptied first), a cluster of NODES nodes and a workspace, then wrk POST /api/v1/gpr
+# (bench/api/create.lua) at CONNS connections for DURATION.  egsd is then killed with SIGKILL and the
+# GPRs in the store are counted: every create acknowledged with 200 must be there.  For PostgreSQL
+# the run also counts committed transactions (pg_stat_database), i.e. creates per group commit.
+# A markdown table goes to stdout.
+#
+# Knobs [defaults]: DURATION [10s], THREADS [2], CONNS [64], NODES [8], ROUNDS [2],
+# BENCH_TMP [/var/tmp; must be a disk, not tmpfs, and enterable by the postgres user], KEEP [0].
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+DURATION=${DURATION:-10s}
+THREADS=${THREADS:-2}
+CONNS=${CONNS:-64}
+NODES=${NODES:-8}
+ROUNDS=${ROUNDS:-2}
+KEEP=${KEEP:-0}
+PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+log() { echo "== $*" >&2; }
+command -v wrk >/dev/null || die "wrk not found (./scripts/deps.sh installs it)"
+command -v sqlite3 >/dev/null || die "sqlite3 not found"
+[ -x "$PG_BIN/psql" ] || die "PostgreSQL not found (./scripts/deps.sh installs postgresql)"
+[ -x "$ROOT/build/bin/egsd" ] || die "build/bin/egsd not built (make all)"
+
+WORK=$(mktemp -d "${BENCH_TMP:-/var/tmp}/egs-bench-pg.XXXXXX")
+chmod 755 "$WORK" # the postgres user must enter it
+cp "$ROOT/build/bin/egsd" "$WORK/egsd"
+BUILD="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+EGSD_PID=
+cleanup() {
+	local rc=$?
+	[ -n "$EGSD_PID" ] && kill -9 "$EGSD_PID" 2>/dev/null && wait "$EGSD_PID" 2>/dev/null
+	/usr/bin/python3 "$ROOT/tests/api/pgserver.py" cleanup "$WORK/pg" >/dev/null 2>&1 || true
+	if [ "$KEEP" = 1 ]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+PG_URL=$(/usr/bin/python3 "$ROOT/tests/api/pgserver.py" start "$WORK/pg")
+PG_SOCK=$WORK/pg/sock
+PG_USER=$( [ "$(id -u)" = 0 ] && echo postgres || id -un)
+psql_egs() { "$PG_BIN/psql" -X -q -At -h "$PG_SOCK" -U "$PG_USER" -d "${2:-egs}" -c "$1"; }
+log "PostgreSQL $("$PG_BIN/postgres" --version | cut -d' ' -f3) on a unix socket: fsync=$(psql_egs 'SHOW fsync'), synchronous_commit=$(psql_egs 'SHOW synchronous_commit'), wal_sync_method=$(psql_egs 'SHOW wal_sync_method')"
+log "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); data on $(findmnt -n -o FSTYPE -T "$WORK")"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+field() { sed -n "s/^BENCH .*\\b$1=\\([^ ]*\\).*/\\1/p" "$2"; }
+api() { # METHOD PATH [BODY] [TOKEN]
+	local out code
+	out=$(curl -s -w '\n%{http_code}' -X "$1" -H "Authorization: Bearer ${4:-$ADMIN_KEY}" \
+		-H 'Content-Type: application/json' ${3:+--data "$3"} "$URL$2")
+	code=${out##*$'\n'}
+	[ "$code" = 200 ] || die "$1 $2 -> $code: ${out%$'\n'*}"
+	printf '%s\n' "${out%$'\n'*}"
+}
+
+start_egsd() { # STORE ROUND
+	local data=$WORK/egsd-$1-$2 port args=()
+	port=$(free_port)
+	URL=http://127.0.0.1:$port
+	mkdir -p "$data"
+	if [ "$1" = postgres ]; then
+		psql_egs 'DROP DATABASE IF EXISTS egs' postgres
+		psql_egs 'CREATE DATABASE egs' postgres
+		args=(--store-url "$PG_URL")
+	fi
+	"$WORK/egsd" --listen "127.0.0.1:$port" --data "$data" --quiet "${args[@]}" >"$data.log" 2>&1 &
+	EGSD_PID=$!
+	for _ in $(seq 100); do curl -s -o /dev/null "$URL/healthz" && break; sleep 0.1; done
+	ADMIN_KEY=$(cat "$data/admin.key")
+	DATA=$data
+	local token nodes="" i
+	token=$(api POST /api/v1/clusters '{"clusterName":"bench-1"}' | sed -n 's/.*"agentToken":"\([^"]*\)".*/\1/p')
+	for i in $(seq "$NODES"); do
+		nodes+="${nodes:+,}{\"name\":\"n$i\",\"instanceType\":\"p5.48xlarge\",\"gpuModel\":\"NVIDIA-H100-80GB-HBM3\",\"gpuCount\":8,\"memoryMiB\":81920}"
+	done
+	api POST /api/v1/agent/register "{\"clusterName\":\"bench-1\",\"nodes\":[$nodes]}" "$token" >/dev/null
+	api POST /api/v1/slice-workspace '{"workspaceName":"bench","clusters":["bench-1"],"namespaces":["bench"]}' >/dev/null
+}
+
+ROWS=()
+BROKEN=0
+for round in $(seq "$ROUNDS"); do
+	for store in sqlite postgres; do
+		start_egsd "$store" "$round"
+		x0=0
+		[ "$store" = postgres ] && x0=$(psql_egs "SELECT xact_commit FROM pg_stat_database WHERE datname = 'egs'")
+		out=$WORK/wrk-$store-$round.txt
+		log "round $round, $store: wrk -t$THREADS -c$CONNS -d$DURATION -s create.lua"
+		wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H "Authorization: Bearer $ADMIN_KEY" \
+			-s "$ROOT/bench/api/create.lua" "$URL/api/v1/gpr" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
+		ok=$(($(field requests "$out") - $(field non200 "$out")))
+		per_commit=
+		if [ "$store" = postgres ]; then
+			sleep 1.2 # the statistics are flushed about once a second
+			x1=$(psql_egs "SELECT xact_commit FROM pg_stat_database WHERE datname = 'egs'")
+			per_commit=$(awk -v a="$ok" -v b=$((x1 - x0)) 'BEGIN { printf "%.1f", b > 0 ? a / b : 0 }')
+		fi
+		kill -9 "$EGSD_PID"
+		wait "$EGSD_PID" 2>/dev/null || true
+		EGSD_PID=
+		if [ "$store" = postgres ]; then
+			stored=$(psql_egs "SELECT count(*) FROM gprs WHERE name = 'bench'")
+		else
+			stored=$(sqlite3 "$DATA/egs.db" "SELECT count(*) FROM gprs WHERE name = 'bench'")
+		fi
+		verdict=ok
+		if [ "$stored" -lt "$ok" ]; then verdict="LOST $((ok - stored))"; BROKEN=1; fi
+		ROWS+=("| $round | $store | $(field rps "$out") | $(awk -v u="$(field p50_us "$out")" 'BEGIN{printf "%.2f", u/1000}') | $(awk -v u="$(field p99_us "$out")" 'BEGIN{printf "%.2f", u/1000}') | $(field non200 "$out") / $(field errors "$out") | $ok acknowledged, $stored stored: $verdict | ${per_commit:--} |")
+	done
+done
+
+echo
+echo "### durable GPR creates, SQLite and PostgreSQL, $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo
+echo "egsd $BUILD --quiet; wrk -t$THREADS -c$CONNS -d$DURATION, POST /api/v1/gpr; $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+echo
+echo "| round | store | creates/s | p50 ms | p99 ms | non-200 / socket errors | after SIGKILL | creates per commit |"
+echo "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: |"
+printf '%s\n' "${ROWS[@]}"
+exit "$BROKEN"
