@@ -141,7 +141,8 @@ static void queue_top(struct egs_req *r)
 
 static void healthz(struct egs_req *r)
 {
-	egs_reply_ok(r, json_pack("{s:s, s:s}", "status", "ok", "store", egs_store_kind(r->srv->store)));
+	/* Only a leader serves: a standby egsd waits for the leader lock before it listens (docs/ha.md). */
+	egs_reply_ok(r, json_pack("{s:s, s:s, s:s}", "status", "ok", "store", egs_store_kind(r->srv->store), "role", "leader"));
 }
 
 const struct egs_route egs_routes_admin[] = {

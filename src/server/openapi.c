@@ -212,7 +212,7 @@ static const struct schema_def schemas[] = {
 	/* admin */
 	{"ClockRequest", "advance:s ~keepHeartbeats:b"},
 	{"Clock", "now:t offsetSeconds:i"},
-	{"Health", "status:s store:e(sqlite|postgres)"},
+	{"Health", "status:s store:e(sqlite|postgres) role:e(leader)"},
 	/* agents */
 	{"AgentNode", "name:s instanceType:s gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s ~gpus:[obj] ~address:s ~attachedGpr:any "
 		      "~attachedShared:any ~features:[s]?"},

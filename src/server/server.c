@@ -391,7 +391,8 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	enum egs_err err = egs_store_open(srv->store_url ? srv->store_url : path, &srv->store);
 	if (err)
 		return err;
-	if ((err = egs_store_load(srv->store, &srv->st)) || (err = bootstrap(srv)) || (err = egs_kubecred_start(srv)) ||
+	if ((err = egs_store_lead(srv->store)) || /* PostgreSQL: wait while another egsd leads */
+	    (err = egs_store_load(srv->store, &srv->st)) || (err = bootstrap(srv)) || (err = egs_kubecred_start(srv)) ||
 	    (err = egs_policy_start(srv))) /* policies: parse the stored ones */
 		return err;
 	/* Time-outs of active GPRs restart with the process: agents get a full period to converge. */

@@ -29,6 +29,11 @@ void egs_store_free(struct egs_store *s)
 		s->ops->free(s);
 }
 
+enum egs_err egs_store_lead(struct egs_store *s)
+{
+	return s->ops->lead ? s->ops->lead(s) : EGS_OK;
+}
+
 enum egs_err egs_store_load(struct egs_store *s, struct egs_state *st)
 {
 	return s->ops->load(s, st);

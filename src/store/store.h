@@ -29,6 +29,14 @@ void egs_store_free(struct egs_store *s); /* NULL is a no-op; rolls back an open
 /* "sqlite" or "postgres" (a static string). */
 const char *egs_store_kind(const struct egs_store *s);
 
+/* Makes this process the store's only writer before it loads.  PostgreSQL: takes the leader lock,
+ * a session-level advisory lock, waiting (and saying so once on stderr) as long as another egsd
+ * holds it; every later commit runs on the session that holds it, and a session lost and found
+ * again must take the lock again before its next commit: if another egsd leads by then, that commit
+ * fails, so an egsd that lost leadership never commits again (docs/ha.md).  SQLite: nothing to do
+ * (one process per file).  Fails only on a store error. */
+enum egs_err egs_store_lead(struct egs_store *s);
+
 /* Current schema version of this build. */
 int egs_store_schema_version(void);
 

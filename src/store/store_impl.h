@@ -14,6 +14,7 @@
 struct egs_store_ops {
 	const char *name; /* "sqlite", "postgres": for logs and /healthz */
 	void (*free)(struct egs_store *s);
+	enum egs_err (*lead)(struct egs_store *s); /* NULL: nothing to do */
 	enum egs_err (*load)(struct egs_store *s, struct egs_state *st);
 	enum egs_err (*commit_changes)(struct egs_store *s, struct egs_state *st);
 	enum egs_err (*meta_get)(struct egs_store *s, const char *key, char **value);

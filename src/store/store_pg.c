@@ -149,6 +149,7 @@ static const char *const migrations[] = {
 #define META_EVENT_FLOOR "store.event_id_floor"
 #define META_SCHEMA "schema_version"
 #define MIGRATION_LOCK "4716501726" /* an arbitrary advisory lock key: egsd's migrations */
+#define LEADER_LOCK "4716501727"    /* held by the leading egsd's session for as long as it leads */
 #define PIPE_MAX 256                /* statements in flight before their results are read */
 #define RETRY_FOR_S 15              /* how long a commit keeps reconnecting */
 
@@ -156,6 +157,9 @@ struct pg_store {
 	struct egs_store base; /* first: the handle store.c dispatches through */
 	PGconn *conn;
 	char *url;
+	bool leader;   /* egs_store_lead() took the leader lock: every session must hold it */
+	bool deposed;  /* the lock or the epoch was lost: never commit again */
+	int64_t epoch; /* the fencing number this process leads under (meta leader.epoch) */
 };
 
 static const struct egs_store_ops pg_ops;
@@ -403,6 +407,40 @@ out:
 	return EGS_OK;
 }
 
+/* Tries the leader lock on the current session: 1 taken, 0 held by another session, -1 error. */
+static int try_lock(struct pg_store *s)
+{
+	PGresult *res = run(s, "SELECT pg_try_advisory_lock(" LEADER_LOCK ")", true);
+	int got = res ? PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0 : -1;
+	PQclear(res);
+	return got;
+}
+
+/* Reads meta's leader.epoch (0 when absent); false on error. */
+static bool read_epoch(struct pg_store *s, int64_t *out)
+{
+	PGresult *res = run(s, "SELECT value FROM meta WHERE key = 'leader.epoch'", true);
+	if (!res)
+		return false;
+	*out = PQntuples(res) == 1 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+	PQclear(res);
+	return true;
+}
+
+/* On a new session of a leader: takes the lock again and checks that nobody led in between (the
+ * epoch is still ours).  Otherwise this process is deposed for good: its memory may lack another
+ * leader's commits, so it must never write again. */
+static bool relead(struct pg_store *s)
+{
+	int64_t epoch = -1;
+	if (try_lock(s) == 1 && read_epoch(s, &epoch) && epoch == s->epoch)
+		return true;
+	fprintf(stderr, "store: deposed: another egsd leads this database now (epoch %lld, ours %lld); this one commits "
+			"nothing more\n", (long long)epoch, (long long)s->epoch);
+	s->deposed = true;
+	return false;
+}
+
 /* After a broken connection: reconnects and prepares again, retrying for up to RETRY_FOR_S
  * seconds.  Returns whether the session is usable. */
 static bool reconnect(struct pg_store *s)
@@ -415,8 +453,10 @@ static bool reconnect(struct pg_store *s)
 		tries++;
 		if (connect_session(s) && prepare_all(s)) {
 			fprintf(stderr, "store: reconnected to PostgreSQL (try %d)\n", tries);
-			return true;
+			return !s->leader || relead(s);
 		}
+		if (s->deposed)
+			return false;
 		nanosleep(&pause, NULL);
 	} while (time(NULL) < until);
 	fprintf(stderr, "store: PostgreSQL unreachable after %d tries: %s", tries, errmsg(s));
@@ -667,7 +707,38 @@ static void drop(struct pg_store *s)
 
 static bool ready(struct pg_store *s)
 {
-	return (s->conn && !broken(s)) || reconnect(s);
+	return !s->deposed && ((s->conn && !broken(s)) || reconnect(s));
+}
+
+/* egs_store_lead: waits for the leader lock, then moves the epoch on under it. */
+static enum egs_err pg_lead(struct pg_store *s)
+{
+	struct timespec pause = { 0, 200 * 1000 * 1000 };
+	bool said = false;
+	int got;
+	while (ready(s) && (got = try_lock(s)) != 1) {
+		if (got < 0 && !broken(s))
+			return EGS_ERR_STORE;
+		if (!said) {
+			fprintf(stderr, "store: another egsd leads this database; waiting to take over\n");
+			fflush(stderr); /* egsd buffers its log; a waiting standby should say why now */
+		}
+		said = true;
+		nanosleep(&pause, NULL);
+	}
+	if (!ready(s))
+		return EGS_ERR_STORE;
+	PGresult *res = run(s,
+			    "INSERT INTO meta(key, value) VALUES('leader.epoch', '1') ON CONFLICT(key) DO UPDATE "
+			    "SET value = (meta.value::bigint + 1)::text RETURNING value",
+			    true);
+	if (!res)
+		return EGS_ERR_STORE;
+	s->epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	s->leader = true;
+	PQclear(res);
+	fprintf(stderr, "store: this egsd leads the database (epoch %lld)\n", (long long)s->epoch);
+	return EGS_OK;
 }
 
 static enum egs_err pg_commit_changes(struct pg_store *s, struct egs_state *st)
@@ -758,6 +829,7 @@ static struct pg_store *of(struct egs_store *base)
 }
 
 static void op_free(struct egs_store *b) { pg_free(of(b)); }
+static enum egs_err op_lead(struct egs_store *b) { return pg_lead(of(b)); }
 static enum egs_err op_load(struct egs_store *b, struct egs_state *st)
 {
 	return ready(of(b)) ? pg_load(of(b), st) : EGS_ERR_STORE;
@@ -773,6 +845,7 @@ static enum egs_err op_prune(struct egs_store *b, int64_t before, int64_t below_
 static const struct egs_store_ops pg_ops = {
 	.name = "postgres",
 	.free = op_free,
+	.lead = op_lead,
 	.load = op_load,
 	.commit_changes = op_commit,
 	.meta_get = op_meta_get,
