@@ -149,7 +149,11 @@ static const char *const migrations[] = {
 #define META_EVENT_FLOOR "store.event_id_floor"
 #define META_SCHEMA "schema_version"
 #define MIGRATION_LOCK "4716501726" /* an arbitrary advisory lock key: egsd's migrations */
-#define LEADER_LOCK "4716501727"    /* held by the leading egsd's session for as long as it leads */
+/* The leader lock, held by the leading egsd's session for as long as it leads: advisory locks are
+ * per database, so the key pairs egsd's number with a hash of the schema, and egsd installations in
+ * separate schemas of one database elect separately (two schemas whose names hash alike would share
+ * one leader lock: the cost is waiting, never two writers). */
+#define LEADER_LOCK "471650172, hashtext(current_schema())"
 #define PIPE_MAX 256                /* statements in flight before their results are read */
 #define RETRY_FOR_S 15              /* how long a commit keeps reconnecting */
 

@@ -135,9 +135,11 @@ def test_a_deposed_leader_never_commits_again(tmpdir_path):
         a.api().ok("POST", "/api/v1/clusters", {"clusterName": "before"})
         b = standby_of(a, os.path.join(tmpdir_path, "b"), same_port=False)
         # The server ends the leader's session, as it would after a network stall: its lock goes with it.
-        key = 4716501727
-        pg_server().psql("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                         "AND classid = %d AND objid = %d AND objsubid = 1" % (key >> 32, key & 0xffffffff))
+        schema = url[1].split("search_path%3D")[1]
+        killed = pg_server().psql("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                                  "AND classid = 471650172 AND objsubid = 2 "
+                                  "AND objid::text::bigint = (hashtext('%s')::bigint & 4294967295)" % schema)
+        assert killed.split() == ["t"], killed
         wait_for(lambda: serving(b), what="the standby to take over")
         # The old leader still answers reads from memory, but its next commit finds the lock taken and a
         # newer epoch: it exits without acknowledging anything.
