@@ -26,126 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-/* Never edit a shipped entry: add a new one, the twin of store_sqlite.c's migration of the same
- * number (egs_store_open_pg refuses to run when the two lists differ in length). */
-static const char *const migrations[] = {
-	/* 1: the initial schema */
-	"CREATE TABLE meta ("
-	"  key TEXT PRIMARY KEY NOT NULL,"
-	"  value TEXT NOT NULL);"
-	"CREATE TABLE projects ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  created_at BIGINT NOT NULL);"
-	"CREATE TABLE clusters ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  api_server TEXT,"
-	"  ca_data TEXT,"
-	"  agent_key_id TEXT NOT NULL,"
-	"  created_at BIGINT NOT NULL);"
-	"CREATE TABLE nodes ("
-	"  key TEXT PRIMARY KEY NOT NULL CHECK (key <> ''),"
-	"  cluster TEXT NOT NULL,"
-	"  name TEXT NOT NULL,"
-	"  instance_type TEXT NOT NULL,"
-	"  gpu_shape TEXT NOT NULL,"
-	"  cloud_provider TEXT NOT NULL,"
-	"  region TEXT NOT NULL,"
-	"  gpu_count BIGINT NOT NULL,"
-	"  memory_mib BIGINT NOT NULL,"
-	"  temp_threshold DOUBLE PRECISION NOT NULL,"
-	"  power_threshold DOUBLE PRECISION NOT NULL,"
-	"  health TEXT NOT NULL,"
-	"  gpr_id TEXT NOT NULL,"
-	"  attached_gpr TEXT NOT NULL,"
-	"  allocated_at BIGINT NOT NULL,"
-	"  gpus TEXT NOT NULL);"
-	"CREATE TABLE workspaces ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  description TEXT,"
-	"  clusters TEXT NOT NULL,"
-	"  namespaces TEXT NOT NULL,"
-	"  users TEXT NOT NULL,"
-	"  created_at BIGINT NOT NULL);"
-	"CREATE TABLE gprs ("
-	"  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),"
-	"  name TEXT NOT NULL,"
-	"  workspace TEXT NOT NULL,"
-	"  cluster TEXT NOT NULL,"
-	"  instance_type TEXT NOT NULL,"
-	"  gpu_shape TEXT NOT NULL,"
-	"  created_by TEXT NOT NULL,"
-	"  gpus_per_node BIGINT NOT NULL,"
-	"  node_count BIGINT NOT NULL,"
-	"  memory_mib BIGINT NOT NULL,"
-	"  exit_duration_s BIGINT NOT NULL,"
-	"  idle_timeout_s BIGINT NOT NULL,"
-	"  priority BIGINT NOT NULL,"
-	"  flags BIGINT NOT NULL,"
-	"  preferred_clusters TEXT NOT NULL,"
-	"  state TEXT NOT NULL,"
-	"  failure_reason TEXT,"
-	"  pending_reason TEXT,"
-	"  created_at BIGINT NOT NULL,"
-	"  start_ts BIGINT NOT NULL,"
-	"  exit_at BIGINT NOT NULL,"
-	"  completion_ts BIGINT NOT NULL,"
-	"  retry_count BIGINT NOT NULL,"
-	"  delayed_count BIGINT NOT NULL,"
-	"  seq BIGINT NOT NULL,"
-	"  nodes TEXT NOT NULL,"
-	"  marks_sent BIGINT NOT NULL);"
-	"CREATE TABLE api_keys ("
-	"  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),"
-	"  name TEXT NOT NULL,"
-	"  user_name TEXT NOT NULL,"
-	"  description TEXT,"
-	"  role TEXT NOT NULL,"
-	"  project TEXT NOT NULL,"
-	"  workspace TEXT NOT NULL,"
-	"  cluster TEXT NOT NULL,"
-	"  hash BYTEA NOT NULL CHECK (octet_length(hash) = 32),"
-	"  created_at BIGINT NOT NULL,"
-	"  expires_at BIGINT NOT NULL);"
-	"CREATE UNIQUE INDEX api_keys_hash ON api_keys(hash);"
-	"CREATE TABLE events ("
-	"  id BIGINT PRIMARY KEY,"
-	"  time BIGINT NOT NULL,"
-	"  first_time BIGINT NOT NULL,"
-	"  count BIGINT NOT NULL,"
-	"  type TEXT NOT NULL,"
-	"  reason TEXT NOT NULL,"
-	"  object_kind TEXT NOT NULL,"
-	"  object_name TEXT NOT NULL,"
-	"  workspace TEXT NOT NULL,"
-	"  message TEXT NOT NULL);"
-	"CREATE INDEX events_time ON events(time);",
-	/* 2: a Slack-compatible webhook per workspace (observability) */
-	"ALTER TABLE workspaces ADD COLUMN webhook_url TEXT;",
-	/* 3: the planner: who preempted a GPR, and the fair-share key it was queued with (NULL = none) */
-	"ALTER TABLE gprs ADD COLUMN evicted_by TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE gprs ADD COLUMN fair_key DOUBLE PRECISION;",
-	/* 4: a workspace's policy (limits and approvals), canonical JSON written by egsd */
-	"ALTER TABLE workspaces ADD COLUMN policy TEXT;",
-	/* 5: GPU sharing: a shared GPR's request and shares as JSON (NULL for dedicated GPRs) */
-	"ALTER TABLE gprs ADD COLUMN shares TEXT;",
-	/* 6: GPR templates and template bindings (struct egs_doc): spec is the canonical JSON egsd wrote */
-	"CREATE TABLE gpr_templates ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  spec TEXT NOT NULL,"
-	"  created_at BIGINT NOT NULL,"
-	"  updated_at BIGINT NOT NULL);"
-	"CREATE TABLE gpr_template_bindings ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  spec TEXT NOT NULL,"
-	"  created_at BIGINT NOT NULL,"
-	"  updated_at BIGINT NOT NULL);",
-};
-
-#define NMIGRATIONS ((int)EGS_ARRAY_LEN(migrations))
+#define NMIGRATIONS egs__pg_nmigrations
 #define META_EVENT_FLOOR "store.event_id_floor"
 #define META_SCHEMA "schema_version"
 #define MIGRATION_LOCK "4716501726" /* an arbitrary advisory lock key: egsd's migrations */
@@ -243,7 +124,7 @@ static enum egs_err migrate(struct pg_store *s)
 			 "INSERT INTO meta(key, value) VALUES('" META_SCHEMA "', '%d') "
 			 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
 			 v + 1);
-		if (!exec(s, migrations[v]) || !exec(s, sql) || !exec(s, "COMMIT")) {
+		if (!exec(s, egs__pg_migrations[v]) || !exec(s, sql) || !exec(s, "COMMIT")) {
 			fprintf(stderr, "store: migration to schema version %d failed\n", v + 1);
 			goto fail;
 		}

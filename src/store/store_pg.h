@@ -1,6 +1,7 @@
 /*
- * store_pg.h: the row codec shared by the PostgreSQL store's two files (store_pg.c: connection,
- * schema, group commit, load; store_pg_rows.c: one bind and one read function per object kind).
+ * store_pg.h: what the PostgreSQL store's files share (store_pg.c: connection, leadership, group
+ * commit, load; store_pg_rows.c: one bind and one read function per object kind;
+ * store_pg_schema.c: the migrations).
  * Internal to src/store.
  *
  * Parameters travel in text format (numbers printed, JSON as text) except the API key hash,
@@ -57,6 +58,10 @@ extern const int egs__pg_nkinds;
 
 void egs__pg_bind_event(struct egs_pg_params *p, const struct egs_event *ev);
 void egs__pg_read_event(struct egs_pg_reader *r, struct egs_event *ev);
+
+/* The schema (store_pg_schema.c): egs__pg_nmigrations SQL scripts, entry i from version i to i + 1. */
+extern const char *const egs__pg_migrations[];
+extern const int egs__pg_nmigrations;
 
 /* Frees the values the binds allocated and empties p for the next row. */
 void egs__pg_params_clear(struct egs_pg_params *p);
