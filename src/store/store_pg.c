@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NMIGRATIONS egs__pg_nmigrations
 #define META_EVENT_FLOOR "store.event_id_floor"
@@ -45,6 +46,8 @@ struct pg_store {
 	bool leader;   /* egs_store_lead() took the leader lock: every session must hold it */
 	bool deposed;  /* the lock or the epoch was lost: never commit again */
 	int64_t epoch; /* the fencing number this process leads under (meta leader.epoch) */
+	bool full;       /* the last failed turn failed for lack of disk (SQLSTATE 53100) */
+	char *fail_path; /* EGS_STORE_FAIL_IF_EXISTS (store.h): commits fail as on a full disk meanwhile */
 };
 
 static const struct egs_store_ops pg_ops;
@@ -256,6 +259,7 @@ static void pg_free(struct pg_store *s)
 		exec(s, "ROLLBACK");
 	PQfinish(s->conn);
 	free(s->url);
+	free(s->fail_path);
 	free(s);
 }
 
@@ -282,6 +286,8 @@ enum egs_err egs_store_open_pg(const char *url, struct egs_store **out)
 	if ((err = migrate(s)) != EGS_OK)
 		goto out;
 	err = prepare_all(s) ? EGS_OK : EGS_ERR_STORE;
+	const char *fail = getenv("EGS_STORE_FAIL_IF_EXISTS");
+	s->fail_path = fail && *fail ? egs_strdup(fail) : NULL;
 out:
 	if (err) {
 		fprintf(stderr, "store: cannot use the PostgreSQL database\n"); /* the URL may hold a password */
@@ -487,6 +493,8 @@ static enum turn collect(struct pipe *p, bool synced)
 		PGresult *res = PQgetResult(c);
 		ExecStatusType st = PQresultStatus(res);
 		if (!res || (st != PGRES_COMMAND_OK && t == TURN_OK)) {
+			const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+			p->s->full = state && strcmp(state, "53100") == 0; /* disk_full */
 			report(p, i, res);
 			t = connection_error(p->s, res) ? TURN_BROKEN : TURN_FAILED;
 		} else if (st == PGRES_COMMAND_OK && strcmp(p->table[i], "COMMIT") == 0 &&
@@ -551,8 +559,9 @@ static enum turn send_change(struct pipe *p, const struct egs_change *c, struct 
 	return t;
 }
 
-/* Sends the whole turn as one pipelined transaction and reads every result. */
-static enum turn send_turn(struct pg_store *s, struct egs_state *st)
+/* Sends the whole turn as one pipelined transaction and reads every result; with rollback (the
+ * tests' injected failure) the rows are written and the transaction rolled back instead. */
+static enum turn send_turn(struct pg_store *s, struct egs_state *st, bool rollback)
 {
 	struct pipe *p = egs_calloc(1, sizeof(*p));
 	struct egs_pg_params *prm = egs_calloc(1, sizeof(*prm));
@@ -571,7 +580,8 @@ static enum turn send_turn(struct pg_store *s, struct egs_state *st)
 		egs__pg_params_clear(prm);
 	}
 	if (t == TURN_OK)
-		t = send_one(p, "COMMIT", NULL, "COMMIT", NULL, 0);
+		t = rollback ? send_one(p, "ROLLBACK", NULL, "ROLLBACK", NULL, 0)
+			     : send_one(p, "COMMIT", NULL, "COMMIT", NULL, 0);
 	if (t == TURN_OK)
 		t = PQpipelineSync(s->conn) == 1 ? collect(p, true) : TURN_BROKEN;
 	if (t == TURN_OK && PQexitPipelineMode(s->conn) != 1)
@@ -630,15 +640,17 @@ static enum egs_err pg_commit_changes(struct pg_store *s, struct egs_state *st)
 {
 	/* A broken connection may break again while the server restarts; each try is the whole turn,
 	 * which is idempotent, so trying again after an unknown COMMIT outcome is safe. */
+	bool inject = s->fail_path && access(s->fail_path, F_OK) == 0;
 	for (int attempt = 0; attempt < 5; attempt++) {
 		if (!ready(s))
 			return EGS_ERR_STORE;
-		enum turn t = send_turn(s, st);
+		s->full = false;
+		enum turn t = send_turn(s, st, inject);
 		if (t == TURN_OK)
-			return EGS_OK;
+			return inject ? EGS_ERR_STORAGE_FULL : EGS_OK;
 		drop(s);
 		if (t == TURN_FAILED)
-			return EGS_ERR_STORE;
+			return s->full ? EGS_ERR_STORAGE_FULL : EGS_ERR_STORE;
 	}
 	return EGS_ERR_STORE;
 }

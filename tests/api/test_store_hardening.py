@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import Cluster
+from conftest import Cluster, sqlite_only
 from fakeagent import FakeAgent
 
 ENVELOPE = {"statusCode", "status", "message", "data", "error"}
@@ -102,6 +102,7 @@ def test_egsd_starts_on_a_full_store_and_serves_reads(failing):
     assert names(c) == ["kept", "later"]
 
 
+@sqlite_only
 def test_a_real_full_disk():
     """The same on a 4 MiB tmpfs filled up with a file (skipped where mount is not allowed)."""
     mnt = tempfile.mkdtemp(prefix="egs-tmpfs-")
