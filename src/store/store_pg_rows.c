@@ -692,6 +692,7 @@ static void *alloc_doc(void) { return egs_calloc(1, sizeof(struct egs_doc)); }
 static void free_doc(void *o) { egs_doc_free(o); }
 static enum egs_err add_template(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_TEMPLATE, o); }
 static enum egs_err add_binding(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_BINDING, o); }
+static enum egs_err add_kubecred(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_KUBECRED, o); }
 static const char *key_doc(const void *o) { return ((const struct egs_doc *)o)->name; }
 
 #define KIND(k, tbl, cols, order, x)                                                              \
@@ -722,5 +723,7 @@ const struct egs_pg_kind egs__pg_kinds[] = {
 				bind_doc, read_doc, add_template, key_doc },
 	[EGS_KIND_BINDING] = { "gpr_template_bindings", "name,project,spec,created_at,updated_at", "name", alloc_doc,
 			       free_doc, bind_doc, read_doc, add_binding, key_doc },
+	[EGS_KIND_KUBECRED] = { "kube_credentials", "name,project,spec,created_at,updated_at", "name", alloc_doc,
+				free_doc, bind_doc, read_doc, add_kubecred, key_doc },
 };
 const int egs__pg_nkinds = (int)EGS_ARRAY_LEN(egs__pg_kinds);

@@ -123,6 +123,14 @@ const char *const egs__pg_migrations[] = {
 	"  spec TEXT NOT NULL,"
 	"  created_at BIGINT NOT NULL,"
 	"  updated_at BIGINT NOT NULL);",
+	/* 7: slice access (struct egs_doc named after its workspace): spec is canonical JSON whose tokens are
+	 * sealed with the key in the data directory (src/server/kubecred.c); the store never sees one in clear */
+	"CREATE TABLE kube_credentials ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  updated_at BIGINT NOT NULL);",
 };
 
 const int egs__pg_nmigrations = (int)EGS_ARRAY_LEN(egs__pg_migrations);
