@@ -105,7 +105,7 @@ for round in $(seq "$ROUNDS"); do
 		if [ "$store" = postgres ]; then
 			sleep 1.2 # the statistics are flushed about once a second
 			x1=$(psql_egs "SELECT xact_commit FROM pg_stat_database WHERE datname = 'egs'")
-			per_commit=$(awk -v a="$ok" -v b=$((x1 - x0)) 'BEGIN { printf "%.1f", b > 0 ? a / b : 0 }')
+			per_commit=$(awk -v a="$ok" -v b=$((x1 - x0)) 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }')
 		fi
 		kill -9 "$EGSD_PID"
 		wait "$EGSD_PID" 2>/dev/null || true
