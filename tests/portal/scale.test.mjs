@@ -29,7 +29,7 @@ test('many GPRs: virtualized table, server-paged events, Viewer, token renewal',
     await egs.advance('4s'); // the dev clock stands still: move it so that a renewed token differs
 
     const t1 = Date.now();
-    await page.getByRole('link', { name: 'GPU Requests' }).click(); // no reload: the key stays in memory for renewal
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'GPU Requests' }).click(); // no reload: the key stays in memory for renewal
     const table = page.getByRole('region', { name: 'GPU requests of big' });
     await table.locator('tbody tr[aria-rowindex="2"]').waitFor({ timeout: 20000 });
     const shown = Date.now() - t1;

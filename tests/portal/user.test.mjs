@@ -28,7 +28,7 @@ test('user: wait time, create, Queued to Provisioned live, release', async () =>
     assert.equal(await page.getByRole('link', { name: 'Inventory' }).count(), 0, 'an Owner sees no admin screens');
     await shot(page, 'user-dashboard');
 
-    await page.getByRole('link', { name: 'GPU Requests' }).click();
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'GPU Requests' }).click();
     await page.getByRole('link', { name: 'Create GPU Request' }).click();
     await page.getByLabel('GPR name').fill('train-a');
     await page.getByLabel('Reserve for').fill('1h');
