@@ -12,6 +12,7 @@
 #include "core/share.h"
 #include "core/util.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -618,18 +619,96 @@ static void gpr_get(struct egs_req *r)
 		egs_reply_ok(r, egs_json_gpr(r->srv, g));
 }
 
+/* Paging of GET /gpr/list: `limit` (1..1000) and/or `continue` (the previous page's last gprId)
+ * turn it on; without either the whole list is answered, as before paging existed. */
+struct list_page {
+	bool on;
+	long limit;
+	const char *after; /* list only ids after this one; NULL = from the start */
+};
+
+/* Parses limit and continue into pg; false after replying 422 naming the field. */
+static bool parse_page(struct egs_req *r, struct list_page *pg)
+{
+	const char *lim = egs_query(r, "limit"), *cont = egs_query(r, "continue");
+	char *end;
+	*pg = (struct list_page){ .on = lim || cont, .limit = 100, .after = NULL };
+	if (lim) {
+		errno = 0;
+		pg->limit = strtol(lim, &end, 10);
+		if (!*lim || strspn(lim, "0123456789") != strlen(lim) || *end || errno || pg->limit < 1 ||
+		    pg->limit > 1000) {
+			egs_reply_invalid(r, "limit", "limit must be 1 to 1000");
+			return false;
+		}
+	}
+	if (cont) {
+		/* A gprId (gpr-<hex seq>-<hex>); it need not exist any more (deleted between pages). */
+		size_t n = strlen(cont);
+		bool ok = n > 4 && n < EGS_ID_MAX && !strncmp(cont, "gpr-", 4) && strspn(cont + 4, "0123456789abcdef-") == n - 4;
+		if (!ok) {
+			egs_reply_invalid(r, "continue", "continue must be the token of a previous page");
+			return false;
+		}
+		pg->after = cont;
+	}
+	return true;
+}
+
+static int by_id(const void *a, const void *b)
+{
+	const struct egs_gpr *const *x = a, *const *y = b;
+	return strcmp((*x)->id, (*y)->id);
+}
+
+/* May the caller see g when listing every workspace? */
+static bool listed_visible(struct egs_req *r, const struct egs_gpr *g)
+{
+	const struct egs_workspace *gw = egs_state_workspace(&r->srv->st, g->workspace);
+	if (!gw)
+		return r->who.role == EGS_ROLE_ADMIN && !r->who.project[0];
+	return egs_in_project(r, gw->project) &&
+	       (r->who.role == EGS_ROLE_ADMIN || !r->who.workspace[0] || !strcmp(r->who.workspace, gw->name));
+}
+
+/* Replies the GPRs chosen, ordered by gprId (its hex sequence makes that creation order, so a GPR
+ * created between two pages comes after them), one page of them when pg->on. */
+static void reply_list(struct egs_req *r, const struct egs_gpr **sel, size_t n, const struct list_page *pg)
+{
+	qsort(sel, n, sizeof(*sel), by_id);
+	json_t *items = json_array();
+	json_t *next = json_null();
+	for (size_t i = 0; i < n; i++) {
+		if (pg->after && strcmp(sel[i]->id, pg->after) <= 0)
+			continue;
+		if (pg->on && (long)json_array_size(items) == pg->limit) {
+			json_decref(next);
+			next = json_string(sel[i - 1]->id);
+			break;
+		}
+		json_array_append_new(items, egs_json_gpr(r->srv, sel[i]));
+	}
+	if (pg->on)
+		egs_reply_ok(r, json_pack("{s:o, s:o}", "items", items, "continue", next));
+	else
+		egs_reply_ok(r, json_pack("{s:o}", "items", items));
+}
+
 static void gpr_list(struct egs_req *r)
 {
 	struct egs_state *st = &r->srv->st;
 	const char *ws_name = egs_query(r, "sliceName");
 	const char *status = egs_query(r, "status");
 	enum egs_gpr_state want = EGS_GPR_NSTATES;
+	struct list_page pg;
 	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)))
 		return;
 	if (status && !egs_gpr_state_parse(status, &want)) {
 		egs_reply_invalid(r, "status", "status must be a provisioningStatus such as Queued or Provisioned");
 		return;
 	}
+	if (!parse_page(r, &pg))
+		return;
 	const struct egs_workspace *ws = NULL;
 	if (ws_name && *ws_name) {
 		ws = egs_state_workspace(st, ws_name);
@@ -640,26 +719,19 @@ static void gpr_list(struct egs_req *r)
 		if (!egs_can_read_ws(r, ws))
 			return;
 	}
-	json_t *items = json_array();
+	const struct egs_gpr **sel = malloc((st->gprs.len + 1) * sizeof(*sel));
+	EGS_ASSERT(sel);
+	size_t n = 0;
 	void *v;
 	for (size_t i = 0; egs_map_next(&st->gprs, &i, NULL, &v);) {
 		const struct egs_gpr *g = v;
-		if (ws ? strcmp(g->workspace, ws->name) != 0 : false)
+		if (ws ? strcmp(g->workspace, ws->name) != 0 : !listed_visible(r, g))
 			continue;
-		if (want != EGS_GPR_NSTATES && g->state != want)
-			continue;
-		if (!ws) {
-			const struct egs_workspace *gw = egs_state_workspace(st, g->workspace);
-			bool visible = gw ? egs_in_project(r, gw->project) &&
-						    (r->who.role == EGS_ROLE_ADMIN || !r->who.workspace[0] ||
-						     !strcmp(r->who.workspace, gw->name))
-					  : r->who.role == EGS_ROLE_ADMIN && !r->who.project[0];
-			if (!visible)
-				continue;
-		}
-		json_array_append_new(items, egs_json_gpr(r->srv, g));
+		if (want == EGS_GPR_NSTATES || g->state == want)
+			sel[n++] = g;
 	}
-	egs_reply_ok(r, json_pack("{s:o}", "items", items));
+	reply_list(r, sel, n, &pg);
+	free(sel);
 }
 
 const struct egs_route egs_routes_gpr[] = {

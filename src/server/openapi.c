@@ -143,7 +143,7 @@ static const struct schema_def schemas[] = {
 		"exitDuration:s earlyRelease:b gpuShape:s multiNode:b dedicatedNodes:b enableRDMA:b "
 		"enableSecondaryNetwork:b idleTimeOutDuration:s enforceIdleTimeOut:b enableEviction:b requeueOnFailure:b "
 		"preferredClusters:[s] enableAutoClusterSelection:b enableAutoGpuSelection:b status:GprStatus"},
-	{"GprList", "items:[Gpr]"},
+	{"GprList", "items:[Gpr] continue:s?"},
 	{"WaitOption", "clusterName:s gpuShape:s instanceType:s estimatedStartTime:t? estimatedWaitTime:s? freeNodes:i "
 		       "totalNodes:i available:b"},
 	{"WaitTime", "estimatedStartTime:t? estimatedWaitTime:s? items:[WaitOption]"},
@@ -457,8 +457,9 @@ static const struct op ops[] = {
 	 "Change a waiting GPR, release a provisioned one early (earlyRelease) or extend it (extendBy)"},
 	{"delete", "/api/v1/gpr", "GPRs", WRITERS, NULL, "GprRef", "GprRef", JSON_ENVELOPE, "Cancel a waiting GPR"},
 	{"get", "/api/v1/gpr", "GPRs", ALL, "gprId!", NULL, "Gpr", JSON_ENVELOPE, "One GPR with its status"},
-	{"get", "/api/v1/gpr/list", "GPRs", ALL, "sliceName status", NULL, "GprList", JSON_ENVELOPE,
-	 "The GPRs of a workspace (or of every workspace the caller sees)"},
+	{"get", "/api/v1/gpr/list", "GPRs", ALL, "sliceName status limit:i continue", NULL, "GprList", JSON_ENVELOPE,
+	 "The GPRs of a workspace (or of every workspace the caller sees), oldest first; limit (1-1000) or continue "
+	 "(the previous page's token) pages them, and the answer then carries continue (null on the last page)"},
 	{"post", "/api/v1/gpr/waittime", "GPRs", ALL, NULL, "GprRequest", "WaitTime", JSON_ENVELOPE,
 	 "When a request would start, per cluster, GPU shape and instance type, earliest first"},
 	{"post", "/api/v1/gpr/approve", "GPRs", ADMIN, NULL, "GprRef", "GprRef", JSON_ENVELOPE, "Approve a Pending GPR"},
