@@ -211,6 +211,8 @@ export const egs = {
   gprExtend: (gprId, extendBy) => put('/gpr', { gprId, extendBy }),
   gprStatus: (gprId) => get('/gpr', { gprId }),
   gprList: (sliceName) => get('/gpr/list', { sliceName }),
+  // One page: { limit, continue } -> { items, continue } (null on the last page), oldest first.
+  gprPage: (sliceName, page) => get('/gpr/list', { sliceName, ...page }),
   gprWaittime: (request) => post('/gpr/waittime', request),
   gprApprove: (gprId) => post('/gpr/approve', { gprId }),
   gprReject: (gprId, reason) => post('/gpr/reject', { gprId, reason }),

@@ -1,9 +1,12 @@
 // GPU Provision Requests (user guide): the GPRs of a slice with their state, and the actions of
 // "Manage GPR Queue": edit or delete a queued one, release early, extend; admins also evict.
-import { useState } from 'preact/hooks';
+// Paged from the server, oldest first (`limit`, `continue`): the first page at once, the next ones
+// as the table scrolls to its end, so a slice of 10,000 GPRs shows its first rows without fetching
+// all of them.  A change (an action here, a live event of the slice) reloads the rows loaded so far.
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { egs } from '../api.js';
 import { Link, path } from '../router.jsx';
-import { useLiveReload, useLoad } from '../ui/hooks.js';
+import { useLiveReload } from '../ui/hooks.js';
 import { ErrorBox, Loading, Status } from '../ui/misc.jsx';
 import { VTable } from '../ui/table.jsx';
 import { fmtTime, statusOf } from '../ui/format.js';
@@ -12,6 +15,65 @@ import { Field, Form, useForm } from '../ui/form.jsx';
 import { SlicePicker } from './SlicePicker.jsx';
 
 const WAITING = ['Queued', 'Pending'];
+const PAGE = 200;
+const MAX_PAGE = 1000; // the server's largest limit
+
+/**
+ * The GPRs of slice, paged: {rows (null until the first page), error, more (the next page; no-op
+ * while one is loading or after the last), reload (the rows loaded so far again, at least a page),
+ * hasMore}.
+ */
+function usePagedGprs(slice) {
+  const [rows, setRows] = useState(null);
+  const [error, setError] = useState(null);
+  const next = useRef(undefined); // undefined: first page; null: no more
+  const busy = useRef(false);
+  const gen = useRef(0);
+  const loaded = useRef(0);
+  loaded.current = rows ? rows.length : 0;
+  // Fetches pages from token until want rows or the end; null when superseded (slice changed).
+  const fetchRows = async (my, token, want) => {
+    let items = [];
+    do {
+      const d = await egs.gprPage(slice, { limit: Math.min(MAX_PAGE, want - items.length), continue: token });
+      if (my !== gen.current) return null;
+      items = items.concat(d.items);
+      token = d.continue;
+    } while (token && items.length < want);
+    return { items, token };
+  };
+  const run = async (my, token, want, apply) => {
+    busy.current = true;
+    try {
+      const got = await fetchRows(my, token, want);
+      if (!got) return;
+      next.current = got.token;
+      setRows((r) => apply(r || [], got.items));
+      setError(null);
+    } catch (e) {
+      if (my === gen.current) setError(e);
+    } finally {
+      if (my === gen.current) busy.current = false;
+    }
+  };
+  const more = () => {
+    if (!slice || busy.current || next.current === null) return;
+    run(gen.current, next.current, PAGE, (r, items) => [...r, ...items]);
+  };
+  const reload = () => {
+    if (!slice) return;
+    run(++gen.current, undefined, Math.max(PAGE, loaded.current), (_, items) => items);
+  };
+  useEffect(() => {
+    gen.current++;
+    next.current = undefined;
+    busy.current = false;
+    setError(null);
+    setRows(slice ? null : []);
+    if (slice) run(gen.current, undefined, PAGE, (_, items) => items);
+  }, [slice]);
+  return { rows, error, more, reload, hasMore: !!next.current };
+}
 
 function ActionForm({ act, done }) {
   const { gpr, kind } = act;
@@ -51,7 +113,7 @@ function ActionForm({ act, done }) {
 
 export function GpuRequests({ slice }) {
   const me = useMe();
-  const { data, error, reload } = useLoad(() => (slice ? egs.gprList(slice) : Promise.resolve({ items: [] })), [slice]);
+  const { rows, error, more, reload, hasMore } = usePagedGprs(slice);
   const [act, setAct] = useState(null);
   const [actErr, setActErr] = useState(null);
   useLiveReload(reload, (e) => !!slice && e.workspace === slice);
@@ -129,10 +191,17 @@ export function GpuRequests({ slice }) {
           }}
         />
       )}
-      {!data ? (
+      {!rows ? (
         <Loading />
       ) : (
-        <VTable label={`GPU requests of ${slice || 'no slice'}`} columns={columns} rows={data.items} rowKey={(g) => g.gprId} rowClass={(g) => 'gpr-' + statusOf(g).toLowerCase()} empty="No GPU request in this slice." />
+        <>
+          {slice && (
+            <p class="muted" role="status">
+              {rows.length} GPU requests shown{hasMore ? ', more load as you scroll' : ''}
+            </p>
+          )}
+          <VTable label={`GPU requests of ${slice || 'no slice'}`} columns={columns} rows={rows} rowKey={(g) => g.gprId} onEnd={more} rowClass={(g) => 'gpr-' + statusOf(g).toLowerCase()} empty="No GPU request in this slice." />
+        </>
       )}
     </>
   );
