@@ -143,7 +143,7 @@ static const struct schema_def schemas[] = {
 		"exitDuration:s earlyRelease:b gpuShape:s multiNode:b dedicatedNodes:b enableRDMA:b "
 		"enableSecondaryNetwork:b idleTimeOutDuration:s enforceIdleTimeOut:b enableEviction:b requeueOnFailure:b "
 		"preferredClusters:[s] enableAutoClusterSelection:b enableAutoGpuSelection:b status:GprStatus"},
-	{"GprList", "items:[Gpr] continue:s?"},
+	{"GprList", "items:[Gpr] ~continue:s?"},
 	{"WaitOption", "clusterName:s gpuShape:s instanceType:s estimatedStartTime:t? estimatedWaitTime:s? freeNodes:i "
 		       "totalNodes:i available:b"},
 	{"WaitTime", "estimatedStartTime:t? estimatedWaitTime:s? items:[WaitOption]"},
