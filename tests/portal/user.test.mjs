@@ -17,6 +17,7 @@ test('user: wait time, create, Queued to Provisioned live, release', async () =>
 
     // Keyboard only: Tab to the key, type it, Enter.
     await page.goto(egs.url + '/');
+    await page.locator('input[name="apiKey"]').waitFor(); // rendered (a loaded machine can be slower than goto)
     await page.keyboard.press('Tab');
     assert.equal(await page.evaluate(() => document.activeElement.name), 'apiKey', 'the first Tab stop is the key');
     await page.keyboard.type(key);
