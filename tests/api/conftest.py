@@ -15,6 +15,7 @@ import time
 import http.client
 
 import pytest
+from ports import free_port  # noqa: E402  (one picker for every test process)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("EGS_BIN", os.path.join(ROOT, "build", "bin"))
@@ -75,13 +76,6 @@ def store_query(egsd, sql):
     finally:
         conn.close()
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Api:

@@ -8,6 +8,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from conftest import H100, wait_for
+from ports import free_port  # noqa: E402  (one picker for every test process)
 
 
 class FakeAgent:
@@ -107,13 +108,6 @@ class Receiver:
         self.server.shutdown()
         self.server.server_close()
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class EventStream:

@@ -30,12 +30,8 @@ SERVER = os.path.join(HERE, "fake_k8s.py")
 PYTHON = "/usr/bin/python3"
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+sys.path.insert(0, os.path.join(HERE, "..", "api"))
+from ports import free_port  # noqa: E402  (the picker of the API tests, so parallel runs never share a port)
 
 
 class FakeK8s:
