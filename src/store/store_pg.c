@@ -548,7 +548,8 @@ static enum turn send_change(struct pipe *p, const struct egs_change *c, struct 
 		prm->n = 1;
 	} else {
 		snprintf(stmt, sizeof(stmt), "put%d", (int)c->kind);
-		k->bind(prm, c->obj);
+		struct egs_row_binder rb = egs__pg_row_binder(prm);
+		k->bind(&rb, c->obj);
 		if (prm->why) {
 			fprintf(stderr, "store: put %s '%s': %s\n", k->table, key, prm->why);
 			return TURN_FAILED;
@@ -575,7 +576,8 @@ static enum turn send_turn(struct pg_store *s, struct egs_state *st, bool rollba
 	for (size_t i = 0; t == TURN_OK && i < st->new_events.len; i++) {
 		const struct egs_event *ev = st->new_events.items[i];
 		egs__pg_params_clear(prm);
-		egs__pg_bind_event(prm, ev);
+		struct egs_row_binder rb = egs__pg_row_binder(prm);
+		egs_rows_bind_event(&rb, ev);
 		t = send_one(p, "ev", prm, "events", NULL, ev->id);
 		egs__pg_params_clear(prm);
 	}

@@ -1,6 +1,6 @@
 /*
  * store_pg.h: what the PostgreSQL store's files share (store_pg.c: connection, leadership, group
- * commit, load; store_pg_rows.c: one bind and one read function per object kind;
+ * commit, load; store_pg_rows.c: the binder for store_rows.c and one read function per object kind;
  * store_pg_schema.c: the migrations).
  * Internal to src/store.
  *
@@ -13,6 +13,7 @@
 #define EGS_STORE_PG_H
 
 #include "core/state.h"
+#include "store/store_rows.h"
 
 #include <libpq-fe.h>
 
@@ -44,7 +45,7 @@ struct egs_pg_kind {
 	const char *order; /* load order */
 	void *(*alloc)(void);
 	void (*free)(void *obj);
-	void (*bind)(struct egs_pg_params *p, const void *obj);
+	void (*bind)(const struct egs_row_binder *b, const void *obj); /* store_rows.c */
 	void (*read)(struct egs_pg_reader *r, void *obj);
 	enum egs_err (*add)(struct egs_state *st, void *obj); /* takes ownership on success */
 	const char *(*key)(const void *obj);
@@ -56,12 +57,14 @@ extern const int egs__pg_nkinds;
 
 #define EGS_PG_EVENT_COLS "id,time,first_time,count,type,reason,object_kind,object_name,workspace,message"
 
-void egs__pg_bind_event(struct egs_pg_params *p, const struct egs_event *ev);
 void egs__pg_read_event(struct egs_pg_reader *r, struct egs_event *ev);
 
 /* The schema (store_pg_schema.c): egs__pg_nmigrations SQL scripts, entry i from version i to i + 1. */
 extern const char *const egs__pg_migrations[];
 extern const int egs__pg_nmigrations;
+
+/* The binder that appends store_rows.c's column values to p (ctx is p). */
+struct egs_row_binder egs__pg_row_binder(struct egs_pg_params *p);
 
 /* Frees the values the binds allocated and empties p for the next row. */
 void egs__pg_params_clear(struct egs_pg_params *p);

@@ -1,10 +1,10 @@
 /*
- * store_pg_rows.c: the PostgreSQL store's row codec: for every object kind, how its fields become
- * the parameters of the upsert and how a loaded row becomes the object again.  Mirrors the bind
- * and read functions of store_sqlite.c column for column (docs/internals/store.md), with values
- * in PostgreSQL's text format.  Load trusts nothing: a JSON column that does not parse, an unknown
- * enum name, a number that is not one or a string longer than its field fails the row, naming
- * the column.
+ * store_pg_rows.c: the PostgreSQL store's row codec: the binder through which store_rows.c turns
+ * every object kind into the parameters of the upsert, and how a loaded row becomes the object
+ * again.  The read functions mirror those of store_sqlite.c column for column
+ * (docs/internals/store.md), with values in PostgreSQL's text format.  Load trusts nothing: a
+ * JSON column that does not parse, an unknown enum name, a number that is not one or a string
+ * longer than its field fails the row, naming the column.
  */
 #include "store/store_pg.h"
 
@@ -39,27 +39,31 @@ static int slot(struct egs_pg_params *p)
 	return i;
 }
 
-static void b_text(struct egs_pg_params *p, const char *s /* borrowed until the send; NULL is NULL */)
+static void b_text(void *ctx, const char *s /* borrowed until the send; NULL is NULL */)
 {
+	struct egs_pg_params *p = ctx;
 	p->v[slot(p)] = s;
 }
 
-static void b_int(struct egs_pg_params *p, int64_t v)
+static void b_int(void *ctx, int64_t v)
 {
+	struct egs_pg_params *p = ctx;
 	int i = slot(p);
 	snprintf(p->num[i], sizeof(p->num[i]), "%" PRId64, v);
 	p->v[i] = p->num[i];
 }
 
-static void b_real(struct egs_pg_params *p, double v)
+static void b_real(void *ctx, double v)
 {
+	struct egs_pg_params *p = ctx;
 	int i = slot(p);
 	snprintf(p->num[i], sizeof(p->num[i]), "%.17g", v); /* round-trips every finite double */
 	p->v[i] = p->num[i];
 }
 
-static void b_blob(struct egs_pg_params *p, const void *data, int n)
+static void b_blob(void *ctx, const void *data, int n)
 {
+	struct egs_pg_params *p = ctx;
 	int i = slot(p);
 	p->v[i] = data;
 	p->len[i] = n;
@@ -67,8 +71,9 @@ static void b_blob(struct egs_pg_params *p, const void *data, int n)
 }
 
 /* Binds v as compact JSON text (takes ownership of v; NULL means encoding failed already). */
-static void b_json(struct egs_pg_params *p, json_t *v)
+static void b_json(void *ctx, json_t *v)
 {
+	struct egs_pg_params *p = ctx;
 	int i = slot(p);
 	char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
 	json_decref(v);
@@ -78,25 +83,9 @@ static void b_json(struct egs_pg_params *p, json_t *v)
 	p->v[i] = s ? s : "[]";
 }
 
-/* Returns a JSON array of l's strings, or NULL when one is not valid UTF-8. */
-static json_t *strlist_json(const struct egs_strlist *l)
+struct egs_row_binder egs__pg_row_binder(struct egs_pg_params *p)
 {
-	json_t *a = json_array();
-	for (size_t i = 0; a && i < l->n; i++) {
-		if (json_array_append_new(a, json_string(l->v[i]))) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
-static void b_strlist(struct egs_pg_params *p, const struct egs_strlist *l)
-{
-	if (l->n == 0)
-		b_text(p, "[]");
-	else
-		b_json(p, strlist_json(l));
+	return (struct egs_row_binder){ p, b_text, b_int, b_real, b_blob, b_json };
 }
 
 /* ---- reading ---- */
@@ -218,29 +207,11 @@ static void r_bytes(struct egs_pg_reader *r, unsigned char *dst, size_t n)
 
 /* ---- one entry per object kind ---- */
 
-static void bind_project(struct egs_pg_params *b, const void *obj)
-{
-	const struct egs_project *p = obj;
-	b_text(b, p->name);
-	b_int(b, p->created_at);
-}
-
 static void read_project(struct egs_pg_reader *r, void *obj)
 {
 	struct egs_project *p = obj;
 	r_str(r, p->name, sizeof(p->name));
 	p->created_at = r_int(r);
-}
-
-static void bind_cluster(struct egs_pg_params *b, const void *obj)
-{
-	const struct egs_cluster *c = obj;
-	b_text(b, c->name);
-	b_text(b, c->project);
-	b_text(b, c->api_server);
-	b_text(b, c->ca_data);
-	b_text(b, c->agent_key_id);
-	b_int(b, c->created_at);
 }
 
 static void read_cluster(struct egs_pg_reader *r, void *obj)
@@ -252,43 +223,6 @@ static void read_cluster(struct egs_pg_reader *r, void *obj)
 	c->ca_data = r_dup(r);
 	r_str(r, c->agent_key_id, sizeof(c->agent_key_id));
 	c->created_at = r_int(r);
-}
-
-static json_t *gpus_json(const struct egs_node *n)
-{
-	json_t *a = json_array();
-	for (int i = 0; a && i < n->n_gpus; i++) {
-		json_t *g = json_pack("{s:s, s:i}", "uuid", n->gpus[i].uuid, "index", n->gpus[i].index);
-		if (json_array_append_new(a, g)) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
-static void bind_node(struct egs_pg_params *b, const void *obj)
-{
-	const struct egs_node *n = obj;
-	b_text(b, n->key);
-	b_text(b, n->cluster);
-	b_text(b, n->name);
-	b_text(b, n->instance_type);
-	b_text(b, n->gpu_shape);
-	b_text(b, n->cloud_provider);
-	b_text(b, n->region);
-	b_int(b, n->gpu_count);
-	b_int(b, n->memory_mib);
-	b_real(b, n->temp_threshold);
-	b_real(b, n->power_threshold);
-	b_text(b, egs_health_name(n->health));
-	b_text(b, n->gpr_id);
-	b_text(b, n->attached_gpr);
-	b_int(b, n->allocated_at);
-	if (n->n_gpus == 0)
-		b_text(b, "[]");
-	else
-		b_json(b, gpus_json(n));
 }
 
 static void r_gpus(struct egs_pg_reader *r, struct egs_node *n)
@@ -342,47 +276,6 @@ static void read_node(struct egs_pg_reader *r, void *obj)
 	snprintf(key, sizeof(key), "%s/%s", n->cluster, n->name);
 	if (strcmp(key, n->key) != 0)
 		r_fail(r, 0, "key is not cluster/name");
-}
-
-static json_t *namespaces_json(const struct egs_workspace *w)
-{
-	json_t *a = json_array();
-	for (size_t i = 0; a && i < w->n_namespaces; i++) {
-		json_t *ns = json_pack("{s:s, s:o}", "name", w->namespaces[i].name, "clusters",
-				       strlist_json(&w->namespaces[i].clusters));
-		if (json_array_append_new(a, ns)) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
-static json_t *users_json(const struct egs_workspace *w)
-{
-	json_t *a = json_array();
-	for (size_t i = 0; a && i < w->n_users; i++) {
-		json_t *u = json_pack("{s:s, s:s}", "username", w->users[i].username, "email", w->users[i].email);
-		if (json_array_append_new(a, u)) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
-static void bind_workspace(struct egs_pg_params *b, const void *obj)
-{
-	const struct egs_workspace *w = obj;
-	b_text(b, w->name);
-	b_text(b, w->project);
-	b_text(b, w->description);
-	b_strlist(b, &w->clusters);
-	b_json(b, namespaces_json(w));
-	b_json(b, users_json(w));
-	b_int(b, w->created_at);
-	b_text(b, w->webhook_url);
-	b_text(b, w->policy_json);
 }
 
 static void r_namespaces(struct egs_pg_reader *r, struct egs_workspace *w)
@@ -448,22 +341,6 @@ static void read_workspace(struct egs_pg_reader *r, void *obj)
 	w->policy_json = r_dup(r); /* parsed by the server at start (api_policy.c) */
 }
 
-/* A shared GPR's request and shares (core/share_gpr.h) as JSON text; NULL for a dedicated GPR. */
-static void b_shares(struct egs_pg_params *b, const struct egs_gpr *g)
-{
-	if (!g->share_centi) {
-		b_text(b, NULL);
-		return;
-	}
-	json_t *devices = json_object();
-	for (int i = 0; devices && i < g->n_shares; i++)
-		if (json_object_set_new(devices, g->shares[i].uuid, json_integer(g->shares[i].centi))) {
-			json_decref(devices);
-			devices = NULL;
-		}
-	b_json(b, devices ? json_pack("{s:i, s:o}", "request", g->share_centi, "devices", devices) : NULL);
-}
-
 static void r_shares(struct egs_pg_reader *r, struct egs_gpr *g)
 {
 	int col = r->i++;
@@ -492,44 +369,6 @@ static void r_shares(struct egs_pg_reader *r, struct egs_gpr *g)
 	}
 out:
 	json_decref(v);
-}
-
-static void bind_gpr(struct egs_pg_params *b, const void *obj)
-{
-	const struct egs_gpr *g = obj;
-	b_text(b, g->id);
-	b_text(b, g->name);
-	b_text(b, g->workspace);
-	b_text(b, g->cluster);
-	b_text(b, g->instance_type);
-	b_text(b, g->gpu_shape);
-	b_text(b, g->created_by);
-	b_int(b, g->gpus_per_node);
-	b_int(b, g->node_count);
-	b_int(b, g->memory_mib);
-	b_int(b, g->exit_duration_s);
-	b_int(b, g->idle_timeout_s);
-	b_int(b, g->priority);
-	b_int(b, g->flags);
-	b_strlist(b, &g->preferred_clusters);
-	b_text(b, egs_gpr_state_name(g->state));
-	b_text(b, g->failure_reason);
-	b_text(b, g->pending_reason);
-	b_int(b, g->created_at);
-	b_int(b, g->start_ts);
-	b_int(b, g->exit_at);
-	b_int(b, g->completion_ts);
-	b_int(b, g->retry_count);
-	b_int(b, g->delayed_count);
-	b_int(b, (int64_t)g->seq);
-	b_strlist(b, &g->nodes);
-	b_int(b, g->marks_sent);
-	b_text(b, g->evicted_by);
-	if (g->fair == -INFINITY) /* NULL, as in SQLite, which keeps no infinities */
-		b_text(b, NULL);
-	else
-		b_real(b, g->fair);
-	b_shares(b, g);
 }
 
 static void read_gpr(struct egs_pg_reader *r, void *obj)
@@ -575,22 +414,6 @@ static void read_gpr(struct egs_pg_reader *r, void *obj)
 	r_shares(r, g);
 }
 
-static void bind_apikey(struct egs_pg_params *b, const void *obj)
-{
-	const struct egs_apikey *k = obj;
-	b_text(b, k->id);
-	b_text(b, k->name);
-	b_text(b, k->user_name);
-	b_text(b, k->description);
-	b_text(b, egs_role_name(k->role));
-	b_text(b, k->project);
-	b_text(b, k->workspace);
-	b_text(b, k->cluster);
-	b_blob(b, k->hash, (int)sizeof(k->hash));
-	b_int(b, k->created_at);
-	b_int(b, k->expires_at);
-}
-
 static void read_apikey(struct egs_pg_reader *r, void *obj)
 {
 	struct egs_apikey *k = obj;
@@ -610,17 +433,6 @@ static void read_apikey(struct egs_pg_reader *r, void *obj)
 	k->expires_at = r_int(r);
 }
 
-/* GPR templates and bindings share one row shape. */
-static void bind_doc(struct egs_pg_params *b, const void *obj)
-{
-	const struct egs_doc *d = obj;
-	b_text(b, d->name);
-	b_text(b, d->project);
-	b_text(b, d->spec);
-	b_int(b, d->created_at);
-	b_int(b, d->updated_at);
-}
-
 static void read_doc(struct egs_pg_reader *r, void *obj)
 {
 	struct egs_doc *d = obj;
@@ -631,20 +443,6 @@ static void read_doc(struct egs_pg_reader *r, void *obj)
 		r_fail(r, r->i - 1, "spec is NULL");
 	d->created_at = r_int(r);
 	d->updated_at = r_int(r);
-}
-
-void egs__pg_bind_event(struct egs_pg_params *b, const struct egs_event *ev)
-{
-	b_int(b, ev->id);
-	b_int(b, ev->time);
-	b_int(b, ev->first_time);
-	b_int(b, ev->count);
-	b_text(b, ev->type);
-	b_text(b, ev->reason);
-	b_text(b, ev->object_kind);
-	b_text(b, ev->object_name);
-	b_text(b, ev->workspace);
-	b_text(b, ev->message ? ev->message : "");
 }
 
 void egs__pg_read_event(struct egs_pg_reader *r, struct egs_event *ev)
@@ -696,7 +494,7 @@ static enum egs_err add_kubecred(struct egs_state *st, void *o) { return egs_sta
 static const char *key_doc(const void *o) { return ((const struct egs_doc *)o)->name; }
 
 #define KIND(k, tbl, cols, order, x)                                                              \
-	[k] = { tbl, cols, order, alloc_##x, free_##x, bind_##x, read_##x, add_##x, key_##x }
+	[k] = { tbl, cols, order, alloc_##x, free_##x, egs_rows_bind_##x, read_##x, add_##x, key_##x }
 
 /* The same tables, columns and load order as kinds[] in store_sqlite.c. */
 const struct egs_pg_kind egs__pg_kinds[] = {
@@ -720,10 +518,10 @@ const struct egs_pg_kind egs__pg_kinds[] = {
 	     "id,name,user_name,description,role,project,workspace,cluster,hash,created_at,expires_at",
 	     "id", apikey),
 	[EGS_KIND_TEMPLATE] = { "gpr_templates", "name,project,spec,created_at,updated_at", "name", alloc_doc, free_doc,
-				bind_doc, read_doc, add_template, key_doc },
+				egs_rows_bind_doc, read_doc, add_template, key_doc },
 	[EGS_KIND_BINDING] = { "gpr_template_bindings", "name,project,spec,created_at,updated_at", "name", alloc_doc,
-			       free_doc, bind_doc, read_doc, add_binding, key_doc },
+			       free_doc, egs_rows_bind_doc, read_doc, add_binding, key_doc },
 	[EGS_KIND_KUBECRED] = { "kube_credentials", "name,project,spec,created_at,updated_at", "name", alloc_doc,
-				free_doc, bind_doc, read_doc, add_kubecred, key_doc },
+				free_doc, egs_rows_bind_doc, read_doc, add_kubecred, key_doc },
 };
 const int egs__pg_nkinds = (int)EGS_ARRAY_LEN(egs__pg_kinds);

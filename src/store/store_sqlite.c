@@ -14,6 +14,7 @@
  * i + 1 inside its own transaction.  A database newer than this build is refused.
  */
 #include "store/store_impl.h"
+#include "store/store_rows.h"
 
 #include "core/share.h"
 
@@ -161,8 +162,8 @@ int egs_store_schema_version(void)
 
 /* ---- binding and reading rows ---- */
 
-/* Binds parameters 1, 2, ... in order and remembers the first failure, so bind functions read as
- * a plain list of fields. */
+/* Binds parameters 1, 2, ... in order and remembers the first failure, so the encoders of
+ * store_rows.c read as a plain list of fields. */
 struct binder {
 	sqlite3_stmt *stmt;
 	int i;
@@ -170,33 +171,38 @@ struct binder {
 	const char *why; /* set for failures that are ours, not SQLite's */
 };
 
-static void b_text(struct binder *b, const char *s /* borrowed until the step; NULL binds NULL */)
+static void b_text(void *ctx, const char *s /* borrowed until the step; NULL binds NULL */)
 {
+	struct binder *b = ctx;
 	if (!b->rc)
 		b->rc = sqlite3_bind_text(b->stmt, ++b->i, s, -1, SQLITE_STATIC);
 }
 
-static void b_int(struct binder *b, int64_t v)
+static void b_int(void *ctx, int64_t v)
 {
+	struct binder *b = ctx;
 	if (!b->rc)
 		b->rc = sqlite3_bind_int64(b->stmt, ++b->i, v);
 }
 
-static void b_real(struct binder *b, double v)
+static void b_real(void *ctx, double v)
 {
+	struct binder *b = ctx;
 	if (!b->rc)
 		b->rc = sqlite3_bind_double(b->stmt, ++b->i, v);
 }
 
-static void b_blob(struct binder *b, const void *p, int n)
+static void b_blob(void *ctx, const void *p, int n)
 {
+	struct binder *b = ctx;
 	if (!b->rc)
 		b->rc = sqlite3_bind_blob(b->stmt, ++b->i, p, n, SQLITE_STATIC);
 }
 
 /* Binds v as compact JSON text (takes ownership of v; NULL means encoding failed already). */
-static void b_json(struct binder *b, json_t *v)
+static void b_json(void *ctx, json_t *v)
 {
+	struct binder *b = ctx;
 	char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
 	json_decref(v);
 	if (b->rc) {
@@ -211,25 +217,10 @@ static void b_json(struct binder *b, json_t *v)
 	b->rc = sqlite3_bind_text(b->stmt, ++b->i, s, -1, free); /* SQLite frees s */
 }
 
-/* Returns a JSON array of l's strings, or NULL when one is not valid UTF-8. */
-static json_t *strlist_json(const struct egs_strlist *l)
+/* The binder store_rows.c encodes through; ctx is a struct binder. */
+static struct egs_row_binder row_binder(struct binder *b)
 {
-	json_t *a = json_array();
-	for (size_t i = 0; a && i < l->n; i++) {
-		if (json_array_append_new(a, json_string(l->v[i]))) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
-static void b_strlist(struct binder *b, const struct egs_strlist *l)
-{
-	if (l->n == 0)
-		b_text(b, "[]"); /* the common case, without an allocation */
-	else
-		b_json(b, strlist_json(l));
+	return (struct egs_row_binder){ b, b_text, b_int, b_real, b_blob, b_json };
 }
 
 /* Reads columns 0, 1, ... in order; the first failure names its column. */
@@ -309,29 +300,11 @@ static void r_strlist(struct reader *r, struct egs_strlist *l)
 
 /* ---- one entry per object kind ---- */
 
-static void bind_project(struct binder *b, const void *obj)
-{
-	const struct egs_project *p = obj;
-	b_text(b, p->name);
-	b_int(b, p->created_at);
-}
-
 static void read_project(struct reader *r, void *obj)
 {
 	struct egs_project *p = obj;
 	r_str(r, p->name, sizeof(p->name));
 	p->created_at = r_int(r);
-}
-
-static void bind_cluster(struct binder *b, const void *obj)
-{
-	const struct egs_cluster *c = obj;
-	b_text(b, c->name);
-	b_text(b, c->project);
-	b_text(b, c->api_server);
-	b_text(b, c->ca_data);
-	b_text(b, c->agent_key_id);
-	b_int(b, c->created_at);
 }
 
 static void read_cluster(struct reader *r, void *obj)
@@ -343,43 +316,6 @@ static void read_cluster(struct reader *r, void *obj)
 	c->ca_data = r_dup(r);
 	r_str(r, c->agent_key_id, sizeof(c->agent_key_id));
 	c->created_at = r_int(r);
-}
-
-static json_t *gpus_json(const struct egs_node *n)
-{
-	json_t *a = json_array();
-	for (int i = 0; a && i < n->n_gpus; i++) {
-		json_t *g = json_pack("{s:s, s:i}", "uuid", n->gpus[i].uuid, "index", n->gpus[i].index);
-		if (json_array_append_new(a, g)) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
-static void bind_node(struct binder *b, const void *obj)
-{
-	const struct egs_node *n = obj;
-	b_text(b, n->key);
-	b_text(b, n->cluster);
-	b_text(b, n->name);
-	b_text(b, n->instance_type);
-	b_text(b, n->gpu_shape);
-	b_text(b, n->cloud_provider);
-	b_text(b, n->region);
-	b_int(b, n->gpu_count);
-	b_int(b, n->memory_mib);
-	b_real(b, n->temp_threshold);
-	b_real(b, n->power_threshold);
-	b_text(b, egs_health_name(n->health));
-	b_text(b, n->gpr_id);
-	b_text(b, n->attached_gpr);
-	b_int(b, n->allocated_at);
-	if (n->n_gpus == 0)
-		b_text(b, "[]");
-	else
-		b_json(b, gpus_json(n));
 }
 
 static void r_gpus(struct reader *r, struct egs_node *n)
@@ -433,47 +369,6 @@ static void read_node(struct reader *r, void *obj)
 	snprintf(key, sizeof(key), "%s/%s", n->cluster, n->name);
 	if (strcmp(key, n->key) != 0)
 		r_fail(r, 0, "key is not cluster/name");
-}
-
-static json_t *namespaces_json(const struct egs_workspace *w)
-{
-	json_t *a = json_array();
-	for (size_t i = 0; a && i < w->n_namespaces; i++) {
-		json_t *ns = json_pack("{s:s, s:o}", "name", w->namespaces[i].name, "clusters",
-				       strlist_json(&w->namespaces[i].clusters));
-		if (json_array_append_new(a, ns)) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
-static json_t *users_json(const struct egs_workspace *w)
-{
-	json_t *a = json_array();
-	for (size_t i = 0; a && i < w->n_users; i++) {
-		json_t *u = json_pack("{s:s, s:s}", "username", w->users[i].username, "email", w->users[i].email);
-		if (json_array_append_new(a, u)) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
-static void bind_workspace(struct binder *b, const void *obj)
-{
-	const struct egs_workspace *w = obj;
-	b_text(b, w->name);
-	b_text(b, w->project);
-	b_text(b, w->description);
-	b_strlist(b, &w->clusters);
-	b_json(b, namespaces_json(w));
-	b_json(b, users_json(w));
-	b_int(b, w->created_at);
-	b_text(b, w->webhook_url);
-	b_text(b, w->policy_json);
 }
 
 static void r_namespaces(struct reader *r, struct egs_workspace *w)
@@ -539,22 +434,6 @@ static void read_workspace(struct reader *r, void *obj)
 	w->policy_json = r_dup(r); /* parsed by the server at start (api_policy.c) */
 }
 
-/* A shared GPR's request and shares (core/share_gpr.h) as JSON text; NULL for a dedicated GPR. */
-static void b_shares(struct binder *b, const struct egs_gpr *g)
-{
-	if (!g->share_centi) {
-		b_text(b, NULL);
-		return;
-	}
-	json_t *devices = json_object();
-	for (int i = 0; devices && i < g->n_shares; i++)
-		if (json_object_set_new(devices, g->shares[i].uuid, json_integer(g->shares[i].centi))) {
-			json_decref(devices);
-			devices = NULL;
-		}
-	b_json(b, devices ? json_pack("{s:i, s:o}", "request", g->share_centi, "devices", devices) : NULL);
-}
-
 static void r_shares(struct reader *r, struct egs_gpr *g)
 {
 	int col = r->i++;
@@ -583,44 +462,6 @@ static void r_shares(struct reader *r, struct egs_gpr *g)
 	}
 out:
 	json_decref(v);
-}
-
-static void bind_gpr(struct binder *b, const void *obj)
-{
-	const struct egs_gpr *g = obj;
-	b_text(b, g->id);
-	b_text(b, g->name);
-	b_text(b, g->workspace);
-	b_text(b, g->cluster);
-	b_text(b, g->instance_type);
-	b_text(b, g->gpu_shape);
-	b_text(b, g->created_by);
-	b_int(b, g->gpus_per_node);
-	b_int(b, g->node_count);
-	b_int(b, g->memory_mib);
-	b_int(b, g->exit_duration_s);
-	b_int(b, g->idle_timeout_s);
-	b_int(b, g->priority);
-	b_int(b, g->flags);
-	b_strlist(b, &g->preferred_clusters);
-	b_text(b, egs_gpr_state_name(g->state));
-	b_text(b, g->failure_reason);
-	b_text(b, g->pending_reason);
-	b_int(b, g->created_at);
-	b_int(b, g->start_ts);
-	b_int(b, g->exit_at);
-	b_int(b, g->completion_ts);
-	b_int(b, g->retry_count);
-	b_int(b, g->delayed_count);
-	b_int(b, (int64_t)g->seq);
-	b_strlist(b, &g->nodes);
-	b_int(b, g->marks_sent);
-	b_text(b, g->evicted_by);
-	if (g->fair == -INFINITY) /* SQLite keeps no infinities */
-		b_text(b, NULL);
-	else
-		b_real(b, g->fair);
-	b_shares(b, g);
 }
 
 static void read_gpr(struct reader *r, void *obj)
@@ -662,22 +503,6 @@ static void read_gpr(struct reader *r, void *obj)
 	r_shares(r, g);
 }
 
-static void bind_apikey(struct binder *b, const void *obj)
-{
-	const struct egs_apikey *k = obj;
-	b_text(b, k->id);
-	b_text(b, k->name);
-	b_text(b, k->user_name);
-	b_text(b, k->description);
-	b_text(b, egs_role_name(k->role));
-	b_text(b, k->project);
-	b_text(b, k->workspace);
-	b_text(b, k->cluster);
-	b_blob(b, k->hash, (int)sizeof(k->hash));
-	b_int(b, k->created_at);
-	b_int(b, k->expires_at);
-}
-
 static void read_apikey(struct reader *r, void *obj)
 {
 	struct egs_apikey *k = obj;
@@ -702,17 +527,6 @@ static void read_apikey(struct reader *r, void *obj)
 	k->expires_at = r_int(r);
 }
 
-/* GPR templates and bindings share one row shape. */
-static void bind_doc(struct binder *b, const void *obj)
-{
-	const struct egs_doc *d = obj;
-	b_text(b, d->name);
-	b_text(b, d->project);
-	b_text(b, d->spec);
-	b_int(b, d->created_at);
-	b_int(b, d->updated_at);
-}
-
 static void read_doc(struct reader *r, void *obj)
 {
 	struct egs_doc *d = obj;
@@ -723,20 +537,6 @@ static void read_doc(struct reader *r, void *obj)
 		r_fail(r, r->i - 1, "spec is NULL");
 	d->created_at = r_int(r);
 	d->updated_at = r_int(r);
-}
-
-static void bind_event(struct binder *b, const struct egs_event *ev)
-{
-	b_int(b, ev->id);
-	b_int(b, ev->time);
-	b_int(b, ev->first_time);
-	b_int(b, ev->count);
-	b_text(b, ev->type);
-	b_text(b, ev->reason);
-	b_text(b, ev->object_kind);
-	b_text(b, ev->object_name);
-	b_text(b, ev->workspace);
-	b_text(b, ev->message ? ev->message : "");
 }
 
 static void read_event(struct reader *r, struct egs_event *ev)
@@ -794,9 +594,9 @@ static const char *key_apikey(const void *o) { return ((const struct egs_apikey 
 static const char *key_template(const void *o) { return ((const struct egs_doc *)o)->name; }
 #define key_binding key_template
 #define key_kubecred key_template
-#define bind_template bind_doc
-#define bind_binding bind_doc
-#define bind_kubecred bind_doc
+#define egs_rows_bind_template egs_rows_bind_doc
+#define egs_rows_bind_binding egs_rows_bind_doc
+#define egs_rows_bind_kubecred egs_rows_bind_doc
 #define read_template read_doc
 #define read_binding read_doc
 #define read_kubecred read_doc
@@ -807,14 +607,14 @@ struct kind_ops {
 	const char *order; /* load order */
 	void *(*alloc)(void);
 	void (*free)(void *obj);
-	void (*bind)(struct binder *b, const void *obj);
+	void (*bind)(const struct egs_row_binder *b, const void *obj); /* store_rows.c */
 	void (*read)(struct reader *r, void *obj);
 	enum egs_err (*add)(struct egs_state *st, void *obj); /* takes ownership on success */
 	const char *(*key)(const void *obj);
 };
 
 #define KIND(k, tbl, cols, order, x)                                                              \
-	[k] = { tbl, cols, order, alloc_##x, free_##x, bind_##x, read_##x, add_##x, key_##x }
+	[k] = { tbl, cols, order, alloc_##x, free_##x, egs_rows_bind_##x, read_##x, add_##x, key_##x }
 
 /* Loaded in this order: GPRs by seq so that st->active is in enqueue order too. */
 static const struct kind_ops kinds[] = {
@@ -1231,7 +1031,8 @@ static bool write_change(struct sqlite_store *s, const struct egs_change *c)
 		return step_done(s, del, "delete", k->table, key);
 	}
 	struct binder b = { .stmt = s->put[c->kind] };
-	k->bind(&b, c->obj);
+	struct egs_row_binder rb = row_binder(&b);
+	k->bind(&rb, c->obj);
 	if (b.rc) {
 		fprintf(stderr, "store: put %s '%s': %s\n", k->table, key, b.why ? b.why : sqlite3_errstr(b.rc));
 		return false;
@@ -1242,8 +1043,9 @@ static bool write_change(struct sqlite_store *s, const struct egs_change *c)
 static bool write_event(struct sqlite_store *s, const struct egs_event *ev)
 {
 	struct binder b = { .stmt = s->put_event };
+	struct egs_row_binder rb = row_binder(&b);
 	char id[24];
-	bind_event(&b, ev);
+	egs_rows_bind_event(&rb, ev);
 	snprintf(id, sizeof(id), "%lld", (long long)ev->id);
 	if (b.rc) {
 		fprintf(stderr, "store: put event %s: %s\n", id, sqlite3_errstr(b.rc));

@@ -1,0 +1,228 @@
+/*
+ * store_rows.c: the one place that says how each object kind becomes the column values of its row,
+ * for both stores (store_sqlite.c and store_pg.c).  Every egs_rows_bind_* lists the fields in the
+ * order of the kind's column list and hands each value to a binder that the store implements
+ * (SQLite's sqlite3_bind_*, PostgreSQL's text parameters), so both stores write the same columns in
+ * the same order with the same encodings: lists and nested objects as compact JSON text, enums by
+ * name, an empty list as the literal "[]".  The reverse direction (row to object) stays in each
+ * store: the two read different value types (SQLite columns, libpq text) and check them apart.
+ */
+#include "store/store_rows.h"
+
+#include "core/share.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+
+/* Returns a JSON array of l's strings, or NULL when one is not valid UTF-8. */
+static json_t *strlist_json(const struct egs_strlist *l)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < l->n; i++) {
+		if (json_array_append_new(a, json_string(l->v[i]))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static void b_strlist(const struct egs_row_binder *b, const struct egs_strlist *l)
+{
+	if (l->n == 0)
+		b->text(b->ctx, "[]"); /* the common case, without an allocation */
+	else
+		b->json(b->ctx, strlist_json(l));
+}
+
+void egs_rows_bind_project(const struct egs_row_binder *b, const void *obj)
+{
+	const struct egs_project *p = obj;
+	b->text(b->ctx, p->name);
+	b->int64(b->ctx, p->created_at);
+}
+
+void egs_rows_bind_cluster(const struct egs_row_binder *b, const void *obj)
+{
+	const struct egs_cluster *c = obj;
+	b->text(b->ctx, c->name);
+	b->text(b->ctx, c->project);
+	b->text(b->ctx, c->api_server);
+	b->text(b->ctx, c->ca_data);
+	b->text(b->ctx, c->agent_key_id);
+	b->int64(b->ctx, c->created_at);
+}
+
+static json_t *gpus_json(const struct egs_node *n)
+{
+	json_t *a = json_array();
+	for (int i = 0; a && i < n->n_gpus; i++) {
+		json_t *g = json_pack("{s:s, s:i}", "uuid", n->gpus[i].uuid, "index", n->gpus[i].index);
+		if (json_array_append_new(a, g)) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+void egs_rows_bind_node(const struct egs_row_binder *b, const void *obj)
+{
+	const struct egs_node *n = obj;
+	b->text(b->ctx, n->key);
+	b->text(b->ctx, n->cluster);
+	b->text(b->ctx, n->name);
+	b->text(b->ctx, n->instance_type);
+	b->text(b->ctx, n->gpu_shape);
+	b->text(b->ctx, n->cloud_provider);
+	b->text(b->ctx, n->region);
+	b->int64(b->ctx, n->gpu_count);
+	b->int64(b->ctx, n->memory_mib);
+	b->real(b->ctx, n->temp_threshold);
+	b->real(b->ctx, n->power_threshold);
+	b->text(b->ctx, egs_health_name(n->health));
+	b->text(b->ctx, n->gpr_id);
+	b->text(b->ctx, n->attached_gpr);
+	b->int64(b->ctx, n->allocated_at);
+	if (n->n_gpus == 0)
+		b->text(b->ctx, "[]");
+	else
+		b->json(b->ctx, gpus_json(n));
+}
+
+static json_t *namespaces_json(const struct egs_workspace *w)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < w->n_namespaces; i++) {
+		json_t *ns = json_pack("{s:s, s:o}", "name", w->namespaces[i].name, "clusters",
+				       strlist_json(&w->namespaces[i].clusters));
+		if (json_array_append_new(a, ns)) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static json_t *users_json(const struct egs_workspace *w)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < w->n_users; i++) {
+		json_t *u = json_pack("{s:s, s:s}", "username", w->users[i].username, "email", w->users[i].email);
+		if (json_array_append_new(a, u)) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+void egs_rows_bind_workspace(const struct egs_row_binder *b, const void *obj)
+{
+	const struct egs_workspace *w = obj;
+	b->text(b->ctx, w->name);
+	b->text(b->ctx, w->project);
+	b->text(b->ctx, w->description);
+	b_strlist(b, &w->clusters);
+	b->json(b->ctx, namespaces_json(w));
+	b->json(b->ctx, users_json(w));
+	b->int64(b->ctx, w->created_at);
+	b->text(b->ctx, w->webhook_url);
+	b->text(b->ctx, w->policy_json);
+}
+
+/* A shared GPR's request and shares (core/share_gpr.h) as JSON text; NULL for a dedicated GPR. */
+static void b_shares(const struct egs_row_binder *b, const struct egs_gpr *g)
+{
+	if (!g->share_centi) {
+		b->text(b->ctx, NULL);
+		return;
+	}
+	json_t *devices = json_object();
+	for (int i = 0; devices && i < g->n_shares; i++)
+		if (json_object_set_new(devices, g->shares[i].uuid, json_integer(g->shares[i].centi))) {
+			json_decref(devices);
+			devices = NULL;
+		}
+	b->json(b->ctx, devices ? json_pack("{s:i, s:o}", "request", g->share_centi, "devices", devices) : NULL);
+}
+
+void egs_rows_bind_gpr(const struct egs_row_binder *b, const void *obj)
+{
+	const struct egs_gpr *g = obj;
+	b->text(b->ctx, g->id);
+	b->text(b->ctx, g->name);
+	b->text(b->ctx, g->workspace);
+	b->text(b->ctx, g->cluster);
+	b->text(b->ctx, g->instance_type);
+	b->text(b->ctx, g->gpu_shape);
+	b->text(b->ctx, g->created_by);
+	b->int64(b->ctx, g->gpus_per_node);
+	b->int64(b->ctx, g->node_count);
+	b->int64(b->ctx, g->memory_mib);
+	b->int64(b->ctx, g->exit_duration_s);
+	b->int64(b->ctx, g->idle_timeout_s);
+	b->int64(b->ctx, g->priority);
+	b->int64(b->ctx, g->flags);
+	b_strlist(b, &g->preferred_clusters);
+	b->text(b->ctx, egs_gpr_state_name(g->state));
+	b->text(b->ctx, g->failure_reason);
+	b->text(b->ctx, g->pending_reason);
+	b->int64(b->ctx, g->created_at);
+	b->int64(b->ctx, g->start_ts);
+	b->int64(b->ctx, g->exit_at);
+	b->int64(b->ctx, g->completion_ts);
+	b->int64(b->ctx, g->retry_count);
+	b->int64(b->ctx, g->delayed_count);
+	b->int64(b->ctx, (int64_t)g->seq);
+	b_strlist(b, &g->nodes);
+	b->int64(b->ctx, g->marks_sent);
+	b->text(b->ctx, g->evicted_by);
+	if (g->fair == -INFINITY) /* SQLite keeps no infinities */
+		b->text(b->ctx, NULL);
+	else
+		b->real(b->ctx, g->fair);
+	b_shares(b, g);
+}
+
+void egs_rows_bind_apikey(const struct egs_row_binder *b, const void *obj)
+{
+	const struct egs_apikey *k = obj;
+	b->text(b->ctx, k->id);
+	b->text(b->ctx, k->name);
+	b->text(b->ctx, k->user_name);
+	b->text(b->ctx, k->description);
+	b->text(b->ctx, egs_role_name(k->role));
+	b->text(b->ctx, k->project);
+	b->text(b->ctx, k->workspace);
+	b->text(b->ctx, k->cluster);
+	b->blob(b->ctx, k->hash, (int)sizeof(k->hash));
+	b->int64(b->ctx, k->created_at);
+	b->int64(b->ctx, k->expires_at);
+}
+
+/* GPR templates, bindings and kube credentials share one row shape. */
+void egs_rows_bind_doc(const struct egs_row_binder *b, const void *obj)
+{
+	const struct egs_doc *d = obj;
+	b->text(b->ctx, d->name);
+	b->text(b->ctx, d->project);
+	b->text(b->ctx, d->spec);
+	b->int64(b->ctx, d->created_at);
+	b->int64(b->ctx, d->updated_at);
+}
+
+void egs_rows_bind_event(const struct egs_row_binder *b, const struct egs_event *ev)
+{
+	b->int64(b->ctx, ev->id);
+	b->int64(b->ctx, ev->time);
+	b->int64(b->ctx, ev->first_time);
+	b->int64(b->ctx, ev->count);
+	b->text(b->ctx, ev->type);
+	b->text(b->ctx, ev->reason);
+	b->text(b->ctx, ev->object_kind);
+	b->text(b->ctx, ev->object_name);
+	b->text(b->ctx, ev->workspace);
+	b->text(b->ctx, ev->message ? ev->message : "");
+}

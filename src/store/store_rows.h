@@ -1,0 +1,39 @@
+/*
+ * store_rows.h: the row encoder both stores share (store_rows.c).  A store implements one
+ * egs_row_binder over its own parameter API; the egs_rows_bind_* functions then call it once per
+ * column, in the order of that kind's column list (docs/internals/store.md), so the column order
+ * and the value encodings live in one place for SQLite and PostgreSQL alike.
+ */
+#ifndef EGS_STORE_ROWS_H
+#define EGS_STORE_ROWS_H
+
+#include "core/state.h"
+
+#include <jansson.h>
+#include <stdint.h>
+
+/* One value sink per column type; each call binds the next column.  A binder remembers its first
+ * failure itself (the encoders do not check), so a bind function reads as a plain field list. */
+struct egs_row_binder {
+	void *ctx; /* the store's own parameter state, passed to every call */
+	void (*text)(void *ctx, const char *s /* borrowed until the row is sent; NULL binds NULL */);
+	void (*int64)(void *ctx, int64_t v);
+	void (*real)(void *ctx, double v);
+	void (*blob)(void *ctx, const void *data, int n /* borrowed like text */);
+	/* Binds v as compact JSON text and takes ownership of v; NULL means encoding failed already
+	 * (a string that is not UTF-8) and must fail the row. */
+	void (*json)(void *ctx, json_t *v);
+};
+
+/* Each binds every column of one object of its kind (obj points at that kind's struct) through b. */
+void egs_rows_bind_project(const struct egs_row_binder *b, const void *obj);
+void egs_rows_bind_cluster(const struct egs_row_binder *b, const void *obj);
+void egs_rows_bind_node(const struct egs_row_binder *b, const void *obj);
+void egs_rows_bind_workspace(const struct egs_row_binder *b, const void *obj);
+void egs_rows_bind_gpr(const struct egs_row_binder *b, const void *obj);
+void egs_rows_bind_apikey(const struct egs_row_binder *b, const void *obj);
+/* struct egs_doc: GPR templates, template bindings and kube credentials share one row shape. */
+void egs_rows_bind_doc(const struct egs_row_binder *b, const void *obj);
+void egs_rows_bind_event(const struct egs_row_binder *b, const struct egs_event *ev);
+
+#endif
