@@ -13,7 +13,6 @@
 
 #include <jansson.h>
 #include <math.h>
-#include <stdlib.h>
 
 /* Returns a JSON array of l's strings, or NULL when one is not valid UTF-8. */
 static json_t *strlist_json(const struct egs_strlist *l)
