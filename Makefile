@@ -30,7 +30,7 @@ LIBAGENT  := $(BUILD)/lib/libegsagent.a
 BINS      := $(BUILD)/bin/egsd $(BUILD)/bin/egs-agent $(BUILD)/bin/egsctl
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps test unit api run clean format install portal portal-test bench-portal bench bench-deep bench-pg bench-planner bench-queue egs-sim sim bench-slurm
+.PHONY: all deps test unit api run clean format install portal portal-test bench-portal bench bench-tls bench-deep bench-pg bench-planner bench-queue egs-sim sim bench-slurm
 all: deps-check $(BINS) $(BUILD)/bench/egs-sim
 
 deps-check:
@@ -133,6 +133,10 @@ run: all
 
 bench: all
 	./bench/api/run.sh
+
+# egsd's reads over HTTPS against plain HTTP, same binary and data, as a ratio (bench/api/README.md).
+bench-tls: all
+	./bench/api/tls.sh
 
 # The deep-queue case (issue 16): 100,000 GPRs queued at priorities 1-300 on 10,000 nodes, then
 # creates at random priorities mixed with reads (bench/api/README.md).

@@ -46,6 +46,16 @@ typedef bool (*egs_client_abort_fn)(void *arg);
  */
 struct egs_client *egs_client_new(const char *base_url, const char *bearer_token);
 
+/*
+ * https:// servers are always verified: the certificate chain against the trusted CAs and the
+ * certificate's names (DNS or IP SAN) against the URL's host; a failure is EGS_ERR_IO with the TLS
+ * library's reason in egs_client_errmsg() ("SSL certificate problem: ..."), never a fallback to http.
+ * By default the system's CA store is trusted.  egs_client_set_ca_file() trusts the CA certificates
+ * (PEM) of path instead (a private CA), or the system store again with NULL.  path is copied; the
+ * file is read at each connection.  Returns EGS_ERR_IO, changing nothing, when path cannot be read.
+ */
+enum egs_err egs_client_set_ca_file(struct egs_client *c, const char *path);
+
 /* Frees the client and closes its connections.  egs_client_free(NULL) is a no-op. */
 void egs_client_free(struct egs_client *c);
 

@@ -453,7 +453,9 @@ struct egs_agent *egs_agent_new(const struct egs_agent_config *cfg)
 	a = egs_calloc(1, sizeof(*a));
 	a->hb_client = egs_client_new(cfg->server_url, cfg->token);
 	a->act_client = egs_client_new(cfg->server_url, cfg->token);
-	if (!a->hb_client || !a->act_client) {
+	if (!a->hb_client || !a->act_client ||
+	    (cfg->ca_file && (egs_client_set_ca_file(a->hb_client, cfg->ca_file) != EGS_OK ||
+			      egs_client_set_ca_file(a->act_client, cfg->ca_file) != EGS_OK))) {
 		egs_client_free(a->hb_client);
 		egs_client_free(a->act_client);
 		egs_free(a);

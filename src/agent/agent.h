@@ -28,6 +28,7 @@
 
 struct egs_agent_config {
 	const char *server_url; /* e.g. "http://127.0.0.1:8080" */
+	const char *ca_file;    /* https: the CA file that verifies egsd (copied; NULL: the system store) */
 	const char *cluster;
 	const char *token;            /* the cluster's agent token; never logged */
 	struct egs_devices *devices; /* borrowed; must outlive the agent */
@@ -50,7 +51,8 @@ struct egs_agent;
 
 /*
  * Returns a new, not yet running agent (caller frees with egs_agent_free()), or NULL when
- * cfg->server_url is not an http(s) URL or the token holds control characters.  cfg's strings are
+ * cfg->server_url is not an http(s) URL, the token holds control characters or cfg->ca_file cannot
+ * be read.  cfg's strings are
  * copied.  Installs the agent's stop check into cfg->backend.
  */
 struct egs_agent *egs_agent_new(const struct egs_agent_config *cfg);

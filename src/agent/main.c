@@ -36,6 +36,7 @@
 
 struct options {
 	const char *server, *cluster, *token_file, *devices, *backend, *state_dir;
+	const char *ca_file; /* --ca-file: the CA (PEM) that verifies an https:// --server */
 	const char *on_attach, *on_detach;
 	const char *node_name, *instance_type, *cloud_provider, *region; /* --devices nvml */
 	const char *storage, *nccl, *advertise;
@@ -60,7 +61,9 @@ static void usage(FILE *f)
 	      "with egsd, sends heartbeats with GPU samples, runs pre-provisioning and post-exit checks, and\n"
 	      "attaches and detaches nodes as egsd asks.\n"
 	      "\n"
-	      "  --server URL            egsd's base URL, e.g. http://127.0.0.1:8080\n"
+	      "  --server URL            egsd's base URL, e.g. http://127.0.0.1:8080 or https://egs.example:8443\n"
+	      "  --ca-file FILE          https: trust the CA certificates (PEM) in FILE instead of the system\n"
+	      "                          store to verify egsd (its certificate must name the --server host)\n"
 	      "  --cluster NAME          the cluster this agent serves (as registered by an admin)\n"
 	      "  --token-file FILE       file holding the cluster's agent token (data.agentToken)\n"
 	      "  --devices SRC           a mock devices YAML file, or 'nvml' for this host's NVIDIA GPUs\n"
@@ -122,7 +125,7 @@ static bool int_arg(const char *s, int min, int max, int *out)
 enum {
 	O_NODE_NAME = 256, O_INSTANCE_TYPE, O_CLOUD, O_REGION, O_PRE, O_POST, O_STORAGE, O_NCCL, O_NCCL_TIMEOUT,
 	O_CHECK_PORT, O_ADVERTISE, O_QUARANTINE, O_SAMPLE, O_PROBE, O_EXPECT_GPUS, O_KUBECONFIG, O_EVICT_GRACE,
-	O_DRAIN_TIMEOUT, O_WH_PORT, O_WH_CERT, O_WH_KEY, O_WH_URL, O_WH_CA,
+	O_DRAIN_TIMEOUT, O_WH_PORT, O_WH_CERT, O_WH_KEY, O_WH_URL, O_WH_CA, O_CA_FILE,
 };
 
 /* Takes one option c (with optarg) into o.  Returns -1 to go on, else the exit status. */
@@ -152,6 +155,7 @@ static int take_option(int c, struct options *o, const char *opt)
 	case O_WH_KEY: o->webhook_key = optarg; break;
 	case O_WH_URL: o->webhook_url = optarg; break;
 	case O_WH_CA: o->webhook_ca = optarg; break;
+	case O_CA_FILE: o->ca_file = optarg; break;
 	case O_PRE:
 	case O_POST:
 		if (egs_checks_parse_list(optarg, c == O_PRE ? EGS_CHECK_PRE : EGS_CHECK_POST,
@@ -219,6 +223,8 @@ static int check_options(struct options *o)
 					  "--server, --cluster, --token-file and --devices are required", NULL);
 	if (strncmp(o->server, "http://", 7) != 0 && strncmp(o->server, "https://", 8) != 0)
 		return usage_error("--server must be an http:// or https:// URL", o->server);
+	if (o->ca_file && access(o->ca_file, R_OK) != 0)
+		return usage_error("--ca-file cannot be read", o->ca_file);
 	if (!egs_dns_label_valid(o->cluster, &why))
 		return usage_error("--cluster", why);
 	if (o->advertise && (!*o->advertise || strchr(o->advertise, ' ') || strlen(o->advertise) > 100))
@@ -262,6 +268,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"webhook-key", required_argument, NULL, O_WH_KEY},
 		{"webhook-url", required_argument, NULL, O_WH_URL},
 		{"webhook-ca", required_argument, NULL, O_WH_CA},
+		{"ca-file", required_argument, NULL, O_CA_FILE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -487,7 +494,8 @@ static int run_view(const struct options *o, struct egs_backend *be, const char 
 	egs_backend_k8s_devices(be, &dev, &um, &n_um);
 	unmanaged = unmanaged_json(um, n_um);
 	agent = egs_agent_new(&(struct egs_agent_config){
-		.server_url = o->server, .cluster = o->cluster, .token = token, .devices = dev, .backend = be,
+		.server_url = o->server, .ca_file = o->ca_file, .cluster = o->cluster, .token = token, .devices = dev,
+		.backend = be,
 		.checks = &o->checks, .checks_dir = checks_dir, .quarantine_s = o->quarantine_s,
 		.sample_interval_s = o->sample_interval_s, .address = address, .unmanaged = unmanaged,
 		.no_sharing = true,
@@ -636,6 +644,7 @@ int main(int argc, char **argv)
 
 	agent = egs_agent_new(&(struct egs_agent_config){
 		.server_url = o.server,
+		.ca_file = o.ca_file,
 		.cluster = o.cluster,
 		.token = token,
 		.devices = dev,

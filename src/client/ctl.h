@@ -34,6 +34,7 @@ struct ctl {
 	const char *context;     /* --context */
 	const char *server;      /* --server */
 	const char *key_file;    /* --key-file */
+	const char *ca_file;     /* --ca-file */
 	const char *output;      /* -o as given (NULL = table) */
 	enum ctl_format format;
 	long request_timeout_s;  /* --request-timeout */
@@ -41,6 +42,8 @@ struct ctl {
 	struct egs_client *client;
 	char server_url[512];    /* what client talks to, for messages */
 	char context_name[128];  /* "" when flags alone gave the server */
+	char ca_path[4096];      /* CA certificates for https: --ca-file or the context's certificate-authority;
+				  * "" = the system store (ctl_credentials) */
 };
 
 /* ---- options (ctl_args.c) ---- */
@@ -90,6 +93,10 @@ int ctl_exit_of(enum egs_err err);
  */
 int ctl_fail(struct ctl *c, enum egs_err err, const char *what);
 
+/* Makes client trust c->ca_path for https (when set); a CA file that cannot be read is a usage
+ * error (returned; CTL_OK otherwise). */
+int ctl_use_ca(struct ctl *c, struct egs_client *client);
+
 /* ctl_fail() for a failed POST /api/v1/auth: every refusal of the key exits CTL_AUTH. */
 int ctl_auth_failed(struct ctl *c, enum egs_err err);
 
@@ -106,7 +113,8 @@ bool ctl_duration(struct ctl *c, const char *opt, const char *s, int64_t *out);
 
 /* ---- config (ctl_config.c) ---- */
 
-/* Fills server URL and API key for this run (flags > $EGS_SERVER/$EGS_API_KEY > context). */
+/* Fills server URL and API key for this run (flags > $EGS_SERVER/$EGS_API_KEY > context), and
+ * c->ca_path (--ca-file > the context's certificate-authority). */
 int ctl_credentials(struct ctl *c, char *url, size_t urlsz, char *key, size_t keysz);
 int ctl_cmd_login(struct ctl *c, int argc, char **argv);
 int ctl_cmd_config(struct ctl *c, int argc, char **argv);

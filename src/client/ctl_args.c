@@ -111,7 +111,7 @@ int ctl_args(struct ctl *c, int argc, char **argv, int first, const struct ctl_o
 		{"context", 0, &c->context, NULL, NULL},   {"server", 0, &c->server, NULL, NULL},
 		{"key-file", 0, &c->key_file, NULL, NULL}, {"output", 'o', &c->output, NULL, NULL},
 		{"request-timeout", 0, &timeout, NULL, NULL}, {"config", 0, &c->config_path, NULL, NULL},
-		{NULL, 0, NULL, NULL, NULL},
+		{"ca-file", 0, &c->ca_file, NULL, NULL},      {NULL, 0, NULL, NULL, NULL},
 	};
 	bool only_pos = false;
 	int rc;
@@ -195,6 +195,11 @@ int ctl_fail(struct ctl *c, enum egs_err err, const char *what)
 
 	if (!*msg)
 		msg = egs_err_str(err);
+	if (err == EGS_ERR_IO && status == 0 && (strstr(msg, "SSL") || strstr(msg, "certificate")))
+		return ctl_errorf(c, CTL_UNREACHABLE,
+				  "cannot reach %s: TLS failed: %s\n  (does egsd serve https there, and is its certificate "
+				  "signed by %s?  give its CA with --ca-file FILE)",
+				  c->server_url, msg, c->ca_path[0] ? c->ca_path : "a CA of the system store");
 	if (err == EGS_ERR_IO && status == 0)
 		return ctl_errorf(c, CTL_UNREACHABLE,
 				  "cannot reach %s: %s\n  (is egsd running there?  `egsctl config current-context` shows the "
@@ -215,6 +220,13 @@ int ctl_auth_failed(struct ctl *c, enum egs_err err)
 	return code == CTL_FAILED ? CTL_AUTH : code;
 }
 
+int ctl_use_ca(struct ctl *c, struct egs_client *client)
+{
+	if (c->ca_path[0] && egs_client_set_ca_file(client, c->ca_path) != EGS_OK)
+		return ctl_usage(c, "cannot read the CA file %s: %s", c->ca_path, strerror(errno));
+	return CTL_OK;
+}
+
 struct egs_client *ctl_client(struct ctl *c, int *code)
 {
 	char url[512], key[256];
@@ -232,9 +244,11 @@ struct egs_client *ctl_client(struct ctl *c, int *code)
 		goto out;
 	}
 	egs_client_set_timeout(c->client, c->request_timeout_s);
-	err = egs_client_authenticate(c->client, key);
+	*code = ctl_use_ca(c, c->client);
+	err = *code ? EGS_ERR_INVALID : egs_client_authenticate(c->client, key);
 	if (err != EGS_OK) {
-		*code = ctl_auth_failed(c, err);
+		if (!*code)
+			*code = ctl_auth_failed(c, err);
 		egs_client_free(c->client);
 		c->client = NULL;
 	}

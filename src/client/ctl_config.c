@@ -7,8 +7,10 @@
  *
  *     current-context: prod
  *     contexts:
- *       - {name: prod, server: https://egs.example.com, apiKey: ...}
+ *       - {name: prod, server: https://egs.example.com, apiKey: ..., certificate-authority: /path/ca.pem}
  *
+ * certificate-authority (optional) is the CA file that verifies an https server instead of the
+ * system store; `login --ca-file` saves it as an absolute path.
  * It holds API keys, so it is written with mode 0600 (its directory 0700), through a temporary file
  * and a rename, so a crash never leaves half a file.  Precedence for a run: --server/--key-file, then
  * $EGS_SERVER/$EGS_API_KEY, then the context named by --context, then the current context.
@@ -20,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -204,6 +207,8 @@ static int from_context(struct ctl *c, char *url, size_t urlsz, char *key, size_
 		egs_strlcpy(url, ctl_str(ctx, "server"), urlsz);
 	if (!key[0] && !egs_strlcpy(key, ctl_str(ctx, "apiKey"), keysz))
 		key[0] = '\0';
+	if (!c->ca_path[0])
+		egs_strlcpy(c->ca_path, ctl_str(ctx, "certificate-authority"), sizeof(c->ca_path));
 	if (!url[0] || !key[0])
 		rc = ctl_errorf(c, CTL_USAGE, "context %s in %s lacks a server or an apiKey; run `egsctl login` again",
 				name, path);
@@ -218,6 +223,8 @@ int ctl_credentials(struct ctl *c, char *url, size_t urlsz, char *key, size_t ke
 	int rc;
 
 	url[0] = key[0] = '\0';
+	if (c->ca_file)
+		egs_strlcpy(c->ca_path, c->ca_file, sizeof(c->ca_path));
 	if (c->server)
 		egs_strlcpy(url, c->server, urlsz);
 	else if (env_server && *env_server && !c->context)
@@ -237,7 +244,7 @@ int ctl_credentials(struct ctl *c, char *url, size_t urlsz, char *key, size_t ke
 /* ---- login ---- */
 
 static const char login_help[] =
-	"usage: egsctl login URL --key-file FILE [--name CONTEXT]\n"
+	"usage: egsctl login URL --key-file FILE [--name CONTEXT] [--ca-file FILE]\n"
 	"\n"
 	"Checks the API key of FILE against the EGS server at URL, then saves both as a context in the\n"
 	"config file (~/.config/egs/config, mode 0600) and makes it the current context.  Log in to more\n"
@@ -246,10 +253,13 @@ static const char login_help[] =
 	"options:\n"
 	"  --key-file FILE   the API key (first line of FILE; - reads standard input)\n"
 	"  --name CONTEXT    the context's name (default: host:port of URL); an existing one is replaced\n"
+	"  --ca-file FILE    https: the CA (PEM) that signed the server's certificate, when it is not in\n"
+	"                    the system store; saved in the context as certificate-authority\n"
 	"\n"
 	"examples:\n"
 	"  egsctl login http://127.0.0.1:8080 --key-file var/admin.key\n"
-	"  egsctl login https://egs.example.com --key-file ~/team-a.key --name prod\n";
+	"  egsctl login https://egs.example.com --key-file ~/team-a.key --name prod\n"
+	"  egsctl login https://10.0.0.5:8443 --key-file admin.key --ca-file egs-ca.pem\n";
 
 /* The default context name: host[:port] of the URL. */
 static void name_of_url(const char *url, char *buf, size_t n)
@@ -265,11 +275,14 @@ static void name_of_url(const char *url, char *buf, size_t n)
 	buf[len] = '\0';
 }
 
-/* Stores (replacing) the context and makes it current. */
-static void put_context(json_t *cfg, const char *name, const char *url, const char *key)
+/* Stores (replacing) the context and makes it current.  ca ("" = none) is its certificate-authority. */
+static void put_context(json_t *cfg, const char *name, const char *url, const char *key, const char *ca)
 {
 	json_t *ctx = json_pack("{s:s, s:s, s:s}", "name", name, "server", url, "apiKey", key);
 	size_t i;
+
+	if (*ca)
+		json_object_set_new(ctx, "certificate-authority", json_string(ca));
 
 	if (find_context(cfg, name, &i))
 		json_array_set_new(json_object_get(cfg, "contexts"), i, ctx);
@@ -280,7 +293,7 @@ static void put_context(json_t *cfg, const char *name, const char *url, const ch
 
 static int login(struct ctl *c, const char *url, const char *name)
 {
-	char key[256], buf[1024], defname[128];
+	char key[256], buf[1024], defname[128], ca[PATH_MAX] = "";
 	const char *path = config_path(c, buf, sizeof(buf));
 	json_t *cfg = NULL;
 	enum egs_err err;
@@ -295,6 +308,15 @@ static int login(struct ctl *c, const char *url, const char *name)
 		goto out;
 	}
 	egs_client_set_timeout(c->client, c->request_timeout_s);
+	if (c->ca_file) { /* saved absolute, so the context works from any directory */
+		if (!realpath(c->ca_file, ca)) {
+			rc = ctl_usage(c, "cannot read the CA file %s: %s", c->ca_file, strerror(errno));
+			goto out;
+		}
+		egs_strlcpy(c->ca_path, ca, sizeof(c->ca_path));
+		if ((rc = ctl_use_ca(c, c->client)))
+			goto out;
+	}
 	err = egs_client_authenticate(c->client, key);
 	if (err != EGS_OK) {
 		rc = ctl_auth_failed(c, err);
@@ -307,7 +329,7 @@ static int login(struct ctl *c, const char *url, const char *name)
 	rc = load_config(c, path, &cfg);
 	if (rc)
 		goto out;
-	put_context(cfg, name, url, key);
+	put_context(cfg, name, url, key, ca);
 	rc = save_config(c, path, cfg);
 	if (rc == CTL_OK)
 		printf("Logged in to %s; context \"%s\" is now current (%s).\n", url, name, path);
@@ -329,7 +351,7 @@ int ctl_cmd_login(struct ctl *c, int argc, char **argv)
 		return ctl_help(rc, help, login_help);
 	}
 	if (npos != 1 || !c->key_file)
-		return ctl_usage(c, "usage: egsctl login URL --key-file FILE [--name CONTEXT]");
+		return ctl_usage(c, "usage: egsctl login URL --key-file FILE [--name CONTEXT] [--ca-file FILE]");
 	if (name && (!*name || strlen(name) >= 128))
 		return ctl_usage(c, "--name must be 1 to 127 characters");
 	return login(c, pos[0], name);

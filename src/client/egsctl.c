@@ -53,6 +53,8 @@ static void usage(FILE *f)
 	      "  --key-file FILE         the API key (overrides the context; $EGS_API_KEY holds a key)\n"
 	      "  -o, --output FORMAT     table (default), wide, json, yaml or name\n"
 	      "  --request-timeout DUR   bound of each call to the server (default 30s)\n"
+	      "  --ca-file FILE          https: trust the CA certificates (PEM) in FILE instead of the system's\n"
+	      "                          (overrides the context's certificate-authority)\n"
 	      "  --config FILE           the contexts file (default $EGS_CONFIG or ~/.config/egs/config)\n"
 	      "  -h, --help              help; `egsctl COMMAND --help` for a command's\n"
 	      "\n"
@@ -98,7 +100,7 @@ static int cmd_help(struct ctl *c, int argc, char **argv)
 static bool takes_value(const char *a)
 {
 	static const char *const with_value[] = {"--context", "--server", "--key-file", "-o", "--output",
-						 "--request-timeout", "--config"};
+						 "--request-timeout", "--config", "--ca-file"};
 	for (size_t i = 0; i < EGS_ARRAY_LEN(with_value); i++)
 		if (!strcmp(a, with_value[i]))
 			return true;

@@ -10,15 +10,22 @@
  * Busy or idle: a connection is busy from the dispatch of a request until its reply is sent
  * (egs_conns_begin and evhttp's on-complete callback): long polls and event streams stay busy.
  * Every other connection may be closed to make room, least recently active first.
+ *
+ * TLS (egsd --tls-cert): the socket's bufferevent is an OpenSSL one, so the filter reads and writes
+ * plain text above it, and every byte this module writes itself (filter_out's direct write, the
+ * close_notify before a lingering close) goes through the connection's SSL, never to the socket.
  */
 #include "server/conn.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/listener.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +39,14 @@
 #define EVICT_ON_EMFILE 16
 #define ACCEPT_PAUSE_US 100000
 #define REFUSED_PATH "/_egs/refused/"
+#define TLS_WRITE_MAX 16384 /* one TLS record per direct write */
 
 struct conn {
 	struct egs_conns *cs;
 	struct bufferevent *filt;  /* what evhttp reads and writes; it frees it (and the socket under it) */
-	struct bufferevent *under; /* the socket's bufferevent */
+	struct bufferevent *under; /* the socket's bufferevent (an OpenSSL one under TLS) */
+	SSL *ssl;                  /* under TLS, the connection's (owned by under); else NULL */
+	size_t tls_retry;          /* a direct SSL_write of this many bytes wanted the socket: repeat it */
 	struct conn *prev, *next;  /* cs->served, least recently active first */
 	struct egs_frame frame;
 	struct event *flush_ev;    /* moves the output on (filter_out) */
@@ -56,6 +66,7 @@ struct egs_conns {
 	FILE *log;
 	struct evconnlistener *lev;
 	struct event *resume_ev;
+	SSL_CTX *tls; /* borrowed; NULL = plain HTTP */
 	struct conn *first, *last; /* least recently active first */
 	size_t count, closing, max; /* closing: shut down, waiting for evhttp to free them */
 	struct conn **by_fd;
@@ -206,11 +217,49 @@ static void on_output_change(struct evbuffer *buf, const struct evbuffer_cb_info
 		event_active(c->flush_ev, EV_WRITE, 0);
 }
 
+/* Writes the start of src to the kernel, bypassing the socket's bufferevent (whose output must be
+ * empty): plainly, or as one TLS record through the connection's SSL.  Returns the bytes taken from
+ * src, or 0 when the socket takes nothing now.  A TLS write that wanted the socket must be repeated
+ * with the same bytes before any other (OpenSSL's rule), so c->tls_retry keeps its length and nothing
+ * else may move meanwhile.  A TLS failure ends the connection. */
+static size_t conn_write(struct conn *c, struct evbuffer *src, int fd)
+{
+	if (!c->ssl) {
+		int n = evbuffer_write(src, fd);
+		return n > 0 ? (size_t)n : 0;
+	}
+	size_t len = evbuffer_get_length(src);
+	size_t n = c->tls_retry ? c->tls_retry : len < TLS_WRITE_MAX ? len : TLS_WRITE_MAX;
+	EGS_ASSERT(n <= len);
+	ERR_clear_error();
+	int r = SSL_write(c->ssl, evbuffer_pullup(src, (ev_ssize_t)n), (int)n);
+	if (r > 0) {
+		evbuffer_drain(src, (size_t)r);
+		c->tls_retry = 0;
+		return (size_t)r;
+	}
+	if (SSL_get_error(c->ssl, r) == SSL_ERROR_WANT_WRITE) {
+		c->tls_retry = n;
+		return 0;
+	}
+	ERR_clear_error();
+	c->tls_retry = 0;
+	conn_shutdown(c); /* evhttp reads the end of file and frees the connection */
+	return 0;
+}
+
+static void wait_writable(struct conn *c, int fd)
+{
+	if (!c->write_ev)
+		c->write_ev = event_new(c->cs->base, fd, EV_WRITE, on_flush, c);
+	event_add(c->write_ev, NULL);
+}
+
 /* evhttp takes an empty output buffer for "sent", and on Connection: close shuts the socket down at
  * once, which would lose what still waits in the socket's bufferevent.  So output moves only from
- * the flush event, and its last byte leaves the filter only by a direct write the kernel accepted.
- * Moving it from inside evhttp's evbuffer_add would also call evhttp's write callback before
- * evhttp has set it. */
+ * the flush event, and its last byte leaves the filter only by a direct write the kernel accepted
+ * (conn_write: under TLS, an SSL_write, whose record is then in the kernel).  Moving it from inside
+ * evhttp's evbuffer_add would also call evhttp's write callback before evhttp has set it. */
 static enum bufferevent_filter_result filter_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
 						 enum bufferevent_flush_mode mode, void *arg)
 {
@@ -218,21 +267,23 @@ static enum bufferevent_filter_result filter_out(struct evbuffer *src, struct ev
 	(void)mode;
 	struct conn *c = arg;
 	int fd = bufferevent_getfd(c->under);
-	if (!c->flushing || fd < 0)
+	if (!c->flushing || fd < 0 || c->closing)
 		return BEV_NEED_MORE;
 	bool moved = false;
 	if (evbuffer_get_length(dst) == 0) {
-		while (evbuffer_get_length(src) && evbuffer_write(src, fd) > 0)
+		while (evbuffer_get_length(src) && !c->closing && conn_write(c, src, fd) > 0)
 			moved = true;
 	}
+	if (c->closing)
+		return moved ? BEV_OK : BEV_NEED_MORE;
 	size_t len = evbuffer_get_length(src);
-	if (len > 1) {
+	if (c->tls_retry) {
+		wait_writable(c, fd); /* the repeated write goes first; nothing moves under it meanwhile */
+	} else if (len > 1) {
 		evbuffer_remove_buffer(src, dst, len - 1);
 		moved = true;
 	} else if (len == 1 && evbuffer_get_length(dst) == 0) {
-		if (!c->write_ev) /* the kernel took nothing: wait until it takes more */
-			c->write_ev = event_new(c->cs->base, fd, EV_WRITE, on_flush, c);
-		event_add(c->write_ev, NULL);
+		wait_writable(c, fd); /* the kernel took nothing: wait until it takes more */
 	}
 	return moved ? BEV_OK : BEV_NEED_MORE;
 }
@@ -264,8 +315,18 @@ static struct bufferevent *new_bev(struct event_base *base, void *arg)
 	c->cs = cs;
 	c->fd = -1;
 	egs_frame_init(&c->frame);
-	c->under = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-	EGS_ASSERT(c->under);
+	if (cs->tls) {
+		c->ssl = SSL_new(cs->tls);
+		EGS_ASSERT(c->ssl);
+		c->under = bufferevent_openssl_socket_new(base, -1, c->ssl, BUFFEREVENT_SSL_ACCEPTING,
+							  BEV_OPT_CLOSE_ON_FREE);
+		EGS_ASSERT(c->under);
+		/* A client that ends without close_notify (after a complete answer) is an end of file. */
+		bufferevent_openssl_set_allow_dirty_shutdown(c->under, 1);
+	} else {
+		c->under = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+		EGS_ASSERT(c->under);
+	}
 	c->filt = bufferevent_filter_new(c->under, filter_in, filter_out, BEV_OPT_CLOSE_ON_FREE, free_ctx, c);
 	EGS_ASSERT(c->filt);
 	c->flush_ev = event_new(base, -1, 0, on_flush, c);
@@ -318,11 +379,13 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 
 /* ---- the module ---- */
 
-struct egs_conns *egs_conns_new(struct event_base *base, struct evhttp *http, FILE *log, long max_conns)
+struct egs_conns *egs_conns_new(struct event_base *base, struct evhttp *http, FILE *log, long max_conns,
+				struct ssl_ctx_st *tls)
 {
 	struct egs_conns *cs = egs_calloc(1, sizeof(*cs));
 	cs->base = base;
 	cs->log = log;
+	cs->tls = tls;
 	struct rlimit rl;
 	size_t limit = 1u << 20;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < limit)
@@ -391,6 +454,11 @@ static void on_refusal_sent(struct evhttp_request *ev, void *arg)
 	int fd = bufferevent_getfd(c->under);
 	if (fd < 0 || c->closing)
 		return;
+	if (c->ssl) { /* close_notify first, so a TLS client reads the answer's end as an end, not a cut */
+		ERR_clear_error();
+		if (SSL_shutdown(c->ssl) < 0)
+			ERR_clear_error();
+	}
 	shutdown(fd, SHUT_WR);
 	if (!c->linger_ev)
 		c->linger_ev = evtimer_new(c->cs->base, on_linger_end, c);

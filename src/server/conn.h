@@ -14,6 +14,9 @@
  * the client still sends is read and discarded (bounded in bytes and time), so a client still
  * sending a refused body reads the answer instead of a reset.
  *
+ * Under TLS (egsd --tls-cert) the socket's bufferevent is OpenSSL's and the filter sees plain text;
+ * a client that speaks plain HTTP to the port fails the handshake and is closed without an answer.
+ *
  * The front also bounds descriptors: at most max connections (the oldest idle one is closed to make
  * room for a new one), and an accept() that fails for lack of descriptors closes idle connections,
  * pauses accepting for 100 ms and logs at most once a second with a count, instead of spinning.
@@ -31,11 +34,14 @@ struct event_base;
 struct evhttp;
 struct evhttp_bound_socket;
 struct evhttp_request;
+struct ssl_ctx_st; /* OpenSSL's SSL_CTX */
 
 /* Installs the front on http (evhttp_set_bevcb).  max_conns 0 derives the bound from the descriptor
- * limit (RLIMIT_NOFILE less a reserve for the store, the log and outgoing calls).  log is borrowed.
- * Returns a new object the caller frees with egs_conns_free after event_base_free. */
-struct egs_conns *egs_conns_new(struct event_base *base, struct evhttp *http, FILE *log, long max_conns);
+ * limit (RLIMIT_NOFILE less a reserve for the store, the log and outgoing calls).  tls (borrowed,
+ * must outlive the front; tls.h) makes every connection HTTPS; NULL serves plain HTTP.  log is
+ * borrowed.  Returns a new object the caller frees with egs_conns_free after event_base_free. */
+struct egs_conns *egs_conns_new(struct event_base *base, struct evhttp *http, FILE *log, long max_conns,
+				struct ssl_ctx_st *tls);
 /* Watches the listener of a bound socket for accept() failures (back-off instead of a busy loop). */
 void egs_conns_watch(struct egs_conns *cs, struct evhttp_bound_socket *bs);
 /* Before evhttp_free: accepting is not resumed any more. */

@@ -1,5 +1,6 @@
 /*
  * main.c: egsd's command line.  egsd --listen HOST:PORT --data DIR [--store-url URL] [--dev-clock] [--portal DIR]
+ * [--tls-cert FILE --tls-key FILE]
  */
 #include "server/server.h"
 
@@ -43,6 +44,9 @@ static void usage(FILE *f)
 		   "  --admin-key-file FILE\n"
 		   "               at the first start, adopt the API key in FILE as the bootstrap admin key instead of\n"
 		   "               making one (a Kubernetes Secret; deploy/kubernetes/controller)\n"
+		   "  --tls-cert FILE --tls-key FILE\n"
+		   "               serve HTTPS (TLS 1.2+) with the certificate chain and private key in FILE (PEM);\n"
+		   "               both or neither (default: plain HTTP)\n"
 		   "  --quiet      no access log line per request\n");
 }
 
@@ -61,6 +65,7 @@ int main(int argc, char **argv)
 		{ "max-connections", required_argument, NULL, 'm' },
 		{ "allow-private-webhooks", no_argument, NULL, 'W' },
 		{ "admin-key-file", required_argument, NULL, 'K' },
+		{ "tls-cert", required_argument, NULL, 'C' }, { "tls-key", required_argument, NULL, 'k' },
 		{ "store-url", required_argument, NULL, 's' }, { "store", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -128,9 +133,15 @@ int main(int argc, char **argv)
 		case 'B': srv.state_cfg.backfill = 0; break;
 		case 'P': portal_dir = optarg; break;
 		case 'K': srv.admin_key_file = optarg; break;
+		case 'C': srv.tls_cert = optarg; break;
+		case 'k': srv.tls_key = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
+	}
+	if (!srv.tls_cert != !srv.tls_key) {
+		fprintf(stderr, "egsd: --tls-cert and --tls-key go together (HTTPS needs both)\n");
+		return 2;
 	}
 	if (sodium_init() < 0) {
 		fprintf(stderr, "egsd: libsodium failed to initialise\n");

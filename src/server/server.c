@@ -10,6 +10,7 @@
 #include "core/sched.h"
 #include "core/util.h"
 #include "server/conn.h"
+#include "server/tls.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -372,6 +373,13 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 		fprintf(stderr, "egsd: bad port in --listen %s\n", listen);
 		return EGS_ERR_INVALID;
 	}
+	if (srv->tls_cert) { /* main.c checked that --tls-key came with it */
+		char msg[768];
+		if (egs_tls_server_ctx(srv->tls_cert, srv->tls_key, &srv->tls, msg, sizeof(msg)) != EGS_OK) {
+			fprintf(stderr, "egsd: %s\n", msg);
+			return EGS_ERR_INVALID;
+		}
+	}
 	if (mkdir(data_dir, 0700) != 0 && errno != EEXIST) {
 		fprintf(stderr, "egsd: cannot create %s: %s\n", data_dir, strerror(errno));
 		return EGS_ERR_IO;
@@ -422,7 +430,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	evhttp_set_max_body_size(srv->http, EGS_MAX_BODY);
 	evhttp_set_max_headers_size(srv->http, 2 * EGS_MAX_HEADERS);
 	evhttp_set_timeout(srv->http, 90);
-	srv->conns = egs_conns_new(srv->base, srv->http, srv->log, srv->max_connections);
+	srv->conns = egs_conns_new(srv->base, srv->http, srv->log, srv->max_connections, srv->tls);
 	egs__http_set_callbacks(srv);
 	if ((err = egs_obs_start(srv))) /* observability: settings, prices, webhook worker */
 		return err;
@@ -434,8 +442,10 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	egs_conns_watch(srv->conns, bound);
 	srv->next_wake = 0;
 	egs_server_changed(srv); /* first plan after load */
-	fprintf(srv->log, "level=info msg=\"egsd listening\" listen=%s data=%s store=%s dev_clock=%d gprs=%zu nodes=%zu\n",
-		listen, data_dir, egs_store_kind(srv->store), dev_clock, srv->st.gprs.len, srv->st.nodes.len);
+	fprintf(srv->log,
+		"level=info msg=\"egsd listening\" listen=%s scheme=%s data=%s store=%s dev_clock=%d gprs=%zu nodes=%zu\n",
+		listen, srv->tls ? "https" : "http", data_dir, egs_store_kind(srv->store), dev_clock, srv->st.gprs.len,
+		srv->st.nodes.len);
 	fflush(srv->log);
 	return EGS_OK;
 }
@@ -465,6 +475,7 @@ void egs_server_stop(struct egs_server *srv)
 	if (srv->base)
 		event_base_free(srv->base);
 	egs_conns_free(srv->conns); /* after the base ran the connections' finalizers */
+	SSL_CTX_free(srv->tls);     /* after the connections' SSLs */
 	egs_store_free(srv->store);
 	egs_plan_free(srv->plan);
 	egs_obs_free(srv);

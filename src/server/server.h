@@ -86,6 +86,8 @@ struct egs_server {
 	struct egs_conns *conns;          /* the connection front (conn.h), owned */
 	long max_connections;             /* egsd --max-connections; 0 = from the descriptor limit */
 	bool allow_private_webhooks;      /* egsd --allow-private-webhooks */
+	const char *tls_cert, *tls_key;   /* egsd --tls-cert/--tls-key (borrowed from argv); NULL = plain HTTP */
+	struct ssl_ctx_st *tls;           /* OpenSSL's SSL_CTX made from them (tls.h), owned; NULL = plain */
 	json_t *unmanaged; /* cluster name -> [unmanaged node object]: GPU nodes their agent reported as
 			    * opted out of EGS (runtime only, replaced by each registration; never scheduled) */
 	uint64_t store_failures;          /* failed commits since the last log line (reload.c) */

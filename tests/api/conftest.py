@@ -81,13 +81,19 @@ def store_query(egsd, sql):
 class Api:
     """A JSON client for one bearer credential; returns (status, body) and never raises on 4xx."""
 
-    def __init__(self, port, token=None):
+    def __init__(self, port, token=None, ssl_context=None):
         self.port = port
         self.token = token
+        self.ssl_context = ssl_context  # HTTPS with this context (an egsd with --tls-cert); None: HTTP
         self.conn = None
 
     def with_token(self, token):
-        return Api(self.port, token)
+        return Api(self.port, token, self.ssl_context)
+
+    def connect(self, timeout=30):
+        if self.ssl_context:
+            return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout, context=self.ssl_context)
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
 
     def raw(self, method, path, body=None, headers=None):
         hdrs = {"Content-Type": "application/json"}
@@ -98,7 +104,7 @@ class Api:
             body = json.dumps(body)
         for attempt in range(2):
             if self.conn is None:
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                self.conn = self.connect()
             try:
                 self.conn.request(method, path, body=body, headers=hdrs)
                 resp = self.conn.getresponse()
@@ -129,10 +135,17 @@ class Api:
 
 
 class Egsd:
-    """One egsd process on a free port with its own data directory."""
+    """One egsd process on a free port with its own data directory.  With tls=(cert, key, ca_file)
+    it serves HTTPS (--tls-cert/--tls-key) and the fixtures' clients trust ca_file."""
 
-    def __init__(self, data_dir, dev_clock=True, extra=()):
+    def __init__(self, data_dir, dev_clock=True, extra=(), tls=None):
         self.data_dir = data_dir
+        self.tls = tls
+        self.ssl_context = None
+        if tls:
+            import ssl
+            self.ssl_context = ssl.create_default_context(cafile=tls[2])
+            extra = list(extra) + ["--tls-cert", tls[0], "--tls-key", tls[1]]
         self.port = free_port()
         self.dev_clock = dev_clock
         self.extra = list(extra)
@@ -152,7 +165,7 @@ class Egsd:
         deadline = time.time() + (10 if STORE == "sqlite" else 30)
         while time.time() < deadline:
             try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
+                c = Api(self.port, ssl_context=self.ssl_context).connect(timeout=1)
                 c.request("GET", "/healthz")
                 resp = c.getresponse()
                 if resp.status == 200:
@@ -177,7 +190,7 @@ class Egsd:
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % ("https" if self.tls else "http", self.port)
 
     @property
     def admin_key(self):
@@ -185,7 +198,7 @@ class Egsd:
             return f.read().strip()
 
     def api(self, token=None):
-        return Api(self.port, token if token is not None else self.admin_key)
+        return Api(self.port, token if token is not None else self.admin_key, self.ssl_context)
 
     def logs(self):
         with open(self.log_path, errors="replace") as f:
@@ -272,9 +285,9 @@ def fake_sa_token():
 class Cluster:
     """egsd plus agents; the fixture most tests use."""
 
-    def __init__(self, tmp, extra=()):
+    def __init__(self, tmp, extra=(), tls=None):
         self.tmp = tmp
-        self.egsd = Egsd(os.path.join(tmp, "egsd"), extra=extra).start()
+        self.egsd = Egsd(os.path.join(tmp, "egsd"), extra=extra, tls=tls).start()
         self.admin = self.egsd.api()
         self.agents = {}
         self.tokens = {}
@@ -285,6 +298,8 @@ class Cluster:
             body["apiServer"] = api_server
         data = self.admin.ok("POST", "/api/v1/clusters", body)
         self.tokens[name] = data["agentToken"]
+        if self.egsd.tls:  # agents verify egsd with the CA the fixtures trust
+            extra = ["--ca-file", self.egsd.tls[2]] + list(extra)
         agent = Agent(self.egsd, name, data["agentToken"], nodes, os.path.join(self.tmp, "agent-" + name), extra)
         self.agents[name] = agent
         if start:
@@ -326,7 +341,7 @@ class Cluster:
         """Reports a ServiceAccount token of workspace on cluster as that cluster's agent does once it has
         minted one (POST /api/v1/agent/slice-access); returns the token."""
         token = fake_sa_token()
-        Api(self.egsd.port, self.tokens[cluster]).ok("POST", "/api/v1/agent/slice-access", {
+        Api(self.egsd.port, self.tokens[cluster], self.egsd.ssl_context).ok("POST", "/api/v1/agent/slice-access", {
             "workspace": workspace, "generation": generation, "ok": True, "token": token, "expiresAt": expires})
         return token
 

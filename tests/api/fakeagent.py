@@ -113,8 +113,10 @@ class Receiver:
 class EventStream:
     """A raw server-sent event client: GET /api/v1/events/watch, parsed event by event."""
 
-    def __init__(self, port, token, query="", last_id=None):
+    def __init__(self, port, token, query="", last_id=None, ssl_context=None):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if ssl_context:  # an egsd with --tls-cert
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname="127.0.0.1")
         hdrs = "Authorization: Bearer %s\r\n" % token
         if last_id is not None:
             hdrs += "Last-Event-ID: %s\r\n" % last_id
