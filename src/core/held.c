@@ -5,7 +5,15 @@
  */
 #include "core/held.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+/* A hold is stored with its GPR (the gprs column `held`), so every change of one is a change of g. */
+static void save(struct egs_state *st, struct egs_gpr *g)
+{
+	if (egs_state_gpr(st, g->id) == g)
+		egs_state_touch(st, EGS_KIND_GPR, g);
+}
 
 static void set_nodes(struct egs_state *st, const struct egs_gpr *g, int64_t from, int64_t to)
 {
@@ -25,6 +33,7 @@ static void hold_nodes(struct egs_state *st, struct egs_gpr *g, int64_t until)
 			n->held_until = until;
 	}
 	st->generation++;
+	save(st, g);
 }
 
 void egs_held_add(struct egs_state *st, struct egs_gpr *g, int64_t until, int64_t now)
@@ -44,6 +53,7 @@ void egs_held_ghost(struct egs_state *st, struct egs_gpr *g)
 	g->held_until = INT64_MAX;
 	egs_vec_push(&st->held, g);
 	st->generation++;
+	save(st, g);
 }
 
 void egs_held_ghost_start(struct egs_state *st, struct egs_gpr *g, const char *const *nodes, size_t n,
@@ -79,6 +89,7 @@ void egs_held_drop(struct egs_state *st, size_t i)
 	g->held_lifted = false;
 	g->ghost = false;
 	egs_strlist_cleanup(&g->held_nodes);
+	save(st, g);
 	/* Keep the order: the planner tries them in it. */
 	memmove(&st->held.items[i], &st->held.items[i + 1], (st->held.len - i - 1) * sizeof(void *));
 	st->held.len--;
@@ -115,4 +126,35 @@ void egs_held_expire(struct egs_state *st, int64_t now)
 int64_t egs_node_held(const struct egs_node *n, int64_t now)
 {
 	return n->held_until > now ? n->held_until : 0;
+}
+
+static int by_seq(const void *a, const void *b)
+{
+	const struct egs_gpr *x = *(const struct egs_gpr *const *)a, *y = *(const struct egs_gpr *const *)b;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+void egs_held_restore(struct egs_state *st)
+{
+	void *v;
+	st->held.len = 0;
+	for (size_t i = 0; egs_map_next(&st->gprs, &i, NULL, &v);) {
+		struct egs_gpr *g = v;
+		if (g->held_until > 0)
+			egs_vec_push(&st->held, g);
+	}
+	if (st->held.len > 1)
+		qsort(st->held.items, st->held.len, sizeof(void *), by_seq);
+	for (size_t i = 0; i < st->held.len; i++) {
+		struct egs_gpr *g = st->held.items[i];
+		g->held_lifted = false;
+		if (g->ghost)
+			continue;
+		for (size_t k = 0; k < g->held_nodes.n; k++) {
+			struct egs_node *n = egs_map_get(&st->nodes, g->held_nodes.v[k]);
+			if (n && n->held_until < g->held_until)
+				n->held_until = g->held_until;
+		}
+	}
+	st->generation++;
 }

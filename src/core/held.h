@@ -14,9 +14,10 @@
  * The planner applies a hold only when a walk without it moves no queued GPR later than a walk with
  * it (core/sched.c, held_resolve), so early releases and cancels can only make estimates earlier.
  *
- * Bookkeeping only: the nodes' and the GPR's held_until, the GPR's ghost flag and held_nodes
- * (runtime, not persisted: after a restart egsd plans with every release and cancel applied), and
- * the state's list of holds, oldest first.
+ * Bookkeeping only: the nodes' and the GPR's held_until, the GPR's ghost flag and held_nodes, and
+ * the state's list of holds, oldest first.  A hold is stored with its GPR (every function here that
+ * changes one touches the GPR, so it goes into the turn's commit) and survives a restart:
+ * egs_held_restore rebuilds the list and the nodes' held_until after a load.
  */
 #ifndef EGS_HELD_H
 #define EGS_HELD_H
@@ -48,6 +49,15 @@ void egs_held_rotate(struct egs_state *st);
 
 /* Drops every hold of nodes whose time has come (until <= now); ghosts wait for their start. */
 void egs_held_expire(struct egs_state *st, int64_t now);
+
+/* After a restart no node is heard from until its agent reports, so every walk would find that a
+ * hold moves no one and apply it: the server sets st->held_settle to a heartbeat period after the
+ * load, and until then the planner only expires holds whose time has come. */
+
+/* After a load (store.c): rebuilds st->held from the GPRs whose stored hold is set (in queue
+ * order, seq; the planner's rotation is not stored) and the held_until of the nodes they hold.  Holds
+ * whose time has passed are dropped by the next egs_held_expire, as without a restart. */
+void egs_held_restore(struct egs_state *st);
 
 /* The time node n is held until (0 when it is not held at now). */
 int64_t egs_node_held(const struct egs_node *n, int64_t now);

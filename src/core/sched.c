@@ -1575,6 +1575,8 @@ static bool dry_walk(struct egs_state *st, int64_t now, int64_t *out, struct egs
 static void held_resolve(struct egs_state *st, int64_t now)
 {
 	egs_held_expire(st, now);
+	if (now < st->held_settle)
+		return; /* just restarted: the walks would compare nodes not heard from yet (core/held.h) */
 	if (st->held.len && st->generation == st->held_gen)
 		return; /* nothing changed since the last try: the same walks would give the same answer */
 	size_t nq = egs_queue_len(&st->queue);

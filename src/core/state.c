@@ -267,7 +267,9 @@ static void free_obj(enum egs_kind kind, void *obj)
 	case EGS_KIND_APIKEY: egs_apikey_free(obj); break;
 	case EGS_KIND_TEMPLATE:
 	case EGS_KIND_BINDING:
-	case EGS_KIND_KUBECRED: egs_doc_free(obj); break;
+	case EGS_KIND_KUBECRED:
+	case EGS_KIND_ALERT:
+	case EGS_KIND_OUTBOX: egs_doc_free(obj); break;
 	}
 }
 
@@ -323,6 +325,8 @@ void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg)
 	egs_map_init(&st->templates);
 	egs_map_init(&st->bindings);
 	egs_map_init(&st->kubecreds);
+	egs_map_init(&st->alerts);
+	egs_map_init(&st->outbox);
 	egs_map_init(&st->fair);
 	egs_map_init(&st->capacity);
 	egs_queue_init(&st->queue);
@@ -362,6 +366,8 @@ void egs_state_cleanup(struct egs_state *st)
 	free_map(&st->templates, EGS_KIND_TEMPLATE);
 	free_map(&st->bindings, EGS_KIND_BINDING);
 	free_map(&st->kubecreds, EGS_KIND_KUBECRED);
+	free_map(&st->alerts, EGS_KIND_ALERT);
+	free_map(&st->outbox, EGS_KIND_OUTBOX);
 	for (size_t i = 0; i < st->events_len; i++)
 		egs_event_free(st->events[(st->events_head + i) % st->cfg.event_retention]);
 	free(st->events);
@@ -441,8 +447,16 @@ enum egs_err egs_state_add_apikey(struct egs_state *st, struct egs_apikey *k)
 
 static struct egs_map *doc_map(struct egs_state *st, enum egs_kind kind)
 {
-	EGS_ASSERT(kind == EGS_KIND_TEMPLATE || kind == EGS_KIND_BINDING || kind == EGS_KIND_KUBECRED);
-	return kind == EGS_KIND_TEMPLATE ? &st->templates : kind == EGS_KIND_BINDING ? &st->bindings : &st->kubecreds;
+	switch (kind) {
+	case EGS_KIND_TEMPLATE: return &st->templates;
+	case EGS_KIND_BINDING: return &st->bindings;
+	case EGS_KIND_KUBECRED: return &st->kubecreds;
+	case EGS_KIND_ALERT: return &st->alerts;
+	case EGS_KIND_OUTBOX: return &st->outbox;
+	default: break;
+	}
+	EGS_ASSERT(0);
+	return NULL;
 }
 
 enum egs_err egs_state_add_doc(struct egs_state *st, enum egs_kind kind, struct egs_doc *d)
@@ -531,7 +545,9 @@ static bool *dirty_flag(enum egs_kind kind, void *obj)
 	case EGS_KIND_APIKEY: return &((struct egs_apikey *)obj)->dirty;
 	case EGS_KIND_TEMPLATE:
 	case EGS_KIND_BINDING:
-	case EGS_KIND_KUBECRED: return &((struct egs_doc *)obj)->dirty;
+	case EGS_KIND_KUBECRED:
+	case EGS_KIND_ALERT:
+	case EGS_KIND_OUTBOX: return &((struct egs_doc *)obj)->dirty;
 	}
 	EGS_ASSERT(0);
 	return NULL;
@@ -582,7 +598,9 @@ void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj)
 	}
 	case EGS_KIND_TEMPLATE:
 	case EGS_KIND_BINDING:
-	case EGS_KIND_KUBECRED: egs_map_del(doc_map(st, kind), ((struct egs_doc *)obj)->name); break;
+	case EGS_KIND_KUBECRED:
+	case EGS_KIND_ALERT:
+	case EGS_KIND_OUTBOX: egs_map_del(doc_map(st, kind), ((struct egs_doc *)obj)->name); break;
 	}
 	bool *d = dirty_flag(kind, obj);
 	if (*d) {

@@ -17,7 +17,8 @@
 #include "core/queue.h"
 
 enum egs_kind { EGS_KIND_PROJECT, EGS_KIND_CLUSTER, EGS_KIND_NODE, EGS_KIND_WORKSPACE, EGS_KIND_GPR,
-		EGS_KIND_APIKEY, EGS_KIND_TEMPLATE, EGS_KIND_BINDING, EGS_KIND_KUBECRED /* the last three: struct egs_doc */ };
+		EGS_KIND_APIKEY, EGS_KIND_TEMPLATE, EGS_KIND_BINDING, EGS_KIND_KUBECRED, EGS_KIND_ALERT,
+		EGS_KIND_OUTBOX /* the last five: struct egs_doc */ };
 
 struct egs_change {
 	enum egs_kind kind;
@@ -43,6 +44,8 @@ struct egs_state {
 	struct egs_map projects, clusters, nodes, workspaces, gprs, apikeys;
 	struct egs_map templates, bindings; /* struct egs_doc by name; a binding's name is its workspace's */
 	struct egs_map kubecreds; /* struct egs_doc named after its workspace: sealed ServiceAccount tokens */
+	struct egs_map alerts;    /* struct egs_doc: active alerts as server/alerts.c stores them */
+	struct egs_map outbox;    /* struct egs_doc named by idempotency key: undelivered webhook messages */
 	struct egs_map apikeys_by_hash; /* hex of the key hash -> egs_apikey */
 	struct egs_map fair;            /* workspace name -> its usage key (core/fair.h) */
 	struct egs_queue queue;         /* GPRs in EGS_GPR_QUEUED */
@@ -56,6 +59,7 @@ struct egs_state {
 	int64_t next_event_id;
 	uint64_t generation; /* bumped on every change that can move the plan */
 	uint64_t held_gen;   /* generation when the planner last tried the held releases */
+	int64_t held_settle; /* before this time the planner only expires holds (core/held.h) */
 	uint64_t pool_layout;   /* serial of the planner's pools as pool_layout_keys lists them (owned) */
 	char *pool_layout_keys;
 	/* Bumped when a node, cluster or workspace is added or deleted, a cluster or workspace is
@@ -84,7 +88,7 @@ enum egs_err egs_state_add_workspace(struct egs_state *st, struct egs_workspace 
  * Releasing) joins st->active; seq >= next_seq advances next_seq. */
 enum egs_err egs_state_add_gpr(struct egs_state *st, struct egs_gpr *g);
 enum egs_err egs_state_add_apikey(struct egs_state *st, struct egs_apikey *k);
-/* kind is EGS_KIND_TEMPLATE, EGS_KIND_BINDING or EGS_KIND_KUBECRED. */
+/* kind is one of the struct egs_doc kinds (EGS_KIND_TEMPLATE and after). */
 enum egs_err egs_state_add_doc(struct egs_state *st, enum egs_kind kind, struct egs_doc *d);
 /* Adds a committed event to the listing ring (takes ownership; the loader uses it). */
 void egs_state_add_event(struct egs_state *st, struct egs_event *ev);

@@ -7,6 +7,7 @@
 
 #include "core/util.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,6 +66,104 @@ bool egs_alert_kind_parse(const char *s, enum egs_alert_kind *out)
 	return false;
 }
 
+/* ---- the stored mirror (EGS_KIND_ALERT documents) ---- */
+
+static json_t *alert_spec(const struct egs_alert *al)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:f, s:f, s:f, s:I, s:I}", "key", al->key, "kind",
+			 kinds[al->kind].raise, "node", al->node, "gpu", al->gpu, "gpuIndex", al->gpu_index,
+			 "workspace", al->workspace, "gpr", al->gpr, "value", al->value, "peak", al->peak,
+			 "threshold", al->threshold, "since", (json_int_t)al->since, "updated", (json_int_t)al->updated);
+}
+
+/* Writes al's document (new or changed) into the turn's changes. */
+static void save(struct egs_state *st, const struct egs_alert *al)
+{
+	json_t *spec = alert_spec(al);
+	char *text = spec ? json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(spec);
+	if (!text)
+		return; /* names are ASCII: cannot happen, and an alert unsaved is only raised again */
+	struct egs_doc *d = egs_state_doc(st, EGS_KIND_ALERT, al->doc);
+	if (!d) {
+		d = egs_calloc(1, sizeof(*d));
+		egs_strlcpy(d->name, al->doc, sizeof(d->name));
+		d->created_at = al->since;
+		EGS_ASSERT(egs_state_add_doc(st, EGS_KIND_ALERT, d) == EGS_OK);
+	}
+	free(d->spec);
+	d->spec = text;
+	d->updated_at = al->updated;
+	egs_state_touch(st, EGS_KIND_ALERT, d);
+}
+
+static void forget(struct egs_state *st, const struct egs_alert *al)
+{
+	struct egs_doc *d = egs_state_doc(st, EGS_KIND_ALERT, al->doc);
+	if (d)
+		egs_state_del(st, EGS_KIND_ALERT, d);
+}
+
+static void doc_name(const char *key, char out[EGS_NAME_MAX])
+{
+	unsigned char h[16];
+	char hex[33];
+	crypto_generichash(h, sizeof(h), (const unsigned char *)key, strlen(key), NULL, 0);
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	snprintf(out, EGS_NAME_MAX, "alert-%s", hex);
+}
+
+/* Parses one stored alert; NULL when the document is not one. */
+static struct egs_alert *alert_parse(const struct egs_doc *d)
+{
+	json_t *v = json_loads(d->spec, 0, NULL);
+	const char *key, *kind, *node, *gpu, *ws, *gpr;
+	json_int_t since, updated;
+	struct egs_alert *al = egs_calloc(1, sizeof(*al));
+	bool ok = !json_unpack(v, "{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:F, s:F, s:F, s:I, s:I}", "key", &key, "kind",
+			       &kind, "node", &node, "gpu", &gpu, "gpuIndex", &al->gpu_index, "workspace", &ws, "gpr",
+			       &gpr, "value", &al->value, "peak", &al->peak, "threshold", &al->threshold, "since",
+			       &since, "updated", &updated) &&
+		  egs_alert_kind_parse(kind, &al->kind) && egs_strlcpy(al->key, key, sizeof(al->key)) &&
+		  egs_strlcpy(al->node, node, sizeof(al->node)) && egs_strlcpy(al->gpu, gpu, sizeof(al->gpu)) &&
+		  egs_strlcpy(al->workspace, ws, sizeof(al->workspace)) && egs_strlcpy(al->gpr, gpr, sizeof(al->gpr));
+	json_decref(v);
+	if (!ok) {
+		free(al);
+		return NULL;
+	}
+	al->since = since;
+	al->updated = updated;
+	egs_strlcpy(al->doc, d->name, sizeof(al->doc));
+	return al;
+}
+
+void egs_alerts_restore(struct egs_alerts *a, struct egs_state *st, FILE *log)
+{
+	void *v;
+	struct egs_vec bad = { 0 };
+	for (size_t i = 0; egs_map_next(&a->active, &i, NULL, &v);)
+		free(v);
+	egs_map_cleanup(&a->active);
+	egs_map_init(&a->active);
+	for (size_t i = 0; egs_map_next(&st->alerts, &i, NULL, &v);) {
+		struct egs_alert *al = alert_parse(v);
+		if (al && !egs_map_get(&a->active, al->key)) {
+			egs_map_put(&a->active, al->key, al);
+			continue;
+		}
+		free(al);
+		egs_vec_push(&bad, v);
+	}
+	for (size_t i = 0; i < bad.len; i++) {
+		struct egs_doc *d = bad.items[i];
+		if (log)
+			fprintf(log, "level=warn msg=\"stored alert dropped: not a valid alert document\" doc=%s\n", d->name);
+		egs_state_del(st, EGS_KIND_ALERT, d);
+	}
+	egs_vec_cleanup(&bad);
+}
+
 /* Describes the alert's subject: "GPU 3 (GPU-..) of node n1 in cluster c1" or "node n1 ...". */
 static void subject(const struct egs_alert *al, const struct egs_node *n, char *out, size_t len)
 {
@@ -89,6 +188,7 @@ static void raise_alert(struct egs_alerts *a, struct egs_state *st, struct egs_a
 	subject(al, n, subj, sizeof(subj));
 	holder(al, hold, sizeof(hold));
 	egs_map_put(&a->active, al->key, al);
+	save(st, al);
 	a->raised[al->kind]++;
 	if (al->kind == EGS_ALERT_NODE_UNHEALTHY || al->kind == EGS_ALERT_NODE_SILENT)
 		egs_state_event_repeat(st, al->since, REPEAT_WINDOW_S, "Warning", kinds[al->kind].raise, "Node", n->key,
@@ -106,6 +206,7 @@ static void resolve_alert(struct egs_alerts *a, struct egs_state *st, struct egs
 	subject(al, n, subj, sizeof(subj));
 	holder(al, hold, sizeof(hold));
 	EGS_ASSERT(egs_map_del(&a->active, al->key) == al);
+	forget(st, al);
 	if (al->kind == EGS_ALERT_NODE_UNHEALTHY)
 		egs_state_event_repeat(st, now, REPEAT_WINDOW_S, "Normal", kinds[al->kind].resolve, "Node", n->key,
 				       al->workspace, "%s is Healthy again after %llds%s", subj,
@@ -132,17 +233,20 @@ static void check(struct egs_alerts *a, struct egs_state *st, enum egs_alert_kin
 	struct egs_alert *al = egs_map_get(&a->active, key);
 	if (al) {
 		al->value = value;
-		if (value > al->peak)
-			al->peak = value;
 		al->updated = now;
-		if (back)
+		if (back) {
 			resolve_alert(a, st, al, n, now);
+		} else if (value > al->peak) {
+			al->peak = value;
+			save(st, al); /* the stored peak; value and lastUpdated follow the next sample */
+		}
 		return;
 	}
 	if (!over)
 		return;
 	al = egs_calloc(1, sizeof(*al));
 	egs_strlcpy(al->key, key, sizeof(al->key));
+	doc_name(key, al->doc);
 	al->kind = kind;
 	egs_strlcpy(al->node, n->key, sizeof(al->node));
 	if (g) {

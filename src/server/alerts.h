@@ -15,8 +15,12 @@
  * are scoped to the workspace whose GPR held the node when the alert was raised, so that
  * workspace's users see the pair.  Repeats within ten minutes aggregate into one event (count).
  *
- * Alerts live in memory only: after a restart, a condition that still holds is raised again by
- * the next sample.  Pure apart from the events it records: time comes in as `now`.
+ * Active alerts survive a restart: each is mirrored by a struct egs_doc of kind EGS_KIND_ALERT in
+ * the state (written with the turn that raised it, rewritten when its peak rises, deleted with the
+ * turn that resolves it), and egs_alerts_restore rebuilds them after a load.  So an alert raised
+ * before a restart is resolved (one event, one notification) by the first sample after it, and a
+ * condition that still holds is not raised twice.  Pure apart from the state it records events and
+ * documents in: time comes in as `now`.
  */
 #ifndef EGS_ALERTS_H
 #define EGS_ALERTS_H
@@ -24,6 +28,7 @@
 #include "core/state.h"
 
 #include <jansson.h>
+#include <stdio.h>
 
 enum egs_alert_kind {
 	EGS_ALERT_GPU_TEMP = 0,
@@ -51,6 +56,7 @@ struct egs_alert {
 	char gpr[EGS_ID_MAX];
 	double value, peak, threshold; /* latest value, worst value, threshold when raised */
 	int64_t since, updated;
+	char doc[EGS_NAME_MAX]; /* its struct egs_doc in the state: "alert-" and a hash of key */
 };
 
 struct egs_alerts {
@@ -77,6 +83,11 @@ void egs_alerts_check_gpu(struct egs_alerts *a, struct egs_state *st, const stru
 /* Checks node-level conditions: reported health and silence. */
 void egs_alerts_check_node(struct egs_alerts *a, struct egs_state *st, const struct egs_node *n, bool silent,
 			   const char *ws, const char *gpr, int64_t now);
+
+/* Replaces a's active alerts by those stored in st->alerts (after egs_store_load, at start and after
+ * a reload).  A document that does not parse is dropped from the state (logged on log, which may be
+ * NULL) rather than stopping egsd: an alert is raised again by the next sample. */
+void egs_alerts_restore(struct egs_alerts *a, struct egs_state *st, FILE *log);
 
 /* Number of active alerts (of kind k, or of every kind when k is EGS_ALERT_NKINDS). */
 size_t egs_alerts_count(const struct egs_alerts *a, enum egs_alert_kind k);

@@ -29,6 +29,7 @@ struct msg {
 	struct msg *next;
 	char *url, *payload; /* owned */
 	char tag[64];
+	char key[EGS_NOTIFY_KEY_MAX];
 	int attempts;
 	int64_t due_ms; /* monotonic */
 	bool busy;
@@ -174,7 +175,7 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_so
 
 /* Called with mu held: appends a result and wakes the loop. */
 static void post_result(struct egs_notify *n, enum egs_notify_outcome outcome, const struct msg *m, long status,
-			const char *error)
+			const char *error, int64_t retry_ms)
 {
 	if (n->n_results == n->cap_results) {
 		n->cap_results = n->cap_results ? 2 * n->cap_results : 16;
@@ -184,7 +185,9 @@ static void post_result(struct egs_notify *n, enum egs_notify_outcome outcome, c
 	memset(r, 0, sizeof(*r));
 	r->outcome = outcome;
 	egs_strlcpy(r->tag, m->tag, sizeof(r->tag));
+	egs_strlcpy(r->key, m->key, sizeof(r->key));
 	r->attempts = m->attempts;
+	r->retry_ms = retry_ms;
 	r->http_status = status;
 	egs_strlcpy(r->error, error ? error : "", sizeof(r->error));
 	ssize_t w = write(n->pipe_w, "x", 1); /* a full pipe already means "wake up" */
@@ -251,17 +254,19 @@ static int abort_on_stop(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, cu
 	return atomic_load(&((struct egs_notify *)arg)->stop) ? 1 : 0;
 }
 
-/* One POST; returns true on 2xx.  *retry says whether a failure is worth retrying. */
-static bool attempt(struct egs_notify *n, CURL *h, const char *url, const char *payload, long *status, bool *retry,
-		    char *err, size_t errlen)
+/* One POST of m; returns true on 2xx.  *retry says whether a failure is worth retrying. */
+static bool attempt(struct egs_notify *n, CURL *h, const struct msg *m, long *status, bool *retry, char *err,
+		    size_t errlen)
 {
-	char ebuf[CURL_ERROR_SIZE] = "";
+	char ebuf[CURL_ERROR_SIZE] = "", keyhdr[EGS_NOTIFY_KEY_MAX + 20];
+	snprintf(keyhdr, sizeof(keyhdr), "Idempotency-Key: %s", m->key);
+	struct curl_slist key = { keyhdr, n->headers }; /* this message's header, then the shared ones */
 	curl_easy_reset(h);
-	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_URL, m->url);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, payload);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, n->headers);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, m->payload);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(m->payload));
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, &key);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "egsd-webhook/1");
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, n->cfg.timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, n->cfg.timeout_ms < 3000 ? n->cfg.timeout_ms : 3000L);
@@ -332,17 +337,19 @@ static void *worker(void *arg)
 		long status;
 		bool retry = false;
 		char err[160] = "";
-		bool ok = attempt(n, h, m->url, m->payload, &status, &retry, err, sizeof(err));
+		bool ok = attempt(n, h, m, &status, &retry, err, sizeof(err));
 		pthread_mutex_lock(&n->mu);
 		m->busy = false;
 		if (atomic_load(&n->stop))
 			break;
 		if (ok || !retry || m->attempts >= n->cfg.max_attempts) {
 			unlink_msg(n, m);
-			post_result(n, ok ? EGS_NOTIFY_DELIVERED : EGS_NOTIFY_FAILED, m, status, ok ? NULL : err);
+			post_result(n, ok ? EGS_NOTIFY_DELIVERED : EGS_NOTIFY_FAILED, m, status, ok ? NULL : err, 0);
 			msg_free(m);
 		} else {
-			m->due_ms = mono_ms() + backoff(n, m->attempts);
+			int64_t delay = backoff(n, m->attempts);
+			m->due_ms = mono_ms() + delay;
+			post_result(n, EGS_NOTIFY_RETRY, m, status, err, delay);
 		}
 	}
 	pthread_mutex_unlock(&n->mu);
@@ -452,13 +459,16 @@ void egs_notify_free(struct egs_notify *n)
 	free(n);
 }
 
-bool egs_notify_send(struct egs_notify *n, const char *url, const char *tag, const char *payload)
+bool egs_notify_send(struct egs_notify *n, const char *url, const char *tag, const char *key, const char *payload,
+		     int attempts, int64_t delay_ms)
 {
 	struct msg *m = egs_calloc(1, sizeof(*m));
 	m->url = egs_strdup(url);
 	m->payload = egs_strdup(payload);
 	egs_strlcpy(m->tag, tag, sizeof(m->tag));
-	m->due_ms = mono_ms();
+	egs_strlcpy(m->key, key, sizeof(m->key));
+	m->attempts = attempts > 0 ? attempts : 0;
+	m->due_ms = mono_ms() + (delay_ms > 0 ? delay_ms : 0);
 	pthread_mutex_lock(&n->mu);
 	bool fits = n->len < n->cfg.max_queue;
 	if (fits) {
@@ -470,7 +480,7 @@ bool egs_notify_send(struct egs_notify *n, const char *url, const char *tag, con
 		n->len++;
 		pthread_cond_signal(&n->cv);
 	} else {
-		post_result(n, EGS_NOTIFY_DROPPED, m, 0, "the notification queue is full");
+		post_result(n, EGS_NOTIFY_DROPPED, m, 0, "the notification queue is full", 0);
 	}
 	pthread_mutex_unlock(&n->mu);
 	if (!fits)

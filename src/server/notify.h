@@ -10,8 +10,11 @@
  *
  * Results come back to the loop thread: the worker appends them to a list and writes a byte to a
  * pipe whose read end is an event of the loop, whose callback hands each result to `done`.  The
- * worker never touches anything of the loop's (struct egs_state in particular).  Undelivered
- * messages are lost when egsd stops: notifications are best effort, the event log is the record.
+ * worker never touches anything of the loop's (struct egs_state in particular).  Every message
+ * carries an idempotency key, sent as the header `Idempotency-Key` on every attempt, and each failed
+ * attempt that will be retried is reported too (EGS_NOTIFY_RETRY, with the delay): the loop keeps
+ * the messages in the store (outbox.c), so they survive a restart and are handed back here with the
+ * attempts they already had.
  */
 #ifndef EGS_NOTIFY_H
 #define EGS_NOTIFY_H
@@ -29,12 +32,17 @@ struct egs_notify_config {
 	bool allow_private;     /* post to loopback, link-local and metadata addresses too (default no) */
 };
 
-enum egs_notify_outcome { EGS_NOTIFY_DELIVERED, EGS_NOTIFY_FAILED, EGS_NOTIFY_DROPPED };
+/* RETRY: an attempt failed and the message stays queued; the others end the message. */
+enum egs_notify_outcome { EGS_NOTIFY_DELIVERED, EGS_NOTIFY_FAILED, EGS_NOTIFY_DROPPED, EGS_NOTIFY_RETRY };
+
+#define EGS_NOTIFY_KEY_MAX 64
 
 struct egs_notify_result {
 	enum egs_notify_outcome outcome;
 	char tag[64];      /* the tag given to egs_notify_send */
-	int attempts;
+	char key[EGS_NOTIFY_KEY_MAX]; /* the idempotency key given to egs_notify_send */
+	int attempts;      /* attempts made so far, those before a restart included */
+	int64_t retry_ms;  /* RETRY: the next attempt is due in this many milliseconds */
 	long http_status;  /* last answer's status, 0 when there was none */
 	char error[160];   /* why the last attempt failed, "" when delivered */
 };
@@ -52,9 +60,13 @@ enum egs_err egs_notify_new(struct event_base *base, const struct egs_notify_con
  * without reporting it, and frees everything.  NULL is a no-op. */
 void egs_notify_free(struct egs_notify *n);
 
-/* Queues a POST of payload (JSON text, copied) to url (copied).  Returns false when the queue is
- * full: the message is dropped and a DROPPED result follows. */
-bool egs_notify_send(struct egs_notify *n, const char *url, const char *tag, const char *payload);
+/* Queues a POST of payload (JSON text, copied) to url (copied) with the header `Idempotency-Key: key`
+ * (printable ASCII, shorter than EGS_NOTIFY_KEY_MAX).  attempts: tries already made (0 for a new
+ * message; a message resumed after a restart keeps its count against max_attempts); the first try is
+ * due in delay_ms.  Returns false when the queue is full: the message is dropped and a DROPPED result
+ * follows. */
+bool egs_notify_send(struct egs_notify *n, const char *url, const char *tag, const char *key, const char *payload,
+		     int attempts, int64_t delay_ms);
 /* Messages queued or in flight. */
 size_t egs_notify_pending(struct egs_notify *n);
 

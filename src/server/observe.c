@@ -13,6 +13,7 @@
 #include "core/gpr.h"
 #include "core/util.h"
 #include "server/notify.h"
+#include "server/outbox.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -196,84 +197,6 @@ bool egs_get_webhook_url(struct egs_req *r, const char *field, char *out, size_t
 	return true;
 }
 
-/* ---- notifications ---- */
-
-static struct egs_ws_delivery *delivery(struct egs_obs *ob, const char *ws)
-{
-	struct egs_ws_delivery *d = egs_map_get(&ob->webhook_ws, ws);
-	if (!d && ob->webhook_ws.len < 100000) {
-		d = egs_calloc(1, sizeof(*d));
-		egs_strlcpy(d->workspace, ws, sizeof(d->workspace));
-		egs_map_put(&ob->webhook_ws, d->workspace, d);
-	}
-	return d;
-}
-
-static void notify_done(void *arg, const struct egs_notify_result *res)
-{
-	struct egs_server *srv = arg;
-	struct egs_obs *ob = srv->obs;
-	int64_t now = egs_now(srv);
-	if (res->attempts > 1)
-		ob->webhooks[3] += (uint64_t)(res->attempts - 1);
-	ob->webhooks[res->outcome]++;
-	struct egs_ws_delivery *d = delivery(ob, res->tag);
-	if (res->outcome == EGS_NOTIFY_DELIVERED) {
-		if (d) {
-			d->delivered++;
-			d->last_ok = now;
-		}
-		return;
-	}
-	if (d) {
-		d->failed++;
-		d->last_fail = now;
-		egs_strlcpy(d->last_error, res->error, sizeof(d->last_error));
-	}
-	if (!egs_state_workspace(&srv->st, res->tag))
-		return;
-	egs_state_event_repeat(&srv->st, now, 600, "Warning", "NotificationFailed", "Workspace", res->tag, res->tag,
-			       "webhook notification %s after %d attempt(s): %s",
-			       res->outcome == EGS_NOTIFY_DROPPED ? "dropped" : "failed", res->attempts, res->error);
-	egs_server_changed(srv);
-}
-
-static bool notifiable(const struct egs_event *e)
-{
-	return e->workspace[0] && e->count == 1 &&
-	       (!strcmp(e->object_kind, "GPR") || egs_alert_is_alert_reason(e->reason));
-}
-
-void egs_obs_notify_event(struct egs_server *srv, const struct egs_event *e)
-{
-	struct egs_obs *ob = srv->obs;
-	if (!ob->notify || !notifiable(e))
-		return;
-	const struct egs_workspace *w = egs_state_workspace(&srv->st, e->workspace);
-	if (!w || !w->webhook_url)
-		return;
-	bool warn = !strcmp(e->type, "Warning");
-	char text[800], ts[32];
-	egs_time_format(e->time, ts, sizeof(ts));
-	snprintf(text, sizeof(text), "%s *%s* %s %s: %s", warn ? ":warning:" : ":information_source:", e->reason,
-		 e->object_kind, e->object_name, e->message ? e->message : "");
-	json_t *fields = json_pack("[{s:s, s:s, s:b}, {s:s, s:s, s:b}, {s:s, s:s, s:b}, {s:s, s:s, s:b}]", "title",
-				   "Workspace", "value", e->workspace, "short", 1, "title", "Object", "value",
-				   e->object_name, "short", 1, "title", "Type", "value", e->type, "short", 1, "title",
-				   "Time", "value", ts, "short", 1);
-	json_t *msg = json_pack("{s:s, s:s, s:[{s:s, s:s, s:s, s:s, s:o, s:I}], s:o}", "text", text, "username", "EGS",
-				"attachments", "color", warn ? "danger" : "good", "fallback", text, "title", e->reason,
-				"text", e->message ? e->message : "", "fields", fields, "ts", (json_int_t)e->time,
-				"egsEvent", egs_json_event(e));
-	if (!msg)
-		return; /* not valid UTF-8: the event log still has it */
-	char *body = json_dumps(msg, JSON_COMPACT);
-	json_decref(msg);
-	if (body)
-		egs_notify_send(ob->notify, w->webhook_url, w->name, body);
-	free(body);
-}
-
 /* ---- lifecycle ---- */
 
 static void series_reset(struct egs_obs *ob)
@@ -318,8 +241,11 @@ enum egs_err egs_obs_start(struct egs_server *srv)
 		ob->prices = json_object();
 	}
 	struct egs_notify_config ncfg = { .allow_private = srv->allow_private_webhooks };
-	err = egs_notify_new(srv->base, &ncfg, notify_done, srv, &ob->notify);
+	err = egs_notify_new(srv->base, &ncfg, egs_outbox_done, srv, &ob->notify);
 	ob->started = err == EGS_OK;
+	egs_alerts_restore(&ob->alerts, &srv->st, srv->log); /* active before the restart (alerts.h) */
+	if (ob->started)
+		egs_outbox_resume(srv); /* undelivered webhook messages (outbox.h) */
 out:
 	free(saved);
 	return err;
@@ -362,6 +288,9 @@ void egs_obs_free(struct egs_server *srv)
 	free_all(&ob->first_est, free);
 	free_all(&ob->webhook_ws, free);
 	egs_alerts_cleanup(&ob->alerts);
+	for (size_t i = 0; i < ob->outbox_new.len; i++)
+		free(ob->outbox_new.items[i]);
+	egs_vec_cleanup(&ob->outbox_new);
 	json_decref(ob->prices);
 	free(ob->routes);
 	free(ob);
@@ -546,6 +475,7 @@ void egs_obs_before_commit(struct egs_server *srv, int64_t now)
 			}
 		}
 	}
+	egs_outbox_before_commit(srv, now); /* last: every event of the turn is recorded by now */
 }
 
 void egs_obs_committed(struct egs_server *srv)
@@ -558,8 +488,8 @@ void egs_obs_committed(struct egs_server *srv)
 		if (!e->listed)
 			ob->events_total[strcmp(e->type, "Warning") == 0]++;
 		egs_events_broadcast(srv, e);
-		egs_obs_notify_event(srv, e);
 	}
+	egs_outbox_committed(srv); /* the turn's webhook messages, stored with it, to the worker */
 }
 
 /* Drops alerts of nodes that no longer exist (deregistered). */

@@ -5,7 +5,8 @@
  *
  * Everything here belongs to the loop thread, like struct egs_state; only notify.c's worker runs
  * elsewhere, and it never sees this struct.  Runtime data (series, workloads, alerts, watchers,
- * counters) is not persisted; settings and prices are, in the store's meta table.
+ * counters) is not persisted; settings and prices are, in the store's meta table, and active alerts
+ * and undelivered webhook messages as documents of the state (alerts.h, outbox.h).
  */
 #ifndef EGS_OBSERVE_H
 #define EGS_OBSERVE_H
@@ -68,7 +69,8 @@ struct egs_obs {
 	size_t n_routes;
 	struct egs_est_stats est;
 	uint64_t events_total[2];       /* Normal, Warning: committed since start */
-	uint64_t webhooks[4];           /* delivered, failed, dropped, retried */
+	uint64_t webhooks[4];           /* delivered, failed, dropped, retried (enum egs_notify_outcome) */
+	struct egs_vec outbox_new;      /* char* keys of this turn's stored webhook messages (outbox.c) */
 	struct egs_map webhook_ws;      /* workspace -> struct egs_ws_delivery (owned) */
 	int64_t next_prune, next_ping;  /* monotonic seconds of the next retention pass, ping */
 	bool started;
@@ -104,9 +106,6 @@ void egs_events_close_all(struct egs_server *srv);
 /* Writes a keep-alive comment to every stream and drops streams whose client stopped reading. */
 void egs_events_ping(struct egs_server *srv);
 
-/* ---- notify glue (observe.c) ---- */
-/* Queues a webhook for e when its workspace has a URL and e is a GPR lifecycle or alert event. */
-void egs_obs_notify_event(struct egs_server *srv, const struct egs_event *e);
 
 /* ---- api_usage.c ---- */
 /* Price per GPU-hour of shape at time t (0 when none was set). */

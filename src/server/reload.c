@@ -7,7 +7,9 @@
  * agents' last contact, GPU samples, quarantines, the check port, shared attachments, GPR phase
  * timers) is carried over from the old model by key, so a reload does not make healthy nodes look
  * silent.  The planner's cache is reset and the workspace policies parsed again.  Early-release
- * holds are runtime state and end, as at a restart.
+ * holds and active alerts come back from the store as at a restart (so an alert raised or resolved
+ * in the failed turn is neither); webhook messages of the failed turn were never handed to the
+ * worker (outbox.h).
  *
  * Every reply held for the turn is answered 507 STORAGE_FULL (or 503 STORE_UNAVAILABLE for another
  * write error): nothing of what they would have acknowledged is saved.
@@ -16,6 +18,7 @@
 
 #include "core/sched.h"
 #include "core/util.h"
+#include "server/observe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +97,8 @@ enum egs_err egs_server_reload(struct egs_server *srv)
 	free(fresh);
 	srv->planned_gen = srv->st.generation - 1; /* plan again on the next turn */
 	srv->next_wake = 0;
+	if (srv->obs)
+		egs_alerts_restore(&srv->obs->alerts, &srv->st, srv->log);
 	return egs_policy_load_workspaces(srv);
 }
 

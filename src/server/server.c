@@ -406,6 +406,8 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	/* Time-outs of active GPRs restart with the process: agents get a full period to converge. */
 	for (size_t i = 0; i < srv->st.active.len; i++)
 		((struct egs_gpr *)srv->st.active.items[i])->phase_since = egs_now(srv);
+	/* Stored early-release holds stay until the agents have had a heartbeat period to report. */
+	srv->st.held_settle = egs_now(srv) + srv->st.cfg.heartbeat_timeout_s;
 
 	srv->base = event_base_new();
 	EGS_ASSERT(srv->base && event_base_priority_init(srv->base, 3) == 0);

@@ -4,6 +4,8 @@
  */
 #include "store/store_impl.h"
 
+#include "core/held.h"
+
 #include <string.h>
 
 static bool is_pg_url(const char *url)
@@ -36,7 +38,10 @@ enum egs_err egs_store_lead(struct egs_store *s)
 
 enum egs_err egs_store_load(struct egs_store *s, struct egs_state *st)
 {
-	return s->ops->load(s, st);
+	enum egs_err err = s->ops->load(s, st);
+	if (!err)
+		egs_held_restore(st); /* the planner's holds, stored with their GPRs (core/held.h) */
+	return err;
 }
 
 enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st)

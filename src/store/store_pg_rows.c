@@ -412,6 +412,10 @@ static void read_gpr(struct egs_pg_reader *r, void *obj)
 		r->i++;
 	}
 	r_shares(r, g);
+	char *held = r_dup(r);
+	if (held && !egs_rows_parse_held(held, g))
+		r_fail(r, r->i - 1, "not a JSON object {until, ghost, nodes}");
+	free(held);
 }
 
 static void read_apikey(struct egs_pg_reader *r, void *obj)
@@ -491,6 +495,8 @@ static void free_doc(void *o) { egs_doc_free(o); }
 static enum egs_err add_template(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_TEMPLATE, o); }
 static enum egs_err add_binding(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_BINDING, o); }
 static enum egs_err add_kubecred(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_KUBECRED, o); }
+static enum egs_err add_alert(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_ALERT, o); }
+static enum egs_err add_outbox(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_OUTBOX, o); }
 static const char *key_doc(const void *o) { return ((const struct egs_doc *)o)->name; }
 
 #define KIND(k, tbl, cols, order, x)                                                              \
@@ -512,7 +518,7 @@ const struct egs_pg_kind egs__pg_kinds[] = {
 	     "id,name,workspace,cluster,instance_type,gpu_shape,created_by,gpus_per_node,node_count,"
 	     "memory_mib,exit_duration_s,idle_timeout_s,priority,flags,preferred_clusters,state,"
 	     "failure_reason,pending_reason,created_at,start_ts,exit_at,completion_ts,retry_count,"
-	     "delayed_count,seq,nodes,marks_sent,evicted_by,fair_key,shares",
+	     "delayed_count,seq,nodes,marks_sent,evicted_by,fair_key,shares,held",
 	     "seq, id", gpr),
 	KIND(EGS_KIND_APIKEY, "api_keys",
 	     "id,name,user_name,description,role,project,workspace,cluster,hash,created_at,expires_at",
@@ -523,5 +529,9 @@ const struct egs_pg_kind egs__pg_kinds[] = {
 			       free_doc, egs_rows_bind_doc, read_doc, add_binding, key_doc },
 	[EGS_KIND_KUBECRED] = { "kube_credentials", "name,project,spec,created_at,updated_at", "name", alloc_doc,
 				free_doc, egs_rows_bind_doc, read_doc, add_kubecred, key_doc },
+	[EGS_KIND_ALERT] = { "alerts", "name,project,spec,created_at,updated_at", "name", alloc_doc, free_doc,
+			     egs_rows_bind_doc, read_doc, add_alert, key_doc },
+	[EGS_KIND_OUTBOX] = { "webhook_outbox", "name,project,spec,created_at,updated_at", "created_at, name", alloc_doc,
+			      free_doc, egs_rows_bind_doc, read_doc, add_outbox, key_doc },
 };
 const int egs__pg_nkinds = (int)EGS_ARRAY_LEN(egs__pg_kinds);

@@ -131,6 +131,22 @@ const char *const egs__pg_migrations[] = {
 	"  spec TEXT NOT NULL,"
 	"  created_at BIGINT NOT NULL,"
 	"  updated_at BIGINT NOT NULL);",
+	/* 8 (the twin of SQLite's 8): state that must survive a restart (docs/internals/store.md): active alerts (src/server/alerts.c)
+	 * and undelivered webhook messages (src/server/outbox.c) as struct egs_doc, and the early release
+	 * or cancel the planner holds for a GPR (core/held.h) as JSON {until, ghost, nodes}, NULL when none */
+	"CREATE TABLE alerts ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  updated_at BIGINT NOT NULL);"
+	"CREATE TABLE webhook_outbox ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  updated_at BIGINT NOT NULL);"
+	"ALTER TABLE gprs ADD COLUMN held TEXT;",
 };
 
 const int egs__pg_nmigrations = (int)EGS_ARRAY_LEN(egs__pg_migrations);

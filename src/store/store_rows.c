@@ -131,6 +131,50 @@ void egs_rows_bind_workspace(const struct egs_row_binder *b, const void *obj)
 	b->text(b->ctx, w->policy_json);
 }
 
+/* The early release or cancel the planner holds (core/held.h) as JSON {until, ghost, nodes}; NULL
+ * when none.  The trial flag held_lifted is never stored: the planner puts every hold back. */
+static void b_held(const struct egs_row_binder *b, const struct egs_gpr *g)
+{
+	if (!g->held_until) {
+		b->text(b->ctx, NULL);
+		return;
+	}
+	json_t *nodes = json_array();
+	for (size_t i = 0; nodes && i < g->held_nodes.n; i++)
+		if (json_array_append_new(nodes, json_string(g->held_nodes.v[i]))) {
+			json_decref(nodes);
+			nodes = NULL;
+		}
+	b->json(b->ctx, nodes ? json_pack("{s:I, s:b, s:o}", "until", (json_int_t)g->held_until, "ghost", g->ghost,
+					  "nodes", nodes)
+			      : NULL);
+}
+
+bool egs_rows_parse_held(const char *text, struct egs_gpr *g)
+{
+	json_t *v = json_loads(text, 0, NULL), *nodes, *e;
+	json_int_t until;
+	int ghost;
+	size_t i;
+	bool ok = false;
+	if (json_unpack(v, "{s:I, s:b, s:o}", "until", &until, "ghost", &ghost, "nodes", &nodes) || until <= 0 ||
+	    !json_is_array(nodes) || json_array_size(nodes) > 4096)
+		goto out;
+	json_array_foreach(nodes, i, e) {
+		if (!json_is_string(e) || json_string_length(e) == 0 || json_string_length(e) >= EGS_KEY_MAX)
+			goto out;
+		egs_strlist_add(&g->held_nodes, json_string_value(e));
+	}
+	g->held_until = until;
+	g->ghost = ghost;
+	ok = true;
+out:
+	json_decref(v);
+	if (!ok)
+		egs_strlist_cleanup(&g->held_nodes);
+	return ok;
+}
+
 /* A shared GPR's request and shares (core/share_gpr.h) as JSON text; NULL for a dedicated GPR. */
 static void b_shares(const struct egs_row_binder *b, const struct egs_gpr *g)
 {
@@ -183,6 +227,7 @@ void egs_rows_bind_gpr(const struct egs_row_binder *b, const void *obj)
 	else
 		b->real(b->ctx, g->fair);
 	b_shares(b, g);
+	b_held(b, g);
 }
 
 void egs_rows_bind_apikey(const struct egs_row_binder *b, const void *obj)

@@ -34,6 +34,9 @@ void egs_rows_bind_gpr(const struct egs_row_binder *b, const void *obj);
 void egs_rows_bind_apikey(const struct egs_row_binder *b, const void *obj);
 /* struct egs_doc: GPR templates, template bindings and kube credentials share one row shape. */
 void egs_rows_bind_doc(const struct egs_row_binder *b, const void *obj);
+/* Reads the gprs column `held` (JSON text written by egs_rows_bind_gpr, borrowed) into g's
+ * held_until, ghost and held_nodes; false when it is not that shape (g's held fields stay unset). */
+bool egs_rows_parse_held(const char *text, struct egs_gpr *g);
 void egs_rows_bind_event(const struct egs_row_binder *b, const struct egs_event *ev);
 
 #endif

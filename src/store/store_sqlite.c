@@ -153,6 +153,22 @@ static const char *const migrations[] = {
 	"  spec TEXT NOT NULL,"
 	"  created_at INTEGER NOT NULL,"
 	"  updated_at INTEGER NOT NULL);",
+	/* 8: state that must survive a restart (docs/internals/store.md): active alerts (src/server/alerts.c)
+	 * and undelivered webhook messages (src/server/outbox.c) as struct egs_doc, and the early release
+	 * or cancel the planner holds for a GPR (core/held.h) as JSON {until, ghost, nodes}, NULL when none */
+	"CREATE TABLE alerts ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL);"
+	"CREATE TABLE webhook_outbox ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL);"
+	"ALTER TABLE gprs ADD COLUMN held TEXT;",
 };
 
 int egs_store_schema_version(void)
@@ -501,6 +517,10 @@ static void read_gpr(struct reader *r, void *obj)
 	g->fair = sqlite3_column_type(r->stmt, r->i) == SQLITE_NULL ? -INFINITY : sqlite3_column_double(r->stmt, r->i);
 	r->i++;
 	r_shares(r, g);
+	char *held = r_dup(r);
+	if (held && !egs_rows_parse_held(held, g))
+		r_fail(r, r->i - 1, "not a JSON object {until, ghost, nodes}");
+	free(held);
 }
 
 static void read_apikey(struct reader *r, void *obj)
@@ -567,6 +587,8 @@ static void *alloc_apikey(void) { return egs_calloc(1, sizeof(struct egs_apikey)
 static void *alloc_template(void) { return egs_calloc(1, sizeof(struct egs_doc)); }
 #define alloc_binding alloc_template
 #define alloc_kubecred alloc_template
+#define alloc_alert alloc_template
+#define alloc_outbox alloc_template
 static void free_project(void *o) { egs_project_free(o); }
 static void free_cluster(void *o) { egs_cluster_free(o); }
 static void free_node(void *o) { egs_node_free(o); }
@@ -576,6 +598,8 @@ static void free_apikey(void *o) { egs_apikey_free(o); }
 static void free_template(void *o) { egs_doc_free(o); }
 #define free_binding free_template
 #define free_kubecred free_template
+#define free_alert free_template
+#define free_outbox free_template
 static enum egs_err add_project(struct egs_state *st, void *o) { return egs_state_add_project(st, o); }
 static enum egs_err add_cluster(struct egs_state *st, void *o) { return egs_state_add_cluster(st, o); }
 static enum egs_err add_node(struct egs_state *st, void *o) { return egs_state_add_node(st, o); }
@@ -585,6 +609,8 @@ static enum egs_err add_apikey(struct egs_state *st, void *o) { return egs_state
 static enum egs_err add_template(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_TEMPLATE, o); }
 static enum egs_err add_binding(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_BINDING, o); }
 static enum egs_err add_kubecred(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_KUBECRED, o); }
+static enum egs_err add_alert(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_ALERT, o); }
+static enum egs_err add_outbox(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_OUTBOX, o); }
 static const char *key_project(const void *o) { return ((const struct egs_project *)o)->name; }
 static const char *key_cluster(const void *o) { return ((const struct egs_cluster *)o)->name; }
 static const char *key_node(const void *o) { return ((const struct egs_node *)o)->key; }
@@ -594,12 +620,18 @@ static const char *key_apikey(const void *o) { return ((const struct egs_apikey 
 static const char *key_template(const void *o) { return ((const struct egs_doc *)o)->name; }
 #define key_binding key_template
 #define key_kubecred key_template
+#define key_alert key_template
+#define key_outbox key_template
 #define egs_rows_bind_template egs_rows_bind_doc
 #define egs_rows_bind_binding egs_rows_bind_doc
 #define egs_rows_bind_kubecred egs_rows_bind_doc
+#define egs_rows_bind_alert egs_rows_bind_doc
+#define egs_rows_bind_outbox egs_rows_bind_doc
 #define read_template read_doc
 #define read_binding read_doc
 #define read_kubecred read_doc
+#define read_alert read_doc
+#define read_outbox read_doc
 
 struct kind_ops {
 	const char *table;
@@ -632,7 +664,7 @@ static const struct kind_ops kinds[] = {
 	     "id,name,workspace,cluster,instance_type,gpu_shape,created_by,gpus_per_node,node_count,"
 	     "memory_mib,exit_duration_s,idle_timeout_s,priority,flags,preferred_clusters,state,"
 	     "failure_reason,pending_reason,created_at,start_ts,exit_at,completion_ts,retry_count,"
-	     "delayed_count,seq,nodes,marks_sent,evicted_by,fair_key,shares",
+	     "delayed_count,seq,nodes,marks_sent,evicted_by,fair_key,shares,held",
 	     "seq, id", gpr),
 	KIND(EGS_KIND_APIKEY, "api_keys",
 	     "id,name,user_name,description,role,project,workspace,cluster,hash,created_at,expires_at",
@@ -640,6 +672,8 @@ static const struct kind_ops kinds[] = {
 	KIND(EGS_KIND_TEMPLATE, "gpr_templates", "name,project,spec,created_at,updated_at", "name", template),
 	KIND(EGS_KIND_BINDING, "gpr_template_bindings", "name,project,spec,created_at,updated_at", "name", binding),
 	KIND(EGS_KIND_KUBECRED, "kube_credentials", "name,project,spec,created_at,updated_at", "name", kubecred),
+	KIND(EGS_KIND_ALERT, "alerts", "name,project,spec,created_at,updated_at", "name", alert),
+	KIND(EGS_KIND_OUTBOX, "webhook_outbox", "name,project,spec,created_at,updated_at", "created_at, name", outbox),
 };
 #define NKINDS ((int)EGS_ARRAY_LEN(kinds))
 

@@ -72,6 +72,7 @@ class Receiver:
 
     def __init__(self, port=0, status=200):
         self.bodies = []
+        self.keys = []  # the Idempotency-Key header of each recorded body
         self.status = status
         self.lock = threading.Lock()
         outer = self
@@ -83,6 +84,7 @@ class Receiver:
                 with outer.lock:
                     if outer.status == 200:
                         outer.bodies.append(json.loads(body))
+                        outer.keys.append(self.headers.get("Idempotency-Key"))
                 self.send_response(outer.status)
                 self.send_header("Content-Length", "2")
                 self.end_headers()

@@ -693,6 +693,13 @@ static void test_docs_roundtrip(void **unused)
 	struct egs_doc *k1 = mk_doc("team-a", "{\"clusters\":{\"worker-1\":{\"want\":2}}}", 1700000030);
 	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_KUBECRED, k1), EGS_OK);
 	egs_state_touch(&a, EGS_KIND_KUBECRED, k1);
+	/* migration 8: an active alert and an undelivered webhook message, each in a table of its own */
+	struct egs_doc *al = mk_doc("team-a", "{\"key\":\"0|c1/n1|GPU-1\"}", 1700000040);
+	struct egs_doc *ob = mk_doc("egs-0123", "{\"attempts\":2}", 1700000050);
+	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_ALERT, al), EGS_OK);
+	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_OUTBOX, ob), EGS_OK);
+	egs_state_touch(&a, EGS_KIND_ALERT, al);
+	egs_state_touch(&a, EGS_KIND_OUTBOX, ob);
 	struct egs_doc *dup = mk_doc("train", "{}", 1);
 	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_TEMPLATE, dup), EGS_ERR_EXISTS);
 	egs_doc_free(dup);
@@ -705,6 +712,7 @@ static void test_docs_roundtrip(void **unused)
 	t1->spec = egs_strdup("{\"clusterName\":\"worker-1\",\"numberOfGPUs\":8}");
 	egs_state_touch(&a, EGS_KIND_TEMPLATE, t1);
 	egs_state_del(&a, EGS_KIND_TEMPLATE, t2);
+	egs_state_del(&a, EGS_KIND_OUTBOX, ob); /* delivered */
 	commit(s, &a);
 	egs_store_free(s);
 
@@ -713,6 +721,8 @@ static void test_docs_roundtrip(void **unused)
 	assert_int_equal(b.bindings.len, 1);
 	assert_int_equal(b.kubecreds.len, 1);
 	cmp_doc(egs_state_doc(&a, EGS_KIND_KUBECRED, "team-a"), egs_state_doc(&b, EGS_KIND_KUBECRED, "team-a"));
+	cmp_doc(egs_state_doc(&a, EGS_KIND_ALERT, "team-a"), egs_state_doc(&b, EGS_KIND_ALERT, "team-a"));
+	assert_int_equal(b.outbox.len, 0);
 	cmp_doc(egs_state_doc(&a, EGS_KIND_TEMPLATE, "train"), egs_state_doc(&b, EGS_KIND_TEMPLATE, "train"));
 	cmp_doc(egs_state_doc(&a, EGS_KIND_BINDING, "team-a"), egs_state_doc(&b, EGS_KIND_BINDING, "team-a"));
 	assert_null(egs_state_doc(&b, EGS_KIND_TEMPLATE, "team-a"));
