@@ -104,16 +104,18 @@ def test_undelivered_notifications_survive_a_restart_and_arrive_once_with_their_
     restart(cluster, sig)
     again = outbox(cluster)  # (the silent fake agent may add NodeFailed after the restart)
     assert set(stored) <= set(again) and all(again[k]["attempts"] >= stored[k]["attempts"] for k in stored)
+    order = sorted(stored, key=lambda k: stored[k]["eventId"])
     rx = Receiver(port)
     try:
-        wait_for(lambda: count(cluster, "webhook_outbox") == 0, timeout=30, what="delivery after the restart")
-        n = len(rx.keys)
-        assert rx.keys[:3] == sorted(stored, key=lambda k: stored[k]["eventId"]), (rx.keys, stored)
-        assert len(set(rx.keys)) == n == len(again)  # each key once
+        wait_for(lambda: set(order) <= set(rx.keys) and count(cluster, "webhook_outbox") == 0, timeout=30,
+                 what="delivery after the restart")
+        assert rx.keys[:3] == order, (rx.keys, order)  # the stored keys first, in the order of their events
+        assert len(set(rx.keys)) == len(rx.keys)  # each key once
         assert [b["idempotencyKey"] for b in rx.bodies] == rx.keys
-        assert rx.reasons()[:3] == ["Queued", "Provisioning", "Provisioned"]  # in the order of their events
+        assert rx.reasons()[:3] == ["Queued", "Provisioning", "Provisioned"]
         shown = cluster.admin.get("/api/v1/notifications?sliceName=w")
-        assert shown["delivered"] == n and shown["failed"] == 0, shown
+        assert shown["delivered"] >= 3 and shown["failed"] == 0, shown
+        n = len(rx.keys)
         # Another restart sends nothing again: delivered messages left the store.
         restart(cluster, "term")
         cluster.gpr(sliceName="w", gprName="after")
