@@ -516,6 +516,38 @@ static const struct egs_route *find_route(enum evhttp_cmd_type m, const char *pa
 	return NULL;
 }
 
+/* Copies into out the key of a JSON object key token that ends (closing quote) just before byte pos
+ * of p, where jansson reports a duplicate key, with bytes outside printable ASCII shown as '?'.  False
+ * when no such token is there (the caller then answers as for any malformed body). */
+static bool duplicate_key(const char *p, size_t len, int pos, char *out, size_t outsz)
+{
+	if (pos < 2 || (size_t)pos > len || p[pos - 1] != '"')
+		return false;
+	size_t start = (size_t)pos - 1;
+	for (;;) { /* back to the opening quote: one not preceded by an odd run of backslashes */
+		if (start == 0)
+			return false;
+		start--;
+		if (p[start] != '"')
+			continue;
+		size_t bs = 0;
+		while (start > bs && p[start - 1 - bs] == '\\')
+			bs++;
+		if (bs % 2 == 0)
+			break;
+	}
+	json_t *key = json_loadb(p + start, (size_t)pos - start, JSON_DECODE_ANY, NULL);
+	bool ok = json_is_string(key);
+	if (ok) {
+		egs_strlcpy(out, json_string_value(key), outsz);
+		for (char *c = out; *c; c++)
+			if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+				*c = '?';
+	}
+	json_decref(key);
+	return ok;
+}
+
 static bool read_body(struct egs_req *r)
 {
 	struct evbuffer *in = evhttp_request_get_input_buffer(r->ev);
@@ -529,6 +561,11 @@ static bool read_body(struct egs_req *r)
 	const char *p = (const char *)evbuffer_pullup(in, -1);
 	json_error_t jerr;
 	json_t *j = json_loadb(p, len, JSON_REJECT_DUPLICATES, &jerr);
+	char dup[80];
+	if (!j && json_error_code(&jerr) == json_error_duplicate_key && duplicate_key(p, len, jerr.position, dup, sizeof(dup))) {
+		egs_reply_invalid(r, dup, "%s is given more than once", dup);
+		return false;
+	}
 	if (!j) {
 		egs_reply_err(r, EGS_ERR_BAD_REQUEST, "MALFORMED_JSON", NULL, "the body is not valid JSON: %s at line %d column %d",
 			      jerr.text, jerr.line, jerr.column);
@@ -608,7 +645,7 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	}
 	if (!rt->public && !egs_authenticate(&r))
 		goto out;
-	if (!read_body(&r))
+	if (!read_body(&r) || !egs_body_check(&r, method_name(r.method), rt->path))
 		goto out;
 	rt->fn(&r);
 out:

@@ -14,6 +14,9 @@
  * of real calls against this document, so a field added to an answer without being added here fails
  * the tests.  Keeping that test green is what keeps this description true.
  *
+ * The request schemas are enforced, not only described: body_check.c checks the JSON type of every
+ * field of every request body against them before the handler runs (docs/api.md, "Wrong types").
+ *
  * Invariant: the tables are code; a malformed entry is a bug and trips EGS_ASSERT in the tests.
  */
 #include "server/server.h"
@@ -22,6 +25,7 @@
 
 #include <event2/buffer.h>
 #include <string.h>
+#include <strings.h>
 
 #define NODE_PROPS                                                                                                \
 	"gpuNodeName:s gpuShape:s gpuModelName:s instanceType:s clusterName:s memory:i gpuCount:i "               \
@@ -226,7 +230,7 @@ static const struct schema_def schemas[] = {
 			"~generation:i ~tokenTtlSeconds:i ~reason:e(missing|regenerate|namespaces|expiring)"},
 	{"GprNode", "node:s cluster:s address:s"},
 	{"AgentActions", "actions:[AgentAction]"},
-	{"AgentResult", "~clusterName:s actionId:s type:e(precheck|attach|detach) gprId:s node:s ok:b ~message:s ~checks:[CheckResult]?"},
+	{"AgentResult", "~clusterName:s ~actionId:s type:e(precheck|attach|detach) gprId:s node:s ok:b ~message:s ~checks:[CheckResult]?"},
 	{"ActionAck", "actionId:s"},
 	{"SliceAccessReport", "~clusterName:s ~actionId:s workspace:s generation:i ok:b ~token:s ~expiresAt:t "
 			      "~serviceAccount:s ~namespaces:[s] ~message:s"},
@@ -546,6 +550,19 @@ static const struct op ops[] = {
 	 "The ServiceAccount token the agent minted for a sliceAccess action (or why it could not)"},
 	{"get", "/api/v1/openapi.json", "Meta", PUBLIC, NULL, NULL, NULL, RAW_JSON, "This document"},
 };
+
+const char *egs_openapi_schema(const char *name, size_t len)
+{
+	return find_props(name, len);
+}
+
+const char *egs_openapi_body(const char *method, const char *path)
+{
+	for (size_t i = 0; i < EGS_ARRAY_LEN(ops); i++)
+		if (!strcasecmp(ops[i].method, method) && !strcmp(ops[i].path, path))
+			return ops[i].body ? find_props(ops[i].body, strlen(ops[i].body)) : NULL;
+	return NULL;
+}
 
 static json_t *media_schema(const char *type, json_t *schema)
 {

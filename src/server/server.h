@@ -139,6 +139,17 @@ void egs_server_wake_at(struct egs_server *srv, int64_t t);
 void egs_server_plan_now(struct egs_server *srv);
 
 /* ---- input ---- */
+/* The request schema of a route in openapi.c's notation ("name:s ~count:i? @Other"), by method (any
+ * case) and route pattern: NULL when the route takes no JSON body.  Borrowed, static. */
+const char *egs_openapi_body(const char *method, const char *path);
+/* The properties of the named schema (name need not be NUL-terminated), or NULL. */
+const char *egs_openapi_schema(const char *name, size_t len);
+/* Checks r->body against the route's request schema before its handler runs (body_check.c): each
+ * key must be a property (else 422 "<field>: unknown field") and each value of its JSON type, in
+ * nested objects and lists too (422 naming "nodes[0].gpuCount").  null stands for "not given" where
+ * the field is optional or nullable, and is a 422 where it is required.  Values (ranges, enums,
+ * names) are left to the handler.  false = replied. */
+bool egs_body_check(struct egs_req *r, const char *method, const char *route);
 /* Rejects (422 naming it) any key of r->body not in allowed (NULL-terminated).  false = replied. */
 bool egs_body_only(struct egs_req *r, const char *const *allowed);
 /* Requires a JSON object body; false = replied 400. */

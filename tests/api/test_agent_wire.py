@@ -104,7 +104,7 @@ def test_bad_checks_are_refused_naming_the_field(cluster):
         ([dict(good, output="line\nbreak")], "checks[0].output"),
         ([dict(good, durationMs=-1)], "checks[0].durationMs"),
         ([dict(good, durationMs="12")], "checks[0].durationMs"),
-        ([dict(good, extra=1)], "checks[0]"),
+        ([dict(good, extra=1)], "checks[0].extra"),  # an unknown key: named with its path (body_check.c)
         (["node-health"], "checks[0]"),
     ]
     for checks, field in cases:
