@@ -209,7 +209,7 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fno-strict-aliasi
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 $(shell pkg-config --cflags libevent jansson yaml-0.1 2>/dev/null)
 FUZZ_CORE    := src/core/common.c src/core/util.c src/core/share.c
-FUZZ_TARGETS := frame parsers manifest
+FUZZ_TARGETS := frame parsers manifest prom
 FUZZ_BINS    := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 build/fuzz/fuzz_frame: fuzz/fuzz_frame.c src/server/frame.c $(FUZZ_CORE)
@@ -218,6 +218,9 @@ build/fuzz/fuzz_frame: fuzz/fuzz_frame.c src/server/frame.c $(FUZZ_CORE)
 build/fuzz/fuzz_parsers: fuzz/fuzz_parsers.c $(FUZZ_CORE)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lm
+build/fuzz/fuzz_prom: fuzz/fuzz_prom.c src/agent/prom.c src/core/map.c $(FUZZ_CORE)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lsodium -lm
 build/fuzz/fuzz_manifest: fuzz/fuzz_manifest.c src/client/manifest.c src/client/manifest_load.c $(FUZZ_CORE)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -ljansson -lyaml -lm
