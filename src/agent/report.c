@@ -97,8 +97,11 @@ json_t *egs_report_heartbeat_node(const struct egs_dev_node *n, enum egs_health 
 {
 	json_t *gpus = json_array(), *o;
 
+	/* A GPU with nothing read (the kubernetes backend before dcgm-exporter answers) is left out: egsd
+	 * takes a GPU in a heartbeat as sampled, and one at 0 % would count as idle. */
 	for (int g = 0; s && g < n->gpu_count; g++)
-		json_array_append_new(gpus, egs_report_gpu(&n->gpus[g], &s[g]));
+		if (s[g].valid || s[g].lost)
+			json_array_append_new(gpus, egs_report_gpu(&n->gpus[g], &s[g]));
 	o = json_pack("{s:s, s:s, s:s, s:o, s:o}", "name", n->name, "health", egs_health_name(health), "attachedGpr",
 		      attached_gpr, "gpus", gpus, "workloads", egs_report_workloads(n, p, np));
 	EGS_ASSERT(o);

@@ -275,11 +275,13 @@ void egs_alerts_check_gpu(struct egs_alerts *a, struct egs_state *st, const stru
 }
 
 void egs_alerts_check_node(struct egs_alerts *a, struct egs_state *st, const struct egs_node *n, bool silent,
-			   const char *ws, const char *gpr, int64_t now)
+			   const char *why, const char *ws, const char *gpr, int64_t now)
 {
-	char detail[96];
+	char detail[320];
 	bool unhealthy = n->health == EGS_HEALTH_UNHEALTHY;
-	snprintf(detail, sizeof(detail), "is reported %s by its agent", egs_health_name(n->health));
+	snprintf(detail, sizeof(detail), "is reported %s by its agent%s%.256s", egs_health_name(n->health),
+		 why && *why ? ": " : "", why ? why : "");
+	egs_utf8_sanitize(detail); /* the cut may fall inside a character */
 	check(a, st, EGS_ALERT_NODE_UNHEALTHY, n, NULL, unhealthy, 0, unhealthy, !unhealthy, ws, gpr, detail, now);
 	int64_t quiet = n->last_heartbeat ? now - n->last_heartbeat : 0;
 	snprintf(detail, sizeof(detail), "has sent no heartbeat for %llds", (long long)quiet);

@@ -80,9 +80,10 @@ bool egs_alert_kind_parse(const char *s, enum egs_alert_kind *out);
 void egs_alerts_check_gpu(struct egs_alerts *a, struct egs_state *st, const struct egs_alert_rules *rules,
 			  const struct egs_node *n, const struct egs_gpu *g, const char *ws, const char *gpr,
 			  int64_t now);
-/* Checks node-level conditions: reported health and silence. */
+/* Checks node-level conditions: reported health (why: the agent's healthReason, NULL or "" when none;
+ * named in the raising event) and silence. */
 void egs_alerts_check_node(struct egs_alerts *a, struct egs_state *st, const struct egs_node *n, bool silent,
-			   const char *ws, const char *gpr, int64_t now);
+			   const char *why, const char *ws, const char *gpr, int64_t now);
 
 /* Replaces a's active alerts by those stored in st->alerts (after egs_store_load, at start and after
  * a reload).  A document that does not parse is dropped from the state (logged on log, which may be

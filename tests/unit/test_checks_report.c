@@ -106,6 +106,13 @@ static void test_heartbeat_node(void **state)
 	assert_string_equal(json_string_value(json_array_get(json_object_get(w, "gpus"), 0)), "GPU-a");
 	json_decref(o);
 
+	/* A GPU with nothing read is left out (egsd would take it as sampled at 0 %). */
+	s[0].valid = 0;
+	o = egs_report_heartbeat_node(&node, EGS_HEALTH_HEALTHY, "", "", s, NULL, 0);
+	assert_int_equal(json_array_size(json_object_get(o, "gpus")), 1);
+	assert_true(json_is_true(json_object_get(json_array_get(json_object_get(o, "gpus"), 0), "lost")));
+	json_decref(o);
+
 	/* Healthy: no reason; not sampled: no GPUs. */
 	o = egs_report_heartbeat_node(&node, EGS_HEALTH_HEALTHY, "stale", "", NULL, NULL, 0);
 	assert_null(json_object_get(o, "healthReason"));
