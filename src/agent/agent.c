@@ -28,6 +28,7 @@
 #define DEFAULT_INTERVAL_S 5  /* heartbeat interval until egsd says otherwise */
 #define WORKLOADS_MAX 64      /* processes reported per node */
 #define FEATURE_CHECKS "checks"
+#define FEATURE_PODS "pods"      /* egsd takes pendingPods in heartbeats */
 #define KICK_GAP_MS 250       /* least time between heartbeats that actions asked for */
 
 static int64_t now_ms(void)
@@ -215,9 +216,10 @@ static json_t *heartbeat_body(struct egs_agent *a)
 	struct egs_gpu_proc *procs = egs_calloc(nn * WORKLOADS_MAX + 1, sizeof(*procs));
 	char(*gprs)[128] = egs_calloc(nn + 1, sizeof(*gprs));
 	struct egs_strlist *shared = egs_calloc(nn + 1, sizeof(*shared));
-	json_t *nodes = json_array();
+	json_t *nodes = json_array(), **wls = egs_calloc(nn + 1, sizeof(*wls)), *pending = NULL, *body;
 
 	list_processes(a, procs, counts, now);
+	egs_devices_workloads(a->dev, now, wls, &pending); /* pods, where the backend knows them */
 	for (size_t i = 0; i < nn; i++) {
 		egs_backend_attached_gpr(a->be, a->dev->nodes[i].name, gprs[i], sizeof(gprs[i]));
 		egs_backend_shared_gprs(a->be, a->dev->nodes[i].name, &shared[i]);
@@ -237,16 +239,25 @@ static json_t *heartbeat_body(struct egs_agent *a)
 						      procs + i * WORKLOADS_MAX, counts[i]);
 		if (!a->no_sharing)
 			egs_report_add_sharing(o, &shared[i], false);
+		if (wls[i])
+			json_object_set(o, "workloads", wls[i]);
 		json_array_append_new(nodes, o);
 	}
 	pthread_mutex_unlock(&a->mu);
-	for (size_t i = 0; i < nn; i++)
+	for (size_t i = 0; i < nn; i++) {
 		egs_strlist_cleanup(&shared[i]);
+		json_decref(wls[i]);
+	}
+	egs_free(wls);
 	egs_free(shared);
 	egs_free(counts);
 	egs_free(procs);
 	egs_free(gprs);
-	return json_pack("{s:s, s:o}", "clusterName", a->cluster, "nodes", nodes);
+	body = json_pack("{s:s, s:o}", "clusterName", a->cluster, "nodes", nodes);
+	if (pending && atomic_load(&a->server_pods)) /* an egsd without "pods" refuses the field */
+		json_object_set(body, "pendingPods", pending);
+	json_decref(pending);
+	return body;
 }
 
 /* Does the registration answer list feature in data.features? */
@@ -283,6 +294,7 @@ static enum egs_err register_once(struct egs_agent *a, char *why, size_t whysz)
 	if (interval < 1 || interval > 300)
 		interval = DEFAULT_INTERVAL_S;
 	atomic_store(&a->server_checks, has_feature(data, FEATURE_CHECKS));
+	atomic_store(&a->server_pods, has_feature(data, FEATURE_PODS));
 	pthread_mutex_lock(&a->mu);
 	a->registered = true;
 	a->reg_gen++;
@@ -480,6 +492,7 @@ struct egs_agent *egs_agent_new(const struct egs_agent_config *cfg)
 		a->nodes[i].gpus = egs_calloc((size_t)a->dev->nodes[i].gpu_count, sizeof(*a->nodes[i].gpus));
 	atomic_init(&a->stop, false);
 	atomic_init(&a->server_checks, false);
+	atomic_init(&a->server_pods, false);
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -41,6 +41,7 @@ struct egs_agent {
 	struct egs_client *hb_client, *act_client;
 	atomic_bool stop;
 	atomic_bool server_checks; /* egsd takes "checks" in action results (advertised at registration) */
+	atomic_bool server_pods;   /* egsd takes "pendingPods" in heartbeats (advertised at registration) */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool registered;  /* under mu */

@@ -361,7 +361,9 @@ static void k8s_free(struct egs_backend *b)
 
 	egs_kube_reflector_stop(k->nodes);
 	egs_kube_reflector_stop(k->namespaces);
+	egs_kube_reflector_stop(k->pods);
 	atomic_store(&k->closing, true);
+	egs_k8s_dcgm_free(k->dcgm); /* before the pod cache it reads */
 	pthread_mutex_lock(&k->rmu);
 	pthread_cond_broadcast(&k->rcv);
 	pthread_mutex_unlock(&k->rmu);
@@ -369,6 +371,7 @@ static void k8s_free(struct egs_backend *b)
 		pthread_join(k->reconciler, NULL);
 	egs_kube_reflector_free(k->nodes);
 	egs_kube_reflector_free(k->namespaces);
+	egs_kube_reflector_free(k->pods);
 	egs_kube_free(k->kube);
 	pthread_mutex_destroy(&k->op_mu);
 	pthread_mutex_destroy(&k->rmu);
@@ -428,7 +431,10 @@ enum egs_err egs_backend_k8s_new(const struct egs_backend_k8s_config *cfg, struc
 	k->nodes = egs_kube_reflector_new(k->kube, "/api/v1/nodes", NULL, egs_k8s_node_trim, node_changed, k);
 	k->namespaces = egs_kube_reflector_new(k->kube, "/api/v1/namespaces", EGS_K8S_LABEL_SLICE,
 					       egs_k8s_namespace_trim, NULL, NULL);
+	k->pods = egs_kube_reflector_new(k->kube, "/api/v1/pods", NULL, egs_k8s_pod_trim, NULL, NULL);
 	if (egs_kube_reflector_start(k->nodes) != EGS_OK || egs_kube_reflector_start(k->namespaces) != EGS_OK ||
+	    egs_kube_reflector_start(k->pods) != EGS_OK ||
+	    !(k->dcgm = egs_k8s_dcgm_new(k, cfg->dcgm_url, cfg->scrape_interval_s)) ||
 	    pthread_create(&k->reconciler, NULL, reconcile_main, k) != 0) {
 		snprintf(err, errsz, "cannot start the backend's threads");
 		rc = EGS_ERR_IO;

@@ -10,7 +10,7 @@
  * difference, and the attach patch carries the node's resourceVersion, so two writers cannot both
  * attach one node (one gets 409 and sees the other's label on its next read).
  *
- * Threads: a reflector each for nodes and namespaces, and a reconciler that keeps the EGS taint on
+ * Threads: a reflector each for nodes, namespaces and pods, the dcgm-exporter scraper, and a reconciler that keeps the EGS taint on
  * exactly the managed GPU nodes.  attach/detach are serialised by the backend.
  */
 #ifndef EGS_AGENT_BACKEND_K8S_H
@@ -28,6 +28,8 @@ struct egs_backend_k8s_config {
 	int drain_timeout_s;    /* how long evictions refused by a PodDisruptionBudget are retried before
 				 * the pod is deleted; 0 picks 300 */
 	int api_timeout_s;      /* one API call; 0 picks 10 */
+	const char *dcgm_url;   /* scrape this dcgm-exporter; NULL: its pods, found by label (k8s_obs.h) */
+	int scrape_interval_s;  /* how often dcgm-exporter is scraped; 0 picks 5 */
 };
 
 /*

@@ -105,6 +105,16 @@ enum egs_err egs_devices_processes(struct egs_devices *d, size_t node, int64_t n
 	return rc;
 }
 
+bool egs_devices_workloads(struct egs_devices *d, int64_t now, json_t **nodes, json_t **pending)
+{
+	if (!d->ops->workloads)
+		return false;
+	pthread_mutex_lock(&d->mu);
+	d->ops->workloads(d, now, nodes, pending);
+	pthread_mutex_unlock(&d->mu);
+	return true;
+}
+
 const struct egs_dev_node *egs_devices_find(const struct egs_devices *d, const char *name)
 {
 	for (size_t i = 0; i < d->n_nodes; i++)

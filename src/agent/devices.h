@@ -16,6 +16,7 @@
 #include "core/common.h"
 #include "core/model.h"
 
+#include <jansson.h>
 #include <pthread.h>
 
 #define EGS_DEV_UUID_MAX 64    /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" is 40 */
@@ -95,6 +96,8 @@ struct egs_devices_ops {
 	/* See egs_devices_processes().  NULL when the backend cannot list processes. */
 	enum egs_err (*processes)(struct egs_devices *d, size_t node, int64_t now, struct egs_gpu_proc *out,
 				  size_t max, size_t *n);
+	/* See egs_devices_workloads().  NULL when the backend's workloads are its GPU processes. */
+	void (*workloads)(struct egs_devices *d, int64_t now, json_t **nodes, json_t **pending);
 	/* Frees what the backend added beyond struct egs_devices (may be NULL). */
 	void (*free_impl)(struct egs_devices *d);
 };
@@ -127,6 +130,14 @@ enum egs_err egs_devices_sample(struct egs_devices *d, size_t node, int64_t now,
  */
 enum egs_err egs_devices_processes(struct egs_devices *d, size_t node, int64_t now, struct egs_gpu_proc *out,
 				   size_t max, size_t *n);
+
+/*
+ * The workloads of a backend that knows them beyond GPU processes (the kubernetes backend: pods):
+ * nodes[i] (caller's array of d->n_nodes) gets node i's heartbeat workloads and *pending the cluster's
+ * GPU workloads that wait for a node (see agent-protocol.md, "pendingPods"); caller decrefs all.
+ * Returns false, touching nothing, when the backend has no such view (use egs_devices_processes()).
+ */
+bool egs_devices_workloads(struct egs_devices *d, int64_t now, json_t **nodes, json_t **pending);
 
 /* Returns the node named name, or NULL (borrowed; lives as long as d). */
 const struct egs_dev_node *egs_devices_find(const struct egs_devices *d, const char *name);

@@ -5,8 +5,8 @@
  * sample's health read from the node object of that moment.
  *
  * A node that left the cluster is Unschedulable (the agent leaves it out of heartbeats) until the
- * next view drops it.  GPU metrics: none yet from the node object; dcgm-exporter is the source the
- * issue names, not wired in this version (docs/kubernetes.md).
+ * next view drops it.  GPU metrics come from dcgm-exporter (k8s_dcgm.c) by GPU index, and the workloads
+ * from the pod cache (k8s_pods.c); a node without a fresh scrape is sampled with no metrics (health only).
  */
 #include "agent/k8s_internal.h"
 
@@ -30,14 +30,22 @@ static enum egs_health k8s_sample(struct egs_devices *d, size_t i, int64_t now, 
 	struct view *v = d->impl;
 	struct egs_k8s_node n;
 
-	(void)now, (void)out;
+	(void)now;
 	/* Read in place under the cache's lock: this runs for every node every sample interval. */
 	if (!egs_kube_reflector_read(v->k->nodes, d->nodes[i].name, read_node, &n) || !n.name[0]) {
 		snprintf(why, whysz, "node %s left the cluster", d->nodes[i].name);
 		return EGS_HEALTH_UNSCHEDULABLE;
 	}
 	egs_strlcpy(why, n.why, whysz);
+	egs_k8s_dcgm_sample(v->k->dcgm, d->nodes[i].name, d->nodes[i].gpu_count, out);
 	return n.health;
+}
+
+static void k8s_workloads(struct egs_devices *d, int64_t now, json_t **nodes, json_t **pending)
+{
+	struct view *v = d->impl;
+	(void)now;
+	egs_k8s_workloads(v->k, d, nodes, pending);
 }
 
 static void view_free(struct egs_devices *d)
@@ -49,6 +57,7 @@ static const struct egs_devices_ops k8s_devices_ops = {
 	.name = "kubernetes",
 	.sample = k8s_sample,
 	.processes = NULL,
+	.workloads = k8s_workloads,
 	.free_impl = view_free,
 };
 

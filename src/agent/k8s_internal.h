@@ -1,12 +1,14 @@
 /*
  * k8s_internal.h: what the kubernetes backend's files share (backend_k8s.c: opening, attach, queries;
- * k8s_drain.c: detach and events; devices_k8s.c: the device view).  Not for other modules.
+ * k8s_drain.c: detach and events; devices_k8s.c: the device view; k8s_dcgm.c, k8s_pods.c: GPU metrics
+ * and workloads).  Not for other modules.
  */
 #ifndef EGS_AGENT_K8S_INTERNAL_H
 #define EGS_AGENT_K8S_INTERNAL_H
 
 #include "agent/backend_k8s.h"
 #include "agent/kube.h"
+#include "agent/k8s_obs.h"
 #include "agent/kube_reflector.h"
 
 #include <pthread.h>
@@ -19,6 +21,8 @@ struct egs_k8s {
 	struct egs_kube *kube;
 	struct egs_kube_reflector *nodes;      /* every node */
 	struct egs_kube_reflector *namespaces; /* namespaces labelled kubeslice.io/slice */
+	struct egs_kube_reflector *pods;       /* every pod, trimmed (k8s_pods.c) */
+	struct egs_k8s_dcgm *dcgm;             /* the dcgm-exporter scraper (k8s_dcgm.c) */
 	pthread_mutex_t op_mu;                 /* serialises attach and detach */
 	atomic_bool closing;
 	atomic_uint event_seq;

@@ -40,7 +40,7 @@ struct options {
 	const char *on_attach, *on_detach;
 	const char *node_name, *instance_type, *cloud_provider, *region; /* --devices nvml */
 	const char *storage, *nccl, *advertise;
-	const char *kubeconfig; /* --backend kubernetes */
+	const char *kubeconfig, *dcgm_url; /* --backend kubernetes */
 	const char *webhook_cert, *webhook_key, *webhook_url, *webhook_ca;
 	int webhook_port;
 	int check_port, nccl_timeout_s, quarantine_s, sample_interval_s, expect_gpus;
@@ -75,6 +75,8 @@ static void usage(FILE *f)
 	      "  --backend NAME          cluster backend: 'local' (the default: a state file and hooks) or\n"
 	      "                          'kubernetes' (the cluster's GPU nodes; no --devices then)\n"
 	      "  --kubeconfig FILE       kubernetes: the kubeconfig (default: in-cluster service account)\n"
+	      "  --dcgm-exporter URL     kubernetes: scrape GPU metrics from URL (default: the dcgm-exporter\n"
+	      "                          pods, found by label), every --sample-interval seconds\n"
 	      "  --evict-grace S         kubernetes: evicted pods' grace period at detach (default 30)\n"
 	      "  --drain-timeout S       kubernetes: evictions a PodDisruptionBudget refuses are retried\n"
 	      "                          this long, then the pods are deleted (default 300)\n"
@@ -125,7 +127,7 @@ static bool int_arg(const char *s, int min, int max, int *out)
 enum {
 	O_NODE_NAME = 256, O_INSTANCE_TYPE, O_CLOUD, O_REGION, O_PRE, O_POST, O_STORAGE, O_NCCL, O_NCCL_TIMEOUT,
 	O_CHECK_PORT, O_ADVERTISE, O_QUARANTINE, O_SAMPLE, O_PROBE, O_EXPECT_GPUS, O_KUBECONFIG, O_EVICT_GRACE,
-	O_DRAIN_TIMEOUT, O_WH_PORT, O_WH_CERT, O_WH_KEY, O_WH_URL, O_WH_CA, O_CA_FILE,
+	O_DRAIN_TIMEOUT, O_WH_PORT, O_WH_CERT, O_WH_KEY, O_WH_URL, O_WH_CA, O_CA_FILE, O_DCGM,
 };
 
 /* Takes one option c (with optarg) into o.  Returns -1 to go on, else the exit status. */
@@ -151,6 +153,7 @@ static int take_option(int c, struct options *o, const char *opt)
 	case O_ADVERTISE: o->advertise = optarg; break;
 	case O_PROBE: o->probe = true; break;
 	case O_KUBECONFIG: o->kubeconfig = optarg; break;
+	case O_DCGM: o->dcgm_url = optarg; break;
 	case O_WH_CERT: o->webhook_cert = optarg; break;
 	case O_WH_KEY: o->webhook_key = optarg; break;
 	case O_WH_URL: o->webhook_url = optarg; break;
@@ -203,8 +206,10 @@ static int check_options(struct options *o)
 	if (kube && o->devices)
 		return usage_error("--devices does not apply to --backend kubernetes (the nodes come from the cluster)",
 				   NULL);
-	if (!kube && (o->kubeconfig || o->webhook_port || o->webhook_url))
-		return usage_error("--kubeconfig and --webhook-* need --backend kubernetes", NULL);
+	if (!kube && (o->kubeconfig || o->webhook_port || o->webhook_url || o->dcgm_url))
+		return usage_error("--kubeconfig, --dcgm-exporter and --webhook-* need --backend kubernetes", NULL);
+	if (o->dcgm_url && strncmp(o->dcgm_url, "http://", 7) != 0 && strncmp(o->dcgm_url, "https://", 8) != 0)
+		return usage_error("--dcgm-exporter must be an http:// or https:// URL, not", o->dcgm_url);
 	if (o->webhook_port && (!o->webhook_cert || !o->webhook_key))
 		return usage_error("--webhook-port needs --webhook-cert and --webhook-key", NULL);
 	if (!o->webhook_url != !o->webhook_ca || (o->webhook_url && strncmp(o->webhook_url, "https://", 8) != 0))
@@ -261,6 +266,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"sample-interval", required_argument, NULL, O_SAMPLE},
 		{"probe", no_argument, NULL, O_PROBE},
 		{"kubeconfig", required_argument, NULL, O_KUBECONFIG},
+		{"dcgm-exporter", required_argument, NULL, O_DCGM},
 		{"evict-grace", required_argument, NULL, O_EVICT_GRACE},
 		{"drain-timeout", required_argument, NULL, O_DRAIN_TIMEOUT},
 		{"webhook-port", required_argument, NULL, O_WH_PORT},
@@ -564,6 +570,8 @@ static int run_kubernetes(const struct options *o, const char *token, const char
 		.cluster = o->cluster,
 		.evict_grace_s = o->evict_grace_s,
 		.drain_timeout_s = o->drain_timeout_s,
+		.dcgm_url = o->dcgm_url,
+		.scrape_interval_s = o->sample_interval_s,
 	};
 	struct egs_backend *be = NULL;
 	struct egs_webhook *wh = NULL;

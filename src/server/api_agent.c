@@ -494,9 +494,9 @@ static void agent_register(struct egs_req *r)
 	free(bad_attached);
 	st->generation++;
 	egs_server_changed(srv);
-	egs_reply_ok(r, json_pack("{s:I, s:i, s:[s, s]}", "nodes", (json_int_t)count, "heartbeatIntervalSeconds",
+	egs_reply_ok(r, json_pack("{s:I, s:i, s:[s, s, s]}", "nodes", (json_int_t)count, "heartbeatIntervalSeconds",
 				  (int)(st->cfg.heartbeat_timeout_s / 3 > 0 ? st->cfg.heartbeat_timeout_s / 3 : 1),
-				  "features", "checks", "sharing"));
+				  "features", "checks", "sharing", "pods"));
 }
 
 static double num(json_t *o, const char *k)
@@ -559,11 +559,12 @@ static bool check_heartbeat(struct egs_req *r, json_t *nodes)
 
 static void agent_heartbeat(struct egs_req *r)
 {
-	static const char *const allowed[] = { "clusterName", "nodes", NULL };
+	static const char *const allowed[] = { "clusterName", "nodes", "pendingPods", NULL };
 	struct egs_server *srv = r->srv;
 	struct egs_state *st = &srv->st;
 	struct egs_cluster *c;
-	if (!egs_body_only(r, allowed) || !agent_cluster(r, &c))
+	if (!egs_body_only(r, allowed) || !agent_cluster(r, &c) ||
+	    !egs_observe_pending_check(r, json_object_get(r->body, "pendingPods")))
 		return;
 	json_t *nodes = json_object_get(r->body, "nodes");
 	if (!json_is_array(nodes) || json_array_size(nodes) > MAX_NODES_PER_AGENT) {
@@ -636,6 +637,7 @@ static void agent_heartbeat(struct egs_req *r)
 			egs_server_changed(srv);
 		}
 	}
+	egs_observe_pending(srv, c->name, json_object_get(r->body, "pendingPods"), now);
 	if (st->generation != gen) /* e.g. shared attachments that came or went: plan again */
 		egs_server_changed(srv);
 	if (unknown) {

@@ -338,9 +338,33 @@ static void collect_workloads(struct egs_req *r, const char *ws, const char *gpr
 					      g ? json_string(g->workspace) : json_null(), "summary", summarize_rows(rows));
 			EGS_ASSERT(o);
 			json_object_set_new(o, "gpus", rows);
+			if (json_object_get(wl, "phase")) /* pods of the kubernetes agent */
+				json_object_set(o, "phase", json_object_get(wl, "phase"));
+			if (json_object_get(wl, "gpuRequest"))
+				json_object_set(o, "gpuRequest", json_object_get(wl, "gpuRequest"));
 			json_array_append_new(out, o);
 		}
 	}
+}
+
+/* Appends the slice pods that wait for a GPR's nodes (observe_pods.c) as workloads without a node. */
+static void waiting_pods(struct egs_req *r, const char *ws, json_t *out)
+{
+	json_t *waiting = json_array(), *x;
+	size_t i;
+	egs_observe_pending_view(r, ws, waiting);
+	json_array_foreach(waiting, i, x) {
+		json_t *rows = json_array();
+		json_object_set_new(x, "model", json_string(json_string_value(json_object_get(x, "name"))));
+		json_object_set_new(x, "modelConfig", json_null());
+		json_object_set_new(x, "jobType", json_null());
+		json_object_set_new(x, "labels", json_object());
+		json_object_set_new(x, "gprId", json_null());
+		json_object_set_new(x, "summary", summarize_rows(rows));
+		json_decref(rows);
+		json_array_append(out, x);
+	}
+	json_decref(waiting);
 }
 
 static void workloads_list(struct egs_req *r)
@@ -350,6 +374,8 @@ static void workloads_list(struct egs_req *r)
 		return;
 	json_t *items = json_array();
 	collect_workloads(r, ws, egs_query(r, "gprId"), items);
+	if (!egs_query(r, "gprId")) /* pods that wait hold no GPR's node yet */
+		waiting_pods(r, ws, items);
 	egs_reply_ok(r, json_pack("{s:o}", "items", items));
 }
 

@@ -213,6 +213,7 @@ enum egs_err egs_obs_start(struct egs_server *srv)
 	srv->obs = ob;
 	settings_default(&ob->cfg);
 	egs_map_init(&ob->workloads);
+	egs_map_init(&ob->pending);
 	egs_map_init(&ob->first_est);
 	egs_map_init(&ob->webhook_ws);
 	egs_alerts_init(&ob->alerts);
@@ -285,6 +286,7 @@ void egs_obs_free(struct egs_server *srv)
 	egs_vec_cleanup(&ob->watchers);
 	egs_series_set_cleanup(&ob->series);
 	free_all(&ob->workloads, workloads_free);
+	egs_observe_pending_free(srv);
 	free_all(&ob->first_est, free);
 	free_all(&ob->webhook_ws, free);
 	egs_alerts_cleanup(&ob->alerts);
@@ -332,9 +334,13 @@ static json_t *clean_workload(const struct egs_node *n, json_t *w)
 		if (json_is_string(lv) && strlen(lk) <= 128 && json_string_length(lv) <= 256)
 			json_object_set(lo, lk, lv);
 	}
-	json_t *pid = json_object_get(w, "pid");
+	json_t *pid = json_object_get(w, "pid"), *phase = bounded_str(w, "phase", 32), *req = json_object_get(w, "gpuRequest");
 	if (json_is_integer(pid))
 		json_object_set(o, "pid", pid);
+	if (phase) /* pods (the kubernetes agent): Running, or Pending while bound to the node */
+		json_object_set_new(o, "phase", phase);
+	if (json_is_integer(req) && json_integer_value(req) >= 0 && json_integer_value(req) <= 1 << 20)
+		json_object_set(o, "gpuRequest", req);
 	return o;
 }
 
@@ -375,7 +381,9 @@ void egs_observe_node(struct egs_server *srv, struct egs_node *n, json_t *o, int
 		egs_series_set_add(&ob->series, u->uuid, now, &s);
 		egs_alerts_check_gpu(&ob->alerts, &srv->st, &ob->cfg.rules, n, u, ws, gid, now);
 	}
-	egs_alerts_check_node(&ob->alerts, &srv->st, n, false, ws, gid, now);
+	json_t *why = json_object_get(o, "healthReason");
+	const char *reason = json_is_string(why) && egs_text_clean(json_string_value(why)) ? json_string_value(why) : NULL;
+	egs_alerts_check_node(&ob->alerts, &srv->st, n, false, reason, ws, gid, now);
 	keep_workloads(ob, n, json_object_get(o, "workloads"), now);
 }
 
@@ -534,7 +542,7 @@ void egs_obs_tick(struct egs_server *srv, int64_t now)
 			continue;
 		const struct egs_gpr *g = egs_obs_node_gpr(srv, n);
 		size_t before = srv->st.new_events.len;
-		egs_alerts_check_node(&ob->alerts, &srv->st, n, true, g ? g->workspace : "", g ? g->id : "", now);
+		egs_alerts_check_node(&ob->alerts, &srv->st, n, true, NULL, g ? g->workspace : "", g ? g->id : "", now);
 		changed = changed || srv->st.new_events.len != before;
 	}
 	int64_t wall = egs_mono_us() / 1000000;

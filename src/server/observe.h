@@ -59,6 +59,7 @@ struct egs_obs {
 	struct egs_obs_settings cfg;
 	struct egs_series_set series;
 	struct egs_map workloads; /* node key -> struct egs_node_workloads (owned) */
+	struct egs_map pending;   /* cluster -> its waiting pods (observe_pods.c, owned) */
 	struct egs_alerts alerts;
 	struct egs_vec watchers;  /* struct egs_watcher* (api_events.c) */
 	struct event *ping_ev;    /* keeps event streams alive */

@@ -182,8 +182,10 @@ static const struct schema_def schemas[] = {
 	{"SeriesSummary", "powerMeanW:n powerMaxW:n tempMeanC:n tempMaxC:n utilMeanPct:n utilMaxPct:n memMaxMiB:n"},
 	{"GpuSeries", "uuid:s index:i gpuNodeName:s clusterName:s step:s maxPoints:i since:t? until:t? "
 		      "summary:SeriesSummary? points:[SeriesPoint]"},
-	{"Workload", "name:s namespace:s model:s modelConfig:s? jobType:s? labels:m(s) gpuNodeName:s clusterName:s "
-		     "gprId:s? sliceName:s? summary:GpuSummary gpus:[GpuRow]"},
+	{"Workload", "name:s namespace:s model:s modelConfig:s? jobType:s? labels:m(s) gpuNodeName:s? clusterName:s "
+		     "gprId:s? sliceName:s? summary:GpuSummary gpus:[GpuRow] ~phase:s ~gpuRequest:i "
+		     "~waitingForGpr:WaitingFor? ~reason:s ~message:s ~since:s"},
+	{"WaitingFor", "gprId:s state:" STATE},
 	{"WorkloadList", "items:[Workload]"},
 	{"Model", "model:s modelConfig:s? jobType:s? workloads:[s] nodes:[s] gprIds:[s] gpusCommitted:i hotspots:i "
 		  "avgUtilPct:n totalPowerW:n highestPowerGpu:GpuRow? highestTempGpu:GpuRow?"},

@@ -254,6 +254,14 @@ void egs_obs_stop(struct egs_server *srv);
 void egs_obs_free(struct egs_server *srv);
 /* Heartbeat: node n's fresh GPU samples and its heartbeat object o (borrowed; its `workloads`). */
 void egs_observe_node(struct egs_server *srv, struct egs_node *n, json_t *o, int64_t now);
+/* Heartbeat's pendingPods (observe_pods.c): checks list (NULL: absent) whole, replying 422 naming the
+ * field; then keeps it as cluster's waiting pods (NULL: keeps what it had). */
+bool egs_observe_pending_check(struct egs_req *r, json_t *list);
+void egs_observe_pending(struct egs_server *srv, const char *cluster, json_t *list, int64_t now);
+/* Appends the waiting pods r may see (of workspace ws; NULL: all) to out, each with the GPR it waits for. */
+void egs_observe_pending_view(struct egs_req *r, const char *ws, json_t *out);
+/* Frees the kept lists (from egs_obs_free). */
+void egs_observe_pending_free(struct egs_server *srv);
 /* After each scheduler run and before each commit: records the exit warnings that are due (with
  * the scheduler's own transitions, so a reply held for those is held for these too). */
 void egs_obs_due(struct egs_server *srv, int64_t now);

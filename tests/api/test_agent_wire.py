@@ -60,7 +60,7 @@ def events(cluster, reason):
 
 def test_register_advertises_checks(cluster):
     agent = WireAgent(cluster, "c1", ["n1"])
-    assert agent.registered["features"] == ["checks", "sharing"]
+    assert agent.registered["features"] == ["checks", "sharing", "pods"]
 
 
 def test_checks_are_shown_latest_per_node_and_phase(cluster):
