@@ -2,8 +2,8 @@
  * test_client_api.c: libegs's HTTP side (src/client/client.c, api.c) against a scripted HTTP server
  * on a thread: the envelope unwrapped, every kind of error mapped (errorKey families, bare statuses,
  * proxies' pages, non-JSON 2xx, unreachable servers) with its key, field and message, an expired
- * token renewed once with the kept API key, query values percent-encoded, and the typed calls'
- * methods, paths and bodies.  The API tests drive the same code against a real egsd.
+ * token renewed once with the kept API key, query values percent-encoded, the CA file setting, and
+ * the typed calls' methods, paths and bodies.  The API tests drive the same code against a real egsd.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -219,6 +219,30 @@ static void test_unreachable(void **state)
 	egs_client_free(NULL);
 }
 
+/* The CA file (https verification; tests/api/test_tls.py drives it against egsd over TLS): an
+ * unreadable one is refused and changes nothing, and it does not disturb plain http calls. */
+static void test_ca_file(void **state)
+{
+	struct egs_client *c = client(NULL);
+	char path[] = "/tmp/egs-test-ca-XXXXXX";
+	json_t *data = NULL;
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	srv.answer = answer_by_path;
+	assert_int_equal(egs_client_set_ca_file(c, "/nonexistent/ca.pem"), EGS_ERR_IO);
+	assert_int_equal(egs_client_set_ca_file(c, path), EGS_OK);
+	assert_int_equal(egs_client_call(c, "GET", "/ok", NULL, 5, NULL, &data), EGS_OK);
+	assert_int_equal(json_integer_value(json_object_get(data, "x")), 1);
+	json_decref(data);
+	assert_int_equal(egs_client_set_ca_file(c, NULL), EGS_OK); /* the system store again */
+	assert_int_equal(egs_client_call(c, "GET", "/ok", NULL, 5, NULL, NULL), EGS_OK);
+	egs_client_free(c);
+	unlink(path);
+}
+
 /* ---- authentication and renewal ---- */
 
 static int tokens_issued;
@@ -315,6 +339,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_envelope_and_errors),
 		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test(test_ca_file),
 		cmocka_unit_test(test_authenticate_and_renew),
 		cmocka_unit_test(test_typed_calls),
 	};
