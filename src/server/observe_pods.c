@@ -41,7 +41,7 @@ bool egs_observe_pending_check(struct egs_req *r, json_t *list)
 	json_t *o;
 	size_t i;
 
-	if (!list)
+	if (!list || json_is_null(list)) /* null is "not given", as for every optional field */
 		return true;
 	if (!json_is_array(list) || json_array_size(list) > MAX_PENDING) {
 		egs_reply_invalid(r, "pendingPods", "pendingPods must be a list of at most %d pods", MAX_PENDING);
@@ -76,7 +76,7 @@ void egs_observe_pending(struct egs_server *srv, const char *cluster, json_t *li
 	json_t *items, *o;
 	size_t i;
 
-	if (!srv->obs || !list)
+	if (!srv->obs || !json_is_array(list))
 		return;
 	items = json_array();
 	json_array_foreach(list, i, o) {

@@ -225,7 +225,7 @@ static const struct schema_def schemas[] = {
 	{"AgentUnmanagedNode", "name:s ~instanceType:s ~gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s"},
 	{"AgentRegister", "~clusterName:s ~agentVersion:s nodes:[AgentNode] ~unmanagedNodes:[AgentUnmanagedNode] ~features:[s]"},
 	{"AgentRegistered", "nodes:i heartbeatIntervalSeconds:i features:[s]"},
-	{"AgentHeartbeat", "~clusterName:s nodes:[obj]"},
+	{"AgentHeartbeat", "~clusterName:s nodes:[obj] ~pendingPods:[obj]"},
 	{"HeartbeatAck", "pendingActions:i"},
 	{"AgentAction", "actionId:s type:e(precheck|attach|detach|sliceAccess) ~gprId:s ~node:s workspace:s "
 			"namespaces:[s] ~startTime:t ~exitTime:t ~gprNodes:[GprNode] ~shares:m(s) ~serviceAccount:s "

@@ -51,6 +51,7 @@ def test_pending_pods_are_shown_with_the_gpr_they_wait_for(cluster):
     # A heartbeat without the field keeps the list; an empty list clears it.
     status, _ = agent.api.call("POST", "/api/v1/agent/heartbeat", {"clusterName": "c1", "nodes": []})
     assert status == 200 and len(waiting(cluster.admin, "w")) == 1
+    assert beat(agent, None)[0] == 200 and len(waiting(cluster.admin, "w")) == 1  # null: not given
     assert beat(agent, [])[0] == 200
     assert waiting(cluster.admin, "w") == []
 
