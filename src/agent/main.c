@@ -10,6 +10,7 @@
 #include "agent/agent.h"
 #include "agent/backend.h"
 #include "agent/backend_k8s.h"
+#include "agent/k8s_events.h"
 #include "agent/checks.h"
 #include "agent/devices.h"
 #include "agent/log.h"
@@ -575,6 +576,7 @@ static int run_kubernetes(const struct options *o, const char *token, const char
 	};
 	struct egs_backend *be = NULL;
 	struct egs_webhook *wh = NULL;
+	struct egs_k8s_gpr_events *ev = NULL;
 	char err[1024];
 	int rc = 1, sig = 0;
 	bool said = false;
@@ -596,6 +598,9 @@ static int run_kubernetes(const struct options *o, const char *token, const char
 	}
 	if (wh)
 		EGS_LOG_INFO("serving the admission webhook on port %d", o->webhook_port);
+	ev = egs_k8s_gpr_events_new(be, o->server, token, o->ca_file, 0);
+	if (!ev)
+		EGS_LOG_WARN("cannot start mirroring GPR events into the cluster");
 	EGS_LOG_INFO("egs-agent %s: cluster %s, server %s, backend kubernetes (%s)", EGS_AGENT_VERSION, o->cluster,
 		     o->server, o->kubeconfig ? o->kubeconfig : "in-cluster");
 	while (!sig && !egs_backend_k8s_wait_synced(be, 0)) {
@@ -609,6 +614,7 @@ static int run_kubernetes(const struct options *o, const char *token, const char
 		rc = run_view(o, be, token, address, checks_dir, sigs, &sig);
 	if (sig)
 		EGS_LOG_INFO("%s received; stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	egs_k8s_gpr_events_free(ev);
 	egs_webhook_free(wh);
 	egs_backend_free(be);
 	return rc;

@@ -471,6 +471,7 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_inference, /* the public SDK's inference endpoints (501) */
 	egs_routes_portal,  /* whoami and the per-node schedule the portal shows */
 	egs_routes_kubecred, /* kubeconfigs, their regeneration, the agents' slice tokens */
+	egs_routes_agent_events, /* GPR events the agents mirror into their clusters */
 };
 
 bool egs_path_match(const char *pattern, const char *path)

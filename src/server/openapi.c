@@ -227,6 +227,9 @@ static const struct schema_def schemas[] = {
 	{"AgentRegistered", "nodes:i heartbeatIntervalSeconds:i features:[s]"},
 	{"AgentHeartbeat", "~clusterName:s nodes:[obj] ~pendingPods:[obj]"},
 	{"HeartbeatAck", "pendingActions:i"},
+	{"AgentEvent", "id:i type:e(Normal|Warning) reason:s message:s gprId:s workspace:s namespaces:[s] count:i "
+		       "firstTimestamp:t lastTimestamp:t"},
+	{"AgentEvents", "events:[AgentEvent] last:i"},
 	{"AgentAction", "actionId:s type:e(precheck|attach|detach|sliceAccess) ~gprId:s ~node:s workspace:s "
 			"namespaces:[s] ~startTime:t ~exitTime:t ~gprNodes:[GprNode] ~shares:m(s) ~serviceAccount:s "
 			"~generation:i ~tokenTtlSeconds:i ~reason:e(missing|regenerate|namespaces|expiring)"},
@@ -546,6 +549,8 @@ static const struct op ops[] = {
 	 "Node health, GPU samples and workloads"},
 	{"get", "/api/v1/agent/actions", "Agent", AGENT, "wait:i", NULL, "AgentActions", JSON_ENVELOPE,
 	 "Long poll for actions (precheck, attach, detach)"},
+	{"get", "/api/v1/agent/events", "Agent", AGENT, "after:i limit:i", NULL, "AgentEvents", JSON_ENVELOPE,
+	 "The GPR transitions of the agent's cluster after an event id, to mirror into the cluster"},
 	{"post", "/api/v1/agent/actions/result", "Agent", AGENT, NULL, "AgentResult", "ActionAck", JSON_ENVELOPE,
 	 "The result of one action"},
 	{"post", "/api/v1/agent/slice-access", "Agent", AGENT, NULL, "SliceAccessReport", "SliceAccessAck", JSON_ENVELOPE,
