@@ -36,6 +36,28 @@ enum egs_err egs_store_lead(struct egs_store *s)
 	return s->ops->lead ? s->ops->lead(s) : EGS_OK;
 }
 
+enum egs_err egs_store_try_lead(struct egs_store *s, const char *addr, bool *led)
+{
+	*led = true;
+	return s->ops->try_lead ? s->ops->try_lead(s, addr, led) : EGS_OK;
+}
+
+enum egs_err egs_store_leader(struct egs_store *s, struct egs_store_leader *out)
+{
+	memset(out, 0, sizeof(*out));
+	return s->ops->leader ? s->ops->leader(s, out) : EGS_OK;
+}
+
+enum egs_err egs_store_renew(struct egs_store *s)
+{
+	return s->ops->renew ? s->ops->renew(s) : EGS_OK;
+}
+
+bool egs_store_deposed(struct egs_store *s)
+{
+	return s->ops->deposed && s->ops->deposed(s);
+}
+
 enum egs_err egs_store_load(struct egs_store *s, struct egs_state *st)
 {
 	enum egs_err err = s->ops->load(s, st);

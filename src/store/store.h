@@ -37,6 +37,28 @@ const char *egs_store_kind(const struct egs_store *s);
  * (one process per file).  Fails only on a store error. */
 enum egs_err egs_store_lead(struct egs_store *s);
 
+/* ---- several egsd over one PostgreSQL database (docs/ha.md) ---- */
+/* What the store says of the leadership (meta rows the leader writes). */
+struct egs_store_leader {
+	int64_t epoch;       /* the leader's fencing number (leader.epoch) */
+	int64_t turn;        /* its commit counter (leader.turn): moves on with every committed turn */
+	int64_t loaded_turn; /* leader.turn as of this handle's last egs_store_load */
+	char addr[256];      /* HOST:PORT where it serves (leader.addr), "" when unknown */
+};
+/* One attempt to lead, without waiting.  When the leader lock is free this session takes it, moves
+ * the epoch on, publishes addr (where this egsd serves; may be "") and a lease, and *led is true.
+ * When a session whose lease has expired holds it (a stalled leader), that session is ended (the
+ * next attempt can take the lock) and *led is false.  SQLite: *led is always true. */
+enum egs_err egs_store_try_lead(struct egs_store *s, const char *addr, bool *led);
+/* A follower's look at the leadership (one short query).  SQLite: all zero. */
+enum egs_err egs_store_leader(struct egs_store *s, struct egs_store_leader *out);
+/* A leader renews its lease (about once a second).  An error means it could not before the lease
+ * ran out: the store is then deposed and acknowledges nothing more.  SQLite: nothing to do. */
+enum egs_err egs_store_renew(struct egs_store *s);
+/* This process led and lost it (deposed, or stepped down at the end of its lease): no commit of it
+ * will succeed again. */
+bool egs_store_deposed(struct egs_store *s);
+
 /* Current schema version of this build. */
 int egs_store_schema_version(void);
 

@@ -15,6 +15,11 @@ struct egs_store_ops {
 	const char *name; /* "sqlite", "postgres": for logs and /healthz */
 	void (*free)(struct egs_store *s);
 	enum egs_err (*lead)(struct egs_store *s); /* NULL: nothing to do */
+	/* Several egsd over one database (store.h); NULL: this process always leads. */
+	enum egs_err (*try_lead)(struct egs_store *s, const char *addr, bool *led);
+	enum egs_err (*leader)(struct egs_store *s, struct egs_store_leader *out);
+	enum egs_err (*renew)(struct egs_store *s);
+	bool (*deposed)(struct egs_store *s);
 	enum egs_err (*load)(struct egs_store *s, struct egs_state *st);
 	enum egs_err (*commit_changes)(struct egs_store *s, struct egs_state *st);
 	enum egs_err (*meta_get)(struct egs_store *s, const char *key, char **value);

@@ -31,49 +31,42 @@
 #define META_EVENT_FLOOR "store.event_id_floor"
 #define META_SCHEMA "schema_version"
 #define MIGRATION_LOCK "4716501726" /* an arbitrary advisory lock key: egsd's migrations */
-/* The leader lock, held by the leading egsd's session for as long as it leads: advisory locks are
- * per database, so the key pairs egsd's number with a hash of the schema, and egsd installations in
- * separate schemas of one database elect separately (two schemas whose names hash alike would share
- * one leader lock: the cost is waiting, never two writers). */
-#define LEADER_LOCK "471650172, hashtext(current_schema())"
 #define PIPE_MAX 256                /* statements in flight before their results are read */
 #define RETRY_FOR_S 15              /* how long a commit keeps reconnecting */
+#define CONNECT_TIMEOUT "5"         /* seconds, unless the URL's connect_timeout says otherwise */
 
-struct pg_store {
-	struct egs_store base; /* first: the handle store.c dispatches through */
-	PGconn *conn;
-	char *url;
-	bool leader;   /* egs_store_lead() took the leader lock: every session must hold it */
-	bool deposed;  /* the lock or the epoch was lost: never commit again */
-	int64_t epoch; /* the fencing number this process leads under (meta leader.epoch) */
-	bool full;       /* the last failed turn failed for lack of disk (SQLSTATE 53100) */
-	char *fail_path; /* EGS_STORE_FAIL_IF_EXISTS (store.h): commits fail as on a full disk meanwhile */
-};
 
 static const struct egs_store_ops pg_ops;
 
-static const char *errmsg(struct pg_store *s)
+const char *egs__pg_errmsg(struct pg_store *s)
 {
 	const char *m = PQerrorMessage(s->conn);
 	return m && *m ? m : "unknown error\n";
 }
 
-/* Runs one or more statements with no parameters and expects no rows back (or rows, when
- * want_rows); prints "store: <sql>: <error>" and returns NULL on failure.  Caller PQclears. */
-static PGresult *run(struct pg_store *s, const char *sql, bool want_rows)
+PGresult *egs__pg_run(struct pg_store *s, const char *sql, bool want_rows)
 {
-	PGresult *res = PQexec(s->conn, sql);
+	PGresult *res = NULL, *next;
+	if (!s->conn || PQsendQuery(s->conn, sql) != 1) {
+		fprintf(stderr, "store: %.60s: %s", sql, egs__pg_errmsg(s));
+		return NULL;
+	}
+	int64_t deadline = egs__pg_deadline(s);
+	while ((next = egs__pg_wait(s, deadline))) { /* the last result is the one that counts */
+		PQclear(res);
+		res = next;
+	}
 	ExecStatusType st = PQresultStatus(res);
-	if (st == (want_rows ? PGRES_TUPLES_OK : PGRES_COMMAND_OK))
+	if (!s->timed_out && st == (want_rows ? PGRES_TUPLES_OK : PGRES_COMMAND_OK))
 		return res;
-	fprintf(stderr, "store: %.60s: %s", sql, res ? PQresultErrorMessage(res) : errmsg(s));
+	fprintf(stderr, "store: %.60s: %s", sql, res && !s->timed_out ? PQresultErrorMessage(res) : egs__pg_errmsg(s));
 	PQclear(res);
 	return NULL;
 }
 
-static bool exec(struct pg_store *s, const char *sql)
+bool egs__pg_exec(struct pg_store *s, const char *sql)
 {
-	PGresult *res = run(s, sql, false);
+	PGresult *res = egs__pg_run(s, sql, false);
 	PQclear(res);
 	return res != NULL;
 }
@@ -81,7 +74,7 @@ static bool exec(struct pg_store *s, const char *sql)
 /* Reads the schema version inside the migration transaction (0: an empty database). */
 static bool schema_version(struct pg_store *s, int *out)
 {
-	PGresult *res = run(s, "SELECT to_regclass('meta') IS NOT NULL", true);
+	PGresult *res = egs__pg_run(s, "SELECT to_regclass('meta') IS NOT NULL", true);
 	bool ok = false;
 	*out = 0;
 	if (!res)
@@ -90,7 +83,7 @@ static bool schema_version(struct pg_store *s, int *out)
 	PQclear(res);
 	if (!have_meta)
 		return true;
-	res = run(s, "SELECT value FROM meta WHERE key = '" META_SCHEMA "'", true);
+	res = egs__pg_run(s, "SELECT value FROM meta WHERE key = '" META_SCHEMA "'", true);
 	if (res && PQntuples(res) == 1) {
 		*out = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
 		ok = true;
@@ -109,7 +102,7 @@ static enum egs_err migrate(struct pg_store *s)
 		int v;
 		char sql[160];
 		PGresult *lock = NULL;
-		if (!exec(s, "BEGIN") || !(lock = run(s, "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK ")", true)))
+		if (!egs__pg_exec(s, "BEGIN") || !(lock = egs__pg_run(s, "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK ")", true)))
 			goto fail;
 		PQclear(lock);
 		if (!schema_version(s, &v))
@@ -122,19 +115,19 @@ static enum egs_err migrate(struct pg_store *s)
 			goto fail;
 		}
 		if (v == NMIGRATIONS)
-			return exec(s, "COMMIT") ? EGS_OK : EGS_ERR_STORE;
+			return egs__pg_exec(s, "COMMIT") ? EGS_OK : EGS_ERR_STORE;
 		snprintf(sql, sizeof(sql),
 			 "INSERT INTO meta(key, value) VALUES('" META_SCHEMA "', '%d') "
 			 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
 			 v + 1);
-		if (!exec(s, egs__pg_migrations[v]) || !exec(s, sql) || !exec(s, "COMMIT")) {
+		if (!egs__pg_exec(s, egs__pg_migrations[v]) || !egs__pg_exec(s, sql) || !egs__pg_exec(s, "COMMIT")) {
 			fprintf(stderr, "store: migration to schema version %d failed\n", v + 1);
 			goto fail;
 		}
 	}
 fail:
 	if (PQtransactionStatus(s->conn) != PQTRANS_IDLE)
-		exec(s, "ROLLBACK");
+		egs__pg_exec(s, "ROLLBACK");
 	return EGS_ERR_STORE;
 }
 
@@ -192,15 +185,22 @@ static void upsert_sql(struct sqlbuf *q, const char *table, const char *cols)
 
 static bool prepare(struct pg_store *s, const char *name, const char *sql)
 {
-	PGresult *res = PQprepare(s->conn, name, sql, 0, NULL);
-	bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	PGresult *res = NULL, *next;
+	bool sent = PQsendPrepare(s->conn, name, sql, 0, NULL) == 1;
+	int64_t deadline = egs__pg_deadline(s);
+	while (sent && (next = egs__pg_wait(s, deadline))) {
+		PQclear(res);
+		res = next;
+	}
+	bool ok = sent && !s->timed_out && PQresultStatus(res) == PGRES_COMMAND_OK;
 	if (!ok)
-		fprintf(stderr, "store: preparing %.80s: %s", sql, res ? PQresultErrorMessage(res) : errmsg(s));
+		fprintf(stderr, "store: preparing %.80s: %s", sql,
+			res && !s->timed_out ? PQresultErrorMessage(res) : egs__pg_errmsg(s));
 	PQclear(res);
 	return ok;
 }
 
-/* Prepared statement names: put<kind>, del<kind>, ev, mget, mset, pmark, prune. */
+/* Prepared statement names: put<kind>, del<kind>, ev, mget, mset, pmark, prune, turn. */
 static bool prepare_all(struct pg_store *s)
 {
 	struct sqlbuf q;
@@ -231,7 +231,8 @@ static bool prepare_all(struct pg_store *s)
 		       "(SELECT MAX(id) AS m FROM events WHERE time < $1 OR id < $2) x WHERE m IS NOT NULL "
 		       "ON CONFLICT(key) DO UPDATE SET "
 		       "value = GREATEST(meta.value::bigint, excluded.value::bigint)::text") &&
-	       prepare(s, "prune", "DELETE FROM events WHERE time < $1 OR id < $2");
+	       prepare(s, "prune", "DELETE FROM events WHERE time < $1 OR id < $2") &&
+	       prepare(s, "turn", "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'leader.turn'");
 }
 
 static void quiet_notices(void *arg, const char *msg)
@@ -240,23 +241,28 @@ static void quiet_notices(void *arg, const char *msg)
 	(void)msg; /* NOTICEs (e.g. "relation already exists, skipping") are not errors */
 }
 
-/* Connects (or reconnects) and readies the session: durable commits, prepared statements. */
+/* Connects (or reconnects) and readies the session: durable commits, prepared statements.  A
+ * server that does not answer fails the connection after CONNECT_TIMEOUT seconds unless the URL
+ * says otherwise (its connect_timeout comes later, so it wins). */
 static bool connect_session(struct pg_store *s)
 {
+	const char *const keys[] = { "connect_timeout", "dbname", NULL };
+	const char *const vals[] = { CONNECT_TIMEOUT, s->url, NULL };
 	PQfinish(s->conn);
-	s->conn = PQconnectdb(s->url);
+	s->timed_out = false;
+	s->conn = PQconnectdbParams(keys, vals, 1);
 	if (PQstatus(s->conn) != CONNECTION_OK)
-		return false; /* the caller reports errmsg(s) */
+		return false; /* the caller reports egs__pg_errmsg(s) */
 	PQsetNoticeProcessor(s->conn, quiet_notices, NULL);
-	return exec(s, "SET synchronous_commit = on") && exec(s, "SET client_min_messages = warning");
+	return egs__pg_exec(s, "SET synchronous_commit = on") && egs__pg_exec(s, "SET client_min_messages = warning");
 }
 
 static void pg_free(struct pg_store *s)
 {
 	if (!s)
 		return;
-	if (s->conn && PQstatus(s->conn) == CONNECTION_OK && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
-		exec(s, "ROLLBACK");
+	if (!egs__pg_broken(s) && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+		egs__pg_exec(s, "ROLLBACK");
 	PQfinish(s->conn);
 	free(s->url);
 	free(s->fail_path);
@@ -280,7 +286,7 @@ enum egs_err egs_store_open_pg(const char *url, struct egs_store **out)
 	for (int i = 0; i < egs__pg_nkinds; i++)
 		EGS_ASSERT(egs__pg_kinds[i].table); /* every object kind has its PostgreSQL row codec */
 	if (!connect_session(s)) {
-		fprintf(stderr, "store: cannot connect to PostgreSQL: %s", errmsg(s));
+		fprintf(stderr, "store: cannot connect to PostgreSQL: %s", egs__pg_errmsg(s));
 		goto out;
 	}
 	if ((err = migrate(s)) != EGS_OK)
@@ -298,40 +304,6 @@ out:
 	return EGS_OK;
 }
 
-/* Tries the leader lock on the current session: 1 taken, 0 held by another session, -1 error. */
-static int try_lock(struct pg_store *s)
-{
-	PGresult *res = run(s, "SELECT pg_try_advisory_lock(" LEADER_LOCK ")", true);
-	int got = res ? PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0 : -1;
-	PQclear(res);
-	return got;
-}
-
-/* Reads meta's leader.epoch (0 when absent); false on error. */
-static bool read_epoch(struct pg_store *s, int64_t *out)
-{
-	PGresult *res = run(s, "SELECT value FROM meta WHERE key = 'leader.epoch'", true);
-	if (!res)
-		return false;
-	*out = PQntuples(res) == 1 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 0;
-	PQclear(res);
-	return true;
-}
-
-/* On a new session of a leader: takes the lock again and checks that nobody led in between (the
- * epoch is still ours).  Otherwise this process is deposed for good: its memory may lack another
- * leader's commits, so it must never write again. */
-static bool relead(struct pg_store *s)
-{
-	int64_t epoch = -1;
-	if (try_lock(s) == 1 && read_epoch(s, &epoch) && epoch == s->epoch)
-		return true;
-	fprintf(stderr, "store: deposed: another egsd leads this database now (epoch %lld, ours %lld); this one commits "
-			"nothing more\n", (long long)epoch, (long long)s->epoch);
-	s->deposed = true;
-	return false;
-}
-
 /* After a broken connection: reconnects and prepares again, retrying for up to RETRY_FOR_S
  * seconds.  Returns whether the session is usable. */
 static bool reconnect(struct pg_store *s)
@@ -339,24 +311,27 @@ static bool reconnect(struct pg_store *s)
 	struct timespec pause = { 0, 200 * 1000 * 1000 };
 	time_t until = time(NULL) + RETRY_FOR_S;
 	int tries = 0;
+	if (s->deposed)
+		return false; /* stepped down (the lease ran out) or deposed: never again */
 	fprintf(stderr, "store: the PostgreSQL connection is broken; reconnecting for up to %d s\n", RETRY_FOR_S);
 	do {
 		tries++;
+		egs__pg_reconnecting(s);
 		if (connect_session(s) && prepare_all(s)) {
 			fprintf(stderr, "store: reconnected to PostgreSQL (try %d)\n", tries);
-			return !s->leader || relead(s);
+			return !s->leader || egs__pg_relead(s);
 		}
 		if (s->deposed)
 			return false;
 		nanosleep(&pause, NULL);
 	} while (time(NULL) < until);
-	fprintf(stderr, "store: PostgreSQL unreachable after %d tries: %s", tries, errmsg(s));
+	fprintf(stderr, "store: PostgreSQL unreachable after %d tries: %s", tries, egs__pg_errmsg(s));
 	return false;
 }
 
-static bool broken(struct pg_store *s)
+bool egs__pg_broken(struct pg_store *s)
 {
-	return PQstatus(s->conn) != CONNECTION_OK;
+	return !s->conn || s->timed_out || PQstatus(s->conn) != CONNECTION_OK;
 }
 
 /* ---- load ---- */
@@ -366,7 +341,7 @@ static enum egs_err load_kind(struct pg_store *s, struct egs_state *st, const st
 	char sql[1024];
 	enum egs_err err = EGS_ERR_STORE;
 	snprintf(sql, sizeof(sql), "SELECT %s FROM %s ORDER BY %s", k->cols, k->table, k->order);
-	PGresult *res = run(s, sql, true);
+	PGresult *res = egs__pg_run(s, sql, true);
 	if (!res)
 		return EGS_ERR_STORE;
 	for (int row = 0; row < PQntuples(res); row++) {
@@ -400,7 +375,7 @@ static enum egs_err load_events(struct pg_store *s, struct egs_state *st)
 	snprintf(sql, sizeof(sql),
 		 "SELECT * FROM (SELECT " EGS_PG_EVENT_COLS " FROM events ORDER BY id DESC LIMIT %zu) e ORDER BY id",
 		 (size_t)st->cfg.event_retention);
-	PGresult *res = run(s, sql, true);
+	PGresult *res = egs__pg_run(s, sql, true);
 	if (!res)
 		return EGS_ERR_STORE;
 	for (int row = 0; row < PQntuples(res); row++) {
@@ -415,7 +390,7 @@ static enum egs_err load_events(struct pg_store *s, struct egs_state *st)
 		egs_state_add_event(st, ev);
 	}
 	PQclear(res);
-	res = run(s,
+	res = egs__pg_run(s,
 		  "SELECT GREATEST((SELECT COALESCE(MAX(id), 0) FROM events),"
 		  " (SELECT COALESCE(MAX(value::bigint), 0) FROM meta WHERE key = '" META_EVENT_FLOOR "'))",
 		  true);
@@ -434,7 +409,7 @@ static enum egs_err pg_load(struct pg_store *s, struct egs_state *st)
 {
 	enum egs_err err = EGS_ERR_STORE;
 	/* One snapshot for every table. */
-	if (!exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))
+	if (!egs__pg_exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))
 		return EGS_ERR_STORE;
 	for (int i = 0; i < egs__pg_nkinds; i++) {
 		err = load_kind(s, st, &egs__pg_kinds[i]);
@@ -442,8 +417,10 @@ static enum egs_err pg_load(struct pg_store *s, struct egs_state *st)
 			goto out;
 	}
 	err = load_events(s, st);
+	if (!err)
+		err = egs__pg_read_turn(s, &s->loaded_turn) ? EGS_OK : EGS_ERR_STORE;
 out:
-	if (!exec(s, err ? "ROLLBACK" : "COMMIT"))
+	if (!egs__pg_exec(s, err ? "ROLLBACK" : "COMMIT"))
 		err = EGS_ERR_STORE;
 	return err;
 }
@@ -466,12 +443,12 @@ struct pipe {
 static bool connection_error(struct pg_store *s, const PGresult *res)
 {
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	return broken(s) || (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0));
+	return egs__pg_broken(s) || (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0));
 }
 
 static void report(struct pipe *p, int i, const PGresult *res)
 {
-	const char *msg = res ? PQresultErrorMessage(res) : errmsg(p->s);
+	const char *msg = res ? PQresultErrorMessage(res) : egs__pg_errmsg(p->s);
 	if (!*msg)
 		msg = "statement skipped\n";
 	if (p->key[i])
@@ -486,11 +463,12 @@ static void report(struct pipe *p, int i, const PGresult *res)
 static enum turn collect(struct pipe *p, bool synced)
 {
 	PGconn *c = p->s->conn;
+	int64_t deadline = egs__pg_deadline(p->s); /* a leader's: the end of its lease */
 	enum turn t = TURN_OK;
 	if (!synced && (PQsendFlushRequest(c) != 1 || PQflush(c) != 0))
 		return TURN_BROKEN;
 	for (int i = 0; i < p->pending; i++) {
-		PGresult *res = PQgetResult(c);
+		PGresult *res = egs__pg_wait(p->s, deadline);
 		ExecStatusType st = PQresultStatus(res);
 		if (!res || (st != PGRES_COMMAND_OK && t == TURN_OK)) {
 			const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
@@ -505,11 +483,11 @@ static enum turn collect(struct pipe *p, bool synced)
 		PQclear(res);
 		if (!res || t == TURN_BROKEN)
 			return TURN_BROKEN;
-		PQclear(PQgetResult(c)); /* the NULL that ends each statement's results */
+		PQclear(egs__pg_wait(p->s, deadline)); /* the NULL that ends each statement's results */
 	}
 	p->pending = 0;
 	if (synced && t == TURN_OK) {
-		PGresult *res = PQgetResult(c);
+		PGresult *res = egs__pg_wait(p->s, deadline);
 		if (PQresultStatus(res) != PGRES_PIPELINE_SYNC)
 			t = connection_error(p->s, res) ? TURN_BROKEN : TURN_FAILED;
 		PQclear(res);
@@ -528,7 +506,7 @@ static enum turn send_one(struct pipe *p, const char *stmt, const struct egs_pg_
 	p->pending++;
 	if (!ok) {
 		report(p, p->pending - 1, NULL);
-		return broken(p->s) ? TURN_BROKEN : TURN_FAILED;
+		return egs__pg_broken(p->s) ? TURN_BROKEN : TURN_FAILED;
 	}
 	return p->pending == PIPE_MAX ? collect(p, false) : TURN_OK;
 }
@@ -581,6 +559,10 @@ static enum turn send_turn(struct pg_store *s, struct egs_state *st, bool rollba
 		t = send_one(p, "ev", prm, "events", NULL, ev->id);
 		egs__pg_params_clear(prm);
 	}
+	if (t == TURN_OK && s->leader && !rollback) { /* followers see the turn (docs/internals/store.md) */
+		egs__pg_params_clear(prm);
+		t = send_one(p, "turn", prm, "meta", "leader.turn", 0);
+	}
 	if (t == TURN_OK)
 		t = rollback ? send_one(p, "ROLLBACK", NULL, "ROLLBACK", NULL, 0)
 			     : send_one(p, "COMMIT", NULL, "COMMIT", NULL, 0);
@@ -602,40 +584,9 @@ static void drop(struct pg_store *s)
 	s->conn = NULL;
 }
 
-static bool ready(struct pg_store *s)
+bool egs__pg_ready(struct pg_store *s)
 {
-	return !s->deposed && ((s->conn && !broken(s)) || reconnect(s));
-}
-
-/* egs_store_lead: waits for the leader lock, then moves the epoch on under it. */
-static enum egs_err pg_lead(struct pg_store *s)
-{
-	struct timespec pause = { 0, 200 * 1000 * 1000 };
-	bool said = false;
-	int got;
-	while (ready(s) && (got = try_lock(s)) != 1) {
-		if (got < 0 && !broken(s))
-			return EGS_ERR_STORE;
-		if (!said) {
-			fprintf(stderr, "store: another egsd leads this database; waiting to take over\n");
-			fflush(stderr); /* egsd buffers its log; a waiting standby should say why now */
-		}
-		said = true;
-		nanosleep(&pause, NULL);
-	}
-	if (!ready(s))
-		return EGS_ERR_STORE;
-	PGresult *res = run(s,
-			    "INSERT INTO meta(key, value) VALUES('leader.epoch', '1') ON CONFLICT(key) DO UPDATE "
-			    "SET value = (meta.value::bigint + 1)::text RETURNING value",
-			    true);
-	if (!res)
-		return EGS_ERR_STORE;
-	s->epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	s->leader = true;
-	PQclear(res);
-	fprintf(stderr, "store: this egsd leads the database (epoch %lld)\n", (long long)s->epoch);
-	return EGS_OK;
+	return !s->deposed && ((s->conn && !egs__pg_broken(s)) || reconnect(s));
 }
 
 static enum egs_err pg_commit_changes(struct pg_store *s, struct egs_state *st)
@@ -644,10 +595,12 @@ static enum egs_err pg_commit_changes(struct pg_store *s, struct egs_state *st)
 	 * which is idempotent, so trying again after an unknown COMMIT outcome is safe. */
 	bool inject = s->fail_path && access(s->fail_path, F_OK) == 0;
 	for (int attempt = 0; attempt < 5; attempt++) {
-		if (!ready(s))
+		if (!egs__pg_ready(s))
 			return EGS_ERR_STORE;
 		s->full = false;
 		enum turn t = send_turn(s, st, inject);
+		if (t == TURN_OK && !egs__pg_within_lease(s))
+			t = TURN_FAILED; /* committed, perhaps, but too late to say so: stepped down */
 		if (t == TURN_OK)
 			return inject ? EGS_ERR_STORAGE_FULL : EGS_OK;
 		drop(s);
@@ -662,12 +615,18 @@ static enum egs_err pg_commit_changes(struct pg_store *s, struct egs_state *st)
 /* Runs a prepared statement once, reconnecting first when the session is broken. */
 static PGresult *run_prepared(struct pg_store *s, const char *stmt, int n, const char *const *v, ExecStatusType want)
 {
-	if (!ready(s))
+	if (!egs__pg_ready(s))
 		return NULL;
-	PGresult *res = PQexecPrepared(s->conn, stmt, n, v, NULL, NULL, 0);
-	if (PQresultStatus(res) == want)
+	PGresult *res = NULL, *next;
+	bool sent = PQsendQueryPrepared(s->conn, stmt, n, v, NULL, NULL, 0) == 1;
+	int64_t deadline = egs__pg_deadline(s);
+	while (sent && (next = egs__pg_wait(s, deadline))) {
+		PQclear(res);
+		res = next;
+	}
+	if (sent && !s->timed_out && PQresultStatus(res) == want)
 		return res;
-	fprintf(stderr, "store: %s: %s", stmt, res ? PQresultErrorMessage(res) : errmsg(s));
+	fprintf(stderr, "store: %s: %s", stmt, res && !s->timed_out ? PQresultErrorMessage(res) : egs__pg_errmsg(s));
 	PQclear(res);
 	return NULL;
 }
@@ -700,7 +659,7 @@ static enum egs_err pg_prune_events_below(struct pg_store *s, int64_t before, in
 	PGresult *res = NULL;
 	snprintf(b, sizeof(b), "%lld", (long long)before);
 	snprintf(id, sizeof(id), "%lld", (long long)below_id);
-	if (!ready(s) || !exec(s, "BEGIN"))
+	if (!egs__pg_ready(s) || !egs__pg_exec(s, "BEGIN"))
 		goto fail;
 	if (!(res = run_prepared(s, "pmark", 2, v, PGRES_COMMAND_OK)))
 		goto fail;
@@ -709,14 +668,14 @@ static enum egs_err pg_prune_events_below(struct pg_store *s, int64_t before, in
 		goto fail;
 	int64_t n = strtoll(PQcmdTuples(res), NULL, 10);
 	PQclear(res);
-	if (!exec(s, "COMMIT"))
+	if (!egs__pg_exec(s, "COMMIT"))
 		goto fail;
 	if (deleted)
 		*deleted = n;
 	return EGS_OK;
 fail:
-	if (s->conn && !broken(s) && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
-		exec(s, "ROLLBACK");
+	if (s->conn && !egs__pg_broken(s) && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+		egs__pg_exec(s, "ROLLBACK");
 	return EGS_ERR_STORE;
 }
 
@@ -728,10 +687,9 @@ static struct pg_store *of(struct egs_store *base)
 }
 
 static void op_free(struct egs_store *b) { pg_free(of(b)); }
-static enum egs_err op_lead(struct egs_store *b) { return pg_lead(of(b)); }
 static enum egs_err op_load(struct egs_store *b, struct egs_state *st)
 {
-	return ready(of(b)) ? pg_load(of(b), st) : EGS_ERR_STORE;
+	return egs__pg_ready(of(b)) ? pg_load(of(b), st) : EGS_ERR_STORE;
 }
 static enum egs_err op_commit(struct egs_store *b, struct egs_state *st) { return pg_commit_changes(of(b), st); }
 static enum egs_err op_meta_get(struct egs_store *b, const char *k, char **v) { return pg_meta_get(of(b), k, v); }
@@ -744,7 +702,11 @@ static enum egs_err op_prune(struct egs_store *b, int64_t before, int64_t below_
 static const struct egs_store_ops pg_ops = {
 	.name = "postgres",
 	.free = op_free,
-	.lead = op_lead,
+	.lead = egs__pg_lead,
+	.try_lead = egs__pg_try_lead,
+	.leader = egs__pg_leader,
+	.renew = egs__pg_renew,
+	.deposed = egs__pg_deposed,
 	.load = op_load,
 	.commit_changes = op_commit,
 	.meta_get = op_meta_get,

@@ -13,11 +13,66 @@
 #define EGS_STORE_PG_H
 
 #include "core/state.h"
+#include "store/store_impl.h"
 #include "store/store_rows.h"
 
 #include <libpq-fe.h>
 
 #define EGS_PG_MAX_COLS 40
+
+/* The handle (store_pg.c opens it; store_pg_lead.c elects, renews and follows with it). */
+struct pg_store {
+	struct egs_store base; /* first: the handle store.c dispatches through */
+	PGconn *conn;
+	char *url;
+	bool timed_out; /* the server did not answer in time: the session is unusable (dropped at the next call) */
+	bool leader;    /* egs_store_lead() took the leader lock: every session must hold it */
+	bool deposed;   /* the lock, the epoch or the lease was lost: never commit again */
+	int64_t epoch;  /* the fencing number this process leads under (meta leader.epoch) */
+	int64_t lease_until_us; /* monotonic: a leader acknowledges nothing after this (store_pg_lead.c) */
+	int64_t renewed_us;     /* monotonic: when the last lease write that succeeded was sent */
+	int64_t loaded_turn;    /* meta leader.turn in the snapshot of the last load */
+	bool full;       /* the last failed turn failed for lack of disk (SQLSTATE 53100) */
+	char *fail_path; /* EGS_STORE_FAIL_IF_EXISTS (store.h): commits fail as on a full disk meanwhile */
+};
+
+/* ---- store_pg.c: the session ---- */
+/* The session's last error message (never empty). */
+const char *egs__pg_errmsg(struct pg_store *s);
+/* Runs one or more statements with no parameters and expects no rows back (or rows, when
+ * want_rows); prints "store: <sql>: <error>" and returns NULL on failure (a timeout included).
+ * Caller PQclears. */
+PGresult *egs__pg_run(struct pg_store *s, const char *sql, bool want_rows);
+bool egs__pg_exec(struct pg_store *s, const char *sql);
+/* The session is unusable: never connected, broken, or it timed out. */
+bool egs__pg_broken(struct pg_store *s);
+/* The session is usable, reconnecting first when it is not (a leader takes the lock again);
+ * false when it cannot be, or this process was deposed. */
+bool egs__pg_ready(struct pg_store *s);
+
+/* ---- store_pg_lead.c: leadership, the lease, the follower's view ---- */
+/* Monotonic microseconds. */
+int64_t egs__pg_mono_us(void);
+/* Until when a query may take: a leader's lease end, else OP_TIMEOUT_S from now. */
+int64_t egs__pg_deadline(struct pg_store *s);
+/* PQgetResult once the result is there, waiting at most until deadline_us: then s->timed_out is
+ * set (and a leader steps down: deposed) and NULL returned. */
+PGresult *egs__pg_wait(struct pg_store *s, int64_t deadline_us);
+/* A leader may still acknowledge (true for a store that does not lead). */
+bool egs__pg_within_lease(struct pg_store *s);
+/* Before a leader's reconnect: its queries may wait OP_TIMEOUT_S (nothing is acknowledged before
+ * egs__pg_relead wrote the lease again). */
+void egs__pg_reconnecting(struct pg_store *s);
+/* On a new session of a leader: lock, epoch and lease again, or deposed for good. */
+bool egs__pg_relead(struct pg_store *s);
+/* Reads meta's leader.turn (0 when absent) on the current session; false on error. */
+bool egs__pg_read_turn(struct pg_store *s, int64_t *out);
+/* The ops of store_impl.h. */
+enum egs_err egs__pg_lead(struct egs_store *b);
+enum egs_err egs__pg_try_lead(struct egs_store *b, const char *addr, bool *led);
+enum egs_err egs__pg_leader(struct egs_store *b, struct egs_store_leader *out);
+enum egs_err egs__pg_renew(struct egs_store *b);
+bool egs__pg_deposed(struct egs_store *b);
 
 /* One row's parameters for PQexecPrepared / PQsendQueryPrepared. */
 struct egs_pg_params {
