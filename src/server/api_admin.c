@@ -141,8 +141,7 @@ static void queue_top(struct egs_req *r)
 
 static void healthz(struct egs_req *r)
 {
-	/* Only a leader serves: a standby egsd waits for the leader lock before it listens (docs/ha.md). */
-	egs_reply_ok(r, json_pack("{s:s, s:s, s:s}", "status", "ok", "store", egs_store_kind(r->srv->store), "role", "leader"));
+	egs_reply_ok(r, egs_replica_health(r->srv)); /* role, epoch, and how far behind a follower is */
 }
 
 const struct egs_route egs_routes_admin[] = {

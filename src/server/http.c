@@ -632,6 +632,10 @@ static void on_request(struct evhttp_request *ev, void *arg)
 				goto out;
 			}
 	}
+	if (srv->follower && egs_forward_wanted(r.method, r.path)) { /* writes go to the leader (forward.c) */
+		egs_forward(&r);
+		goto out;
+	}
 	bool known;
 	const struct egs_route *rt = find_route(r.method, r.path, &known);
 	if (!rt && !known && egs_portal_serve(srv->portal, &r)) /* the portal's files and routes (portal.h) */

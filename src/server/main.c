@@ -19,6 +19,9 @@ static void usage(FILE *f)
 		   "  --data       data directory: egs.db (SQLite) and admin.key (default ./var)\n"
 		   "  --store-url  where the state lives instead of DIR/egs.db: postgres://... (PostgreSQL,\n"
 		   "               docs/ha.md) or a SQLite file path; --store is the same\n"
+		   "  --advertise HOST:PORT\n"
+		   "               where the other egsd on the same PostgreSQL database reach this one when it\n"
+		   "               leads (default: --listen, or the host name when that is a wildcard address)\n"
 		   "  --dev-clock  a test clock that stands still and moves only by POST /api/v1/debug/clock\n"
 		   "  --token-ttl  lifetime of bearer tokens from /api/v1/auth (default 3600)\n"
 		   "  --fair-half-life SECONDS\n"
@@ -67,6 +70,7 @@ int main(int argc, char **argv)
 		{ "admin-key-file", required_argument, NULL, 'K' },
 		{ "tls-cert", required_argument, NULL, 'C' }, { "tls-key", required_argument, NULL, 'k' },
 		{ "store-url", required_argument, NULL, 's' }, { "store", required_argument, NULL, 's' },
+		{ "advertise", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = "127.0.0.1:8080", *data = "./var", *portal_dir = NULL;
@@ -128,6 +132,13 @@ int main(int argc, char **argv)
 			}
 			srv.store_url = optarg;
 			break;
+		case 'A':
+			if (!strchr(optarg, ':') || strlen(optarg) >= sizeof(srv.advertised)) {
+				fprintf(stderr, "egsd: --advertise must be HOST:PORT\n");
+				return 2;
+			}
+			srv.advertise = optarg;
+			break;
 		case 'q': srv.log_requests = false; break;
 		case 'b': srv.state_cfg.backfill = 1; break;
 		case 'B': srv.state_cfg.backfill = 0; break;
@@ -163,7 +174,8 @@ int main(int argc, char **argv)
 	}
 	event_base_dispatch(srv.base);
 	fprintf(srv.log, "level=info msg=\"egsd stopped\" requests=%llu\n", (unsigned long long)srv.requests);
+	bool stepped_down = srv.stepped_down;
 	egs_server_stop(&srv);
 	egs_portal_free(srv.portal);
-	return 0;
+	return stepped_down ? 70 : 0; /* 70: it led and lost it (docs/ha.md); a supervisor restarts it */
 }

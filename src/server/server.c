@@ -170,6 +170,10 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 
 static void commit_turn(struct egs_server *srv)
 {
+	if (srv->follower) {
+		egs_replica_turn(srv); /* followers plan nothing and write nothing */
+		return;
+	}
 	maybe_plan(srv, false);
 	egs_obs_due(srv, egs_now(srv));           /* observability: exit warnings due since the last plan */
 	egs_obs_before_commit(srv, egs_now(srv)); /* observability: settings of new nodes, estimates */
@@ -178,6 +182,10 @@ static void commit_turn(struct egs_server *srv)
 		if (err) {
 			/* Disk full or I/O error: refuse the turn's writes, drop them from memory (reload.c). */
 			egs_server_store_failed(srv, err);
+			if (egs_store_deposed(srv->store)) {
+				egs_server_step_down(srv); /* another egsd leads (or will): nothing to reload */
+				return;
+			}
 			if ((err = egs_server_reload(srv)))
 				fatal_store(srv, err);
 		} else {
@@ -227,6 +235,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct egs_server *srv = arg;
+	egs_replica_tick(srv); /* the leader's lease; a follower's event streams */
+	if (srv->follower || srv->stepped_down) {
+		fflush(srv->log);
+		return;
+	}
 	if (egs_now(srv) >= srv->next_wake)
 		egs_server_changed(srv);
 	egs_obs_tick(srv, egs_now(srv)); /* observability: silent nodes, exit warnings, retention */
@@ -293,7 +306,21 @@ static enum egs_err first_admin_key(const struct egs_server *srv, char key[37], 
 	return ok ? EGS_OK : EGS_ERR_INVALID;
 }
 
-static enum egs_err bootstrap(struct egs_server *srv)
+void egs_server_step_down(struct egs_server *srv)
+{
+	egs_server_flush(srv); /* the turn's replies, failed by now */
+	if (srv->stepped_down)
+		return;
+	srv->stepped_down = true;
+	fprintf(srv->log, "level=error msg=\"this egsd no longer leads (deposed, or its lease ran out); exiting so that "
+			  "its supervisor restarts it as a follower\"\n");
+	fflush(srv->log);
+	egs_agent_drop_polls(srv);
+	struct timeval tv = { 0, 200000 }; /* let the replies reach their clients */
+	event_base_loopexit(srv->base, &tv);
+}
+
+enum egs_err egs_server_bootstrap(struct egs_server *srv)
 {
 	struct egs_state *st = &srv->st;
 	int64_t now = egs_now(srv);
@@ -327,6 +354,14 @@ static enum egs_err bootstrap(struct egs_server *srv)
 		unsigned char hash[32];
 		if ((err = first_admin_key(srv, key, hash)))
 			goto out;
+		if (egs_state_apikey_by_hash(st, hash)) {
+			/* --admin-key-file on a replica that takes over: the first leader stored this key */
+			err = write_key_file(path, key);
+			sodium_memzero(key, sizeof(key));
+			if (err)
+				goto out;
+			goto keyed;
+		}
 		struct egs_apikey *k = egs_calloc(1, sizeof(*k));
 		memcpy(k->hash, hash, sizeof(hash));
 		egs_new_id("key", k->id);
@@ -347,6 +382,7 @@ static enum egs_err bootstrap(struct egs_server *srv)
 			goto out;
 		fprintf(srv->log, "level=info msg=\"bootstrap admin key written\" path=%s\n", path);
 	}
+keyed:
 	if (egs_state_has_changes(st)) {
 		err = egs_store_commit_changes(srv->store, st);
 		if (!err)
@@ -355,6 +391,27 @@ static enum egs_err bootstrap(struct egs_server *srv)
 out:
 	free(secret);
 	return err;
+}
+
+/* Where this egsd serves, for the others to forward to: --advertise, else --listen unless that
+ * is a wildcard address (then the host name). */
+static enum egs_err advertised(struct egs_server *srv, const char *listen, long port)
+{
+	char host[200];
+	if (srv->advertise) {
+		egs_strlcpy(srv->advertised, srv->advertise, sizeof(srv->advertised));
+		return EGS_OK;
+	}
+	size_t hl = strcspn(listen, ":");
+	if (hl == 0 || strncmp(listen, "0.0.0.0:", 8) == 0 || listen[0] == '[') {
+		if (gethostname(host, sizeof(host)) != 0)
+			return EGS_ERR_IO;
+		host[sizeof(host) - 1] = '\0';
+		snprintf(srv->advertised, sizeof(srv->advertised), "%s:%ld", host, port);
+	} else {
+		egs_strlcpy(srv->advertised, listen, sizeof(srv->advertised));
+	}
+	return EGS_OK;
 }
 
 enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const char *data_dir, bool dev_clock)
@@ -399,9 +456,14 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	enum egs_err err = egs_store_open(srv->store_url ? srv->store_url : path, &srv->store);
 	if (err)
 		return err;
-	if ((err = egs_store_lead(srv->store)) || /* PostgreSQL: wait while another egsd leads */
-	    (err = egs_store_load(srv->store, &srv->st)) || (err = bootstrap(srv)) || (err = egs_kubecred_start(srv)) ||
-	    (err = egs_policy_start(srv))) /* policies: parse the stored ones */
+	if ((err = advertised(srv, listen, port)))
+		return err;
+	bool led;
+	if ((err = egs_store_try_lead(srv->store, srv->advertised, &led))) /* PostgreSQL: one leader */
+		return err;
+	srv->follower = !led;
+	if ((err = egs_store_load(srv->store, &srv->st)) || (led && (err = egs_server_bootstrap(srv))) ||
+	    (err = egs_kubecred_start(srv)) || (err = egs_policy_start(srv))) /* policies: parse the stored ones */
 		return err;
 	/* Time-outs of active GPRs restart with the process: agents get a full period to converge. */
 	for (size_t i = 0; i < srv->st.active.len; i++)
@@ -434,7 +496,8 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	evhttp_set_timeout(srv->http, 90);
 	srv->conns = egs_conns_new(srv->base, srv->http, srv->log, srv->max_connections, srv->tls);
 	egs__http_set_callbacks(srv);
-	if ((err = egs_obs_start(srv))) /* observability: settings, prices, webhook worker */
+	if ((err = egs_obs_start(srv)) || /* observability: settings, prices, webhook worker */
+	    (err = egs_replica_start(srv)))   /* a follower: the token secret, the follow timer */
 		return err;
 	struct evhttp_bound_socket *bound = evhttp_bind_socket_with_handle(srv->http, host, (uint16_t)port);
 	if (!bound) {
@@ -445,9 +508,10 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	srv->next_wake = 0;
 	egs_server_changed(srv); /* first plan after load */
 	fprintf(srv->log,
-		"level=info msg=\"egsd listening\" listen=%s scheme=%s data=%s store=%s dev_clock=%d gprs=%zu nodes=%zu\n",
-		listen, srv->tls ? "https" : "http", data_dir, egs_store_kind(srv->store), dev_clock, srv->st.gprs.len,
-		srv->st.nodes.len);
+		"level=info msg=\"egsd listening\" listen=%s scheme=%s data=%s store=%s role=%s dev_clock=%d gprs=%zu "
+		"nodes=%zu\n",
+		listen, srv->tls ? "https" : "http", data_dir, egs_store_kind(srv->store),
+		srv->follower ? "follower" : "leader", dev_clock, srv->st.gprs.len, srv->st.nodes.len);
 	fflush(srv->log);
 	return EGS_OK;
 }
@@ -471,6 +535,8 @@ void egs_server_stop(struct egs_server *srv)
 		event_free(srv->slice_ev);
 	if (srv->tick_ev)
 		event_free(srv->tick_ev);
+	if (srv->follow_ev)
+		event_free(srv->follow_ev);
 	for (size_t i = 0; i < EGS_ARRAY_LEN(srv->sig_ev); i++)
 		if (srv->sig_ev[i])
 			event_free(srv->sig_ev[i]);

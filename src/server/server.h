@@ -93,6 +93,16 @@ struct egs_server {
 	uint64_t store_failures;          /* failed commits since the last log line (reload.c) */
 	int64_t store_fail_logged;        /* monotonic second of that line */
 	unsigned char kubecred_key[crypto_aead_xchacha20poly1305_ietf_KEYBYTES]; /* seals slice tokens (kubecred.c) */
+	/* Several egsd over one PostgreSQL database (replica.c, docs/ha.md). */
+	const char *advertise;     /* egsd --advertise HOST:PORT (borrowed), or NULL: from --listen */
+	char advertised[256];      /* where this egsd serves, as published when it leads */
+	bool follower;             /* another egsd leads: serve reads, forward writes, follow the store */
+	bool stepped_down;         /* this egsd led and lost it: exiting (status 70) */
+	struct egs_store_leader leader; /* the leadership as last read from the store */
+	int64_t synced_us;         /* monotonic: the follower's last successful look at the store */
+	bool resync;               /* the follower's model may differ from the store: load it again */
+	int64_t pinged_us;         /* monotonic: a follower's last keep-alive on its event streams */
+	struct event *follow_ev;   /* a follower's timer: look at the store, take over when the lock is free */
 };
 
 /* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */
@@ -137,6 +147,32 @@ void egs_server_changed(struct egs_server *srv);
 void egs_server_wake_at(struct egs_server *srv, int64_t t);
 /* Runs the scheduler now and arms the commit. */
 void egs_server_plan_now(struct egs_server *srv);
+
+/* ---- replicas (replica.c, forward.c; docs/ha.md) ---- */
+/* Writes the first objects of an empty store (default project, admin key, token secret); the leader
+ * runs it at start or when it takes over (server.c). */
+enum egs_err egs_server_bootstrap(struct egs_server *srv);
+/* The leader lost the store (deposed, or its lease ran out): answers what is held, then leaves the
+ * loop; main exits 70 so that a supervisor restarts this egsd as a follower. */
+void egs_server_step_down(struct egs_server *srv);
+/* At start, once the loop exists: notes the leadership; a follower reads the token secret (when
+ * the leader wrote it already) and starts following the store.  Returns a store error. */
+enum egs_err egs_replica_start(struct egs_server *srv);
+/* A follower's turn: it writes nothing; what a request changed locally is refused (503) and the
+ * model loaded again at the next look. */
+void egs_replica_turn(struct egs_server *srv);
+/* Once a second: a leader renews its lease (steps down when it cannot), a follower pings its
+ * event streams. */
+void egs_replica_tick(struct egs_server *srv);
+/* /healthz's data: status, store, role (leader or follower), epoch; a follower adds the leader's
+ * address, how many of its turns the model lacks (behindTurns) and how long ago it last looked
+ * (syncedAgoMs). */
+json_t *egs_replica_health(struct egs_server *srv);
+/* On a follower: whether this request goes to the leader (writes, agents' calls). */
+bool egs_forward_wanted(enum evhttp_cmd_type method, const char *path);
+/* Sends r to the leader and relays its answer; takes the request (r->ev becomes NULL).  503
+ * LEADER_UNAVAILABLE when no leader is known or it cannot be reached. */
+void egs_forward(struct egs_req *r);
 
 /* ---- input ---- */
 /* The request schema of a route in openapi.c's notation ("name:s ~count:i? @Other"), by method (any

@@ -1,111 +1,187 @@
 """Several egsd over one PostgreSQL database (docs/ha.md): one leads (it holds the leader lock on its
-own session), the others wait to take over.  A kill -9 of the leader during a burst of creates from
-16 clients hands over within 5 s on the same address with every acknowledged GPR; the agent
-reconnects, exits still happen and no node is attached twice.  A leader whose session the server
-ended (as after a network stall) is deposed and never commits again."""
+own session and a lease), the others follow: they serve reads from their own model, kept current from
+the store, and forward writes and the agents' calls to the leader.
+
+- A follower serves reads, forwards writes (agents included) and streams events; /healthz says role,
+  epoch and how far behind it is.
+- kill -9 of the leader during a burst of creates from 16 clients (half of them talking to the
+  follower): the follower leads within 5 s with every acknowledged GPR; the agent (talking to the
+  follower) goes on, exits still happen on time, no node is attached twice.
+- A leader whose session the server ended is deposed and never commits again.
+- PostgreSQL restarting under a burst of creates: the leader reconnects, nothing acknowledged is lost.
+- A network stall between the leader and PostgreSQL (a TCP proxy that freezes): the leader answers
+  503 and steps down before the follower takes over."""
 import http.client
 import json
 import os
 import shutil
-import subprocess
+import socket
 import threading
 import time
 
 import pytest
 
-from conftest import BIN, H100, STORE, Agent, Egsd, pg_server, store_args, wait_for
+from conftest import H100, STORE, Agent, Egsd, pg_server, store_args, wait_for
 
 pytestmark = pytest.mark.skipif(STORE != "postgres", reason="leadership is PostgreSQL's (SQLite: one process per file)")
 
 
-def launch(e):
-    """Starts egsd e without waiting for it to serve (a standby serves only once it leads)."""
-    os.makedirs(e.data_dir, exist_ok=True)
-    e.log = open(e.log_path, "ab")
-    e.proc = subprocess.Popen([os.path.join(BIN, "egsd"), "--listen", "127.0.0.1:%d" % e.port, "--data", e.data_dir,
-                               "--dev-clock"] + e.extra, stdout=e.log, stderr=subprocess.STDOUT)
-    return e
-
-
-def serving(e):
+def health(e):
     try:
-        c = http.client.HTTPConnection("127.0.0.1", e.port, timeout=1)
+        c = http.client.HTTPConnection("127.0.0.1", e.port, timeout=2)
         c.request("GET", "/healthz")
-        return c.getresponse().status == 200
-    except OSError:
-        return False
+        r = c.getresponse()
+        return json.loads(r.read())["data"] if r.status == 200 else None
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
 
 
-def standby_of(leader, data_dir, same_port):
-    """A second egsd on the leader's database, with the leader's admin key; it waits to take over."""
-    b = Egsd(data_dir, extra=leader.extra)
-    if same_port:
-        b.port = leader.port
+def role(e):
+    h = health(e)
+    return h and h["role"]
+
+
+def follower_of(leader, data_dir, url=None):
+    """A second egsd on the leader's database with the leader's admin key: it follows."""
     os.makedirs(data_dir)
     shutil.copy(os.path.join(leader.data_dir, "admin.key"), os.path.join(data_dir, "admin.key"))
-    launch(b)
-    wait_for(lambda: "waiting to take over" in b.logs(), what="the standby to wait for the leader lock")
-    assert b.proc.poll() is None and not (not same_port and serving(b))
+    b = Egsd(data_dir, extra=url or leader.extra).start()
+    assert role(b) == "follower", health(b)
     return b
+
+
+def post(port, key, path, body, timeout=10):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request("POST", path, json.dumps(body), {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    r = c.getresponse()
+    return r.status, json.loads(r.read() or b"null")
+
+
+class Creators:
+    """n threads creating GPRs in workspace w; thread t talks to ports[t % len(ports)] and moves to the
+    next port when a connection fails (a client with a list of replicas).  acked: the acknowledged ids."""
+
+    def __init__(self, ports, key, n=16):
+        self.ports, self.key, self.acked, self.statuses = ports, key, set(), {}
+        self.lock, self.stop = threading.Lock(), threading.Event()
+        self.pool = [threading.Thread(target=self.run, args=(t,)) for t in range(n)]
+        for th in self.pool:
+            th.start()
+
+    def run(self, t):
+        conn, i, at = None, 0, t % len(self.ports)
+        while not self.stop.is_set():
+            body = {"gprName": "job-%d-%d" % (t, i), "sliceName": "w", "numberOfGPUNodes": 1, "numberOfGPUs": 8,
+                    "exitDuration": "1h"}
+            i += 1
+            try:
+                conn = conn or http.client.HTTPConnection("127.0.0.1", self.ports[at], timeout=15)
+                conn.request("POST", "/api/v1/gpr", json.dumps(body),
+                             {"Authorization": "Bearer " + self.key, "Content-Type": "application/json"})
+                resp = conn.getresponse()
+                data = resp.read()
+            except (OSError, http.client.HTTPException):
+                conn, at = None, (at + 1) % len(self.ports)  # never acknowledged: try the next replica
+                time.sleep(0.02)
+                continue
+            with self.lock:
+                self.statuses[resp.status] = self.statuses.get(resp.status, 0) + 1
+                if resp.status == 200:
+                    self.acked.add(json.loads(data)["data"]["gprId"])
+            if resp.status != 200:
+                time.sleep(0.02)
+
+    def count(self):
+        with self.lock:
+            return len(self.acked)
+
+    def finish(self):
+        self.stop.set()
+        for th in self.pool:
+            th.join(30)
+
+
+def cluster_with_agent(a, b, tmpdir_path, nodes=4):
+    """Cluster c1 with a real agent talking to b (the follower: its calls are forwarded), workspace w."""
+    admin = a.api()
+    token = admin.ok("POST", "/api/v1/clusters", {"clusterName": "c1"})["agentToken"]
+    agent = Agent(b, "c1", token, [("n%d" % i, H100) for i in range(nodes)], os.path.join(tmpdir_path, "agent")).start()
+    wait_for(lambda: len([n for n in admin.get("/api/v1/inventory/list")["items"]
+                          if n["nodeHealth"] == "Healthy"]) == nodes, what="%d healthy nodes" % nodes)
+    admin.ok("POST", "/api/v1/slice-workspace", {"workspaceName": "w", "clusters": ["c1"], "namespaces": ["w"]})
+    return agent
+
+
+def test_a_follower_serves_reads_forwards_writes_and_streams_events(tmpdir_path):
+    url = store_args(os.path.join(tmpdir_path, "shared"))
+    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
+    b = agent = None
+    try:
+        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+        ha, hb = health(a), health(b)
+        assert ha["role"] == "leader" and hb["epoch"] == ha["epoch"] >= 1
+        assert hb["leader"] == "127.0.0.1:%d" % a.port and hb["syncedAgoMs"] < 5000
+        agent = cluster_with_agent(a, b, tmpdir_path, nodes=2)  # the agent registers through the follower
+        # Events reach a stream on the follower.
+        s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+        s.sendall(b"GET /api/v1/events/watch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                  a.admin_key.encode() + b"\r\n\r\n")
+        # A write to the follower is the leader's: acknowledged, then readable on both.
+        fb = b.api(a.admin_key)
+        created = fb.ok("POST", "/api/v1/gpr", {"gprName": "via-follower", "sliceName": "w", "numberOfGPUNodes": 1,
+                                                "numberOfGPUs": 8, "exitDuration": "1h"})
+        gid = created["gprId"]
+        assert a.api().get("/api/v1/gpr?gprId=" + gid)["gprName"] == "via-follower"
+        wait_for(lambda: fb.call("GET", "/api/v1/gpr?gprId=" + gid)[0] == 200, what="the follower to see the GPR")
+        wait_for(lambda: health(b)["behindTurns"] == 0, what="the follower to catch up")
+        # A rejected write is the leader's refusal, unchanged, and nothing is stored.
+        status, doc = fb.call("POST", "/api/v1/gpr", {"gprName": "bad", "sliceName": "w", "numberOfGPUs": -1})
+        assert 400 <= status < 500 and doc["error"]["errorKey"], doc
+        status, doc = b.api("not-a-key").call("POST", "/api/v1/clusters", {"clusterName": "x"})
+        assert status == 401, doc
+        # The stream on the follower delivered the GPR's events.
+        buf, deadline = b"", time.time() + 15
+        while gid.encode() not in buf and time.time() < deadline:
+            buf += s.recv(65536)
+        assert gid.encode() in buf, buf[-500:]
+        s.close()
+        # The agent's calls went through the follower to the leader: the GPR is provisioned by it.
+        wait_for(lambda: fb.get("/api/v1/gpr?gprId=" + gid)["status"]["provisioningStatus"] == "Provisioned",
+                 what="the GPR provisioned through the follower's forwarding")
+        assert fb.get("/api/v1/gpr/list?sliceName=w")["items"][0]["gprId"] == gid
+    finally:
+        if agent:
+            agent.stop()
+        a.stop()
+        if b:
+            b.stop()
 
 
 def test_kill9_of_the_leader_hands_over_with_every_acknowledged_gpr(tmpdir_path):
     url = store_args(os.path.join(tmpdir_path, "shared"))
     a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
-    admin = a.api()
-    token = admin.ok("POST", "/api/v1/clusters", {"clusterName": "c1"})["agentToken"]
-    agent = Agent(a, "c1", token, [("n%d" % i, H100) for i in range(4)], os.path.join(tmpdir_path, "agent")).start()
-    b = None
+    b = agent = creators = None
     try:
-        wait_for(lambda: len([n for n in admin.get("/api/v1/inventory/list")["items"]
-                              if n["nodeHealth"] == "Healthy"]) == 4, what="4 healthy nodes")
-        admin.ok("POST", "/api/v1/slice-workspace", {"workspaceName": "w", "clusters": ["c1"], "namespaces": ["w"]})
-        b = standby_of(a, os.path.join(tmpdir_path, "b"), same_port=True)
-
-        acked, lock, stop = set(), threading.Lock(), threading.Event()
-
-        def creator(t):
-            conn, i = None, 0
-            while not stop.is_set():
-                body = {"gprName": "job-%d-%d" % (t, i), "sliceName": "w", "numberOfGPUNodes": 1, "numberOfGPUs": 8,
-                        "exitDuration": "1h"}
-                i += 1
-                try:
-                    conn = conn or http.client.HTTPConnection("127.0.0.1", a.port, timeout=10)
-                    conn.request("POST", "/api/v1/gpr", json.dumps(body),
-                                 {"Authorization": "Bearer " + a.admin_key, "Content-Type": "application/json"})
-                    resp = conn.getresponse()
-                    data = resp.read()
-                except (OSError, http.client.HTTPException):
-                    conn = None  # the leader died under us: never acknowledged; try the address again
-                    time.sleep(0.02)
-                    continue
-                if resp.status == 200:
-                    with lock:
-                        acked.add(json.loads(data)["data"]["gprId"])
-
-        pool = [threading.Thread(target=creator, args=(t,)) for t in range(16)]
-        for th in pool:
-            th.start()
-        wait_for(lambda: len(acked) >= 300, timeout=60, interval=0.005, what="300 acknowledged creates")
+        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+        agent = cluster_with_agent(a, b, tmpdir_path)
+        creators = Creators([a.port, b.port], a.admin_key)
+        wait_for(lambda: creators.count() >= 300, timeout=60, interval=0.005, what="300 acknowledged creates")
         a.proc.kill()
         killed_at = time.time()
-        wait_for(lambda: serving(b), timeout=5, interval=0.02, what="the standby to serve within 5 s")
+        wait_for(lambda: role(b) == "leader", timeout=5, interval=0.02, what="the follower to lead within 5 s")
         print("failover: %.2f s" % (time.time() - killed_at))
-        before = len(acked)
-        wait_for(lambda: len(acked) >= before + 100, timeout=30, interval=0.005, what="100 creates on the new leader")
-        stop.set()
-        for th in pool:
-            th.join(30)
+        before = creators.count()
+        wait_for(lambda: creators.count() >= before + 100, timeout=30, interval=0.005, what="100 creates on the new leader")
+        creators.finish()
         a.stop()
 
         api = b.api(a.admin_key)
         items = api.get("/api/v1/gpr/list?sliceName=w")["items"]
-        by_id = {g["gprId"]: g for g in items}
-        missing = acked - set(by_id)
+        missing = creators.acked - {g["gprId"] for g in items}
         assert not missing, "%d acknowledged GPRs lost, e.g. %s" % (len(missing), sorted(missing)[:3])
-        # The agent reconnects to the new leader, and windows go on: the workspace's one provisioned GPR
-        # exits an hour later and the next takes a node.  No node is ever held by two GPRs.
+        # The agent (it talked to the follower all along) goes on with the new leader, and windows go
+        # on: the one provisioned GPR exits an hour later and the next takes a node.  No node is ever
+        # held by two GPRs.
         wait_for(lambda: [c for c in api.get("/api/v1/clusters")["items"] if c["clusterName"] == "c1"][0]["agentConnected"],
                  what="the agent to reach the new leader")
 
@@ -121,10 +197,20 @@ def test_kill9_of_the_leader_hands_over_with_every_acknowledged_gpr(tmpdir_path)
                  timeout=30, what="the first GPR to exit on time")
         wait_for(lambda: provisioned() and provisioned() != first, timeout=30, what="the next GPR provisioned")
     finally:
-        agent.stop()
+        if creators:
+            creators.finish()
+        if agent:
+            agent.stop()
         a.stop()
         if b:
             b.stop()
+
+
+def leader_lock_sql(url):
+    schema = url[1].split("search_path%3D")[1]
+    return ("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND classid = 471650172 AND objsubid = 2 "
+            "AND objid::text::bigint = (hashtext('%s')::bigint & 4294967295)" % schema)
 
 
 def test_a_deposed_leader_never_commits_again(tmpdir_path):
@@ -133,14 +219,11 @@ def test_a_deposed_leader_never_commits_again(tmpdir_path):
     b = None
     try:
         a.api().ok("POST", "/api/v1/clusters", {"clusterName": "before"})
-        b = standby_of(a, os.path.join(tmpdir_path, "b"), same_port=False)
+        b = follower_of(a, os.path.join(tmpdir_path, "b"))
         # The server ends the leader's session, as it would after a network stall: its lock goes with it.
-        schema = url[1].split("search_path%3D")[1]
-        killed = pg_server().psql("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                                  "AND classid = 471650172 AND objsubid = 2 "
-                                  "AND objid::text::bigint = (hashtext('%s')::bigint & 4294967295)" % schema)
+        killed = pg_server().psql(leader_lock_sql(url))
         assert killed.split() == ["t"], killed
-        wait_for(lambda: serving(b), what="the standby to take over")
+        wait_for(lambda: role(b) == "leader", what="the follower to take over")
         # The old leader still answers reads from memory, but its next commit finds the lock taken and a
         # newer epoch: it exits without acknowledging anything.
         try:
@@ -153,6 +236,111 @@ def test_a_deposed_leader_never_commits_again(tmpdir_path):
         names = [c["clusterName"] for c in b.api(a.admin_key).get("/api/v1/clusters")["items"]]
         assert "before" in names and "after" not in names
     finally:
+        a.stop()
+        if b:
+            b.stop()
+
+
+def test_postgresql_restarting_under_load_loses_nothing(tmpdir_path):
+    url = store_args(os.path.join(tmpdir_path, "shared"))
+    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
+    creators = agent = None
+    try:
+        agent = cluster_with_agent(a, a, tmpdir_path, nodes=1)
+        creators = Creators([a.port], a.admin_key, n=8)
+        wait_for(lambda: creators.count() >= 100, timeout=60, interval=0.005, what="100 acknowledged creates")
+        pg_server().restart()
+        before = creators.count()
+        wait_for(lambda: creators.count() >= before + 100 or a.proc.poll() is not None, timeout=30, interval=0.005,
+                 what="100 creates after the restart")
+        assert a.proc.poll() is None, a.logs()[-3000:]
+        creators.finish()
+        assert a.proc.poll() is None and role(a) == "leader"  # recovered without a restart of egsd
+        assert "reconnected to PostgreSQL" in a.logs()
+        ids = {g["gprId"] for g in a.api().get("/api/v1/gpr/list?sliceName=w")["items"]}
+        assert not creators.acked - ids
+        assert creators.statuses.get(200) == len(creators.acked)
+    finally:
+        if creators:
+            creators.finish()
+        if agent:
+            agent.stop()
+        a.stop()
+
+
+class Proxy:
+    """A TCP proxy to PostgreSQL's unix socket that can freeze: bytes stop flowing both ways and the
+    connections stay open, as in a network partition that the kernel does not see."""
+
+    def __init__(self, sock_path):
+        self.sock_path, self.frozen = sock_path, threading.Event()
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(64)
+        self.port = self.srv.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            u = socket.socket(socket.AF_UNIX)
+            u.connect(self.sock_path)
+            for src, dst in ((c, u), (u, c)):
+                threading.Thread(target=self.pump, args=(src, dst), daemon=True).start()
+
+    def pump(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                while self.frozen.is_set():  # hold the bytes: nothing arrives, nothing fails
+                    time.sleep(0.05)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.srv.close()
+
+
+def test_a_stalled_leader_steps_down_before_another_leads(tmpdir_path):
+    url = store_args(os.path.join(tmpdir_path, "shared"))
+    pg = pg_server()
+    proxy = Proxy(os.path.join(pg.sock, ".s.PGSQL.5432"))
+    via_proxy = "postgres://%s@127.0.0.1:%d/postgres?options=-csearch_path%%3D%s" % (
+        pg.user, proxy.port, url[1].split("search_path%3D")[1])
+    a = Egsd(os.path.join(tmpdir_path, "a"), extra=["--store-url", via_proxy]).start()
+    b = None
+    try:
+        a.api().ok("POST", "/api/v1/clusters", {"clusterName": "before"})
+        b = follower_of(a, os.path.join(tmpdir_path, "b"), url=url)
+        proxy.frozen.set()
+        frozen_at = time.time()
+        # A write to the stalled leader is refused (503), not held forever and not acknowledged.
+        status, doc = post(a.port, a.admin_key, "/api/v1/clusters", {"clusterName": "during"}, timeout=30)
+        refused_at = time.time()
+        assert status == 503, (status, doc)
+        wait_for(lambda: role(b) == "leader", timeout=30, interval=0.02, what="the follower to take over")
+        led_at = time.time()
+        print("stall: refused after %.2f s, new leader after %.2f s" % (refused_at - frozen_at, led_at - frozen_at))
+        assert refused_at < led_at
+        assert "stepping down" in a.logs() and "lease expired" in b.logs()
+        wait_for(lambda: a.proc.poll() is not None, what="the old leader to exit")
+        assert a.proc.returncode == 70
+        names = [c["clusterName"] for c in b.api(a.admin_key).get("/api/v1/clusters")["items"]]
+        assert "before" in names and "during" not in names
+    finally:
+        proxy.frozen.clear()
+        proxy.close()
         a.stop()
         if b:
             b.stop()

@@ -1,0 +1,151 @@
+/*
+ * forward.c: a follower sends writes and the agents' calls to the leader (docs/ha.md).
+ *
+ * The leader's address is meta leader.addr, which the leader publishes when it takes the lock
+ * (replica.c keeps the follower's copy fresh).  Each forwarded request goes on a connection of
+ * its own (a long poll must not hold up the next write), with the client's method, path, query,
+ * headers (Authorization included: the leader authenticates) and body; the leader's status,
+ * headers and body go back unchanged.  A request that already came through a follower
+ * (X-EGS-Forwarded) is never sent on: the follower answers 503 NOT_LEADER instead, so a stale
+ * address cannot make two followers bounce a request between them.  When no leader is known or it
+ * does not answer, the client gets 503 LEADER_UNAVAILABLE with Retry-After: 1 (nothing was
+ * written by this replica; the write may or may not have reached the leader when the connection
+ * broke after sending, as with any connection that breaks before the answer).
+ */
+#include "server/server.h"
+
+#include "core/util.h"
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define FORWARD_TIMEOUT_S 75 /* above the longest agent long poll (60 s) */
+#define FORWARDED "X-EGS-Forwarded"
+
+struct fwd {
+	struct egs_server *srv;
+	struct evhttp_request *client; /* answered exactly once */
+	struct evhttp_connection *up;
+	enum evhttp_cmd_type method;
+	char path[512];
+	int64_t t0_us;
+};
+
+bool egs_forward_wanted(enum evhttp_cmd_type method, const char *path)
+{
+	if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD && method != EVHTTP_REQ_OPTIONS)
+		return true;
+	/* GETs that change state or need the leader's runtime: the agents' polls, kubeconfigs. */
+	return strncmp(path, "/api/v1/agent/", 14) == 0 || strcmp(path, "/api/v1/slice-workspace/kube-config") == 0;
+}
+
+/* Headers that describe one hop, not the request: never copied. */
+static bool hop_header(const char *name)
+{
+	static const char *const hop[] = { "Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length", "Host",
+					   "Expect", "Upgrade", "TE", "Trailer", "Proxy-Connection", "Date" };
+	for (size_t i = 0; i < EGS_ARRAY_LEN(hop); i++)
+		if (strcasecmp(name, hop[i]) == 0)
+			return true;
+	return false;
+}
+
+static void copy_headers(struct evkeyvalq *to, const struct evkeyvalq *from)
+{
+	for (const struct evkeyval *kv = from->tqh_first; kv; kv = kv->next.tqe_next)
+		if (!hop_header(kv->key))
+			evhttp_add_header(to, kv->key, kv->value);
+}
+
+static void free_conn(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	evhttp_connection_free(arg);
+}
+
+/* Answers the client in the error envelope (through the usual reply path, for logs and metrics). */
+static void fail(struct fwd *f, const char *key, const char *msg)
+{
+	struct egs_req r;
+	memset(&r, 0, sizeof(r));
+	r.srv = f->srv;
+	r.ev = f->client;
+	r.method = f->method;
+	r.t0_us = f->t0_us;
+	egs_strlcpy(r.path, f->path, sizeof(r.path));
+	egs_reply_header(&r, "Retry-After", "1");
+	egs_reply_err(&r, EGS_ERR_UNAVAILABLE, key, NULL, "%s", msg);
+}
+
+static void on_answer(struct evhttp_request *resp, void *arg)
+{
+	struct fwd *f = arg;
+	int code = resp ? evhttp_request_get_response_code(resp) : 0;
+	if (code == 0) {
+		fail(f, "LEADER_UNAVAILABLE", "the leader did not answer (it may be changing): retry");
+	} else {
+		struct egs_req r;
+		memset(&r, 0, sizeof(r));
+		r.srv = f->srv;
+		r.ev = f->client;
+		r.method = f->method;
+		r.t0_us = f->t0_us;
+		egs_strlcpy(r.path, f->path, sizeof(r.path));
+		copy_headers(evhttp_request_get_output_headers(f->client), evhttp_request_get_input_headers(resp));
+		egs_reply_raw(&r, code, evhttp_request_get_input_buffer(resp));
+	}
+	/* The connection may not be freed inside its own callback. */
+	struct timeval now = { 0, 0 };
+	event_base_once(f->srv->base, -1, EV_TIMEOUT, free_conn, f->up, &now);
+	free(f);
+}
+
+void egs_forward(struct egs_req *r)
+{
+	struct egs_server *srv = r->srv;
+	struct evkeyvalq *in = evhttp_request_get_input_headers(r->ev);
+	char host[256];
+	const char *colon = strrchr(srv->leader.addr, ':');
+	long port = colon ? strtol(colon + 1, NULL, 10) : 0;
+	if (evhttp_find_header(in, FORWARDED)) {
+		egs_reply_header(r, "Retry-After", "1");
+		egs_reply_err(r, EGS_ERR_UNAVAILABLE, "NOT_LEADER", NULL,
+			      "this egsd does not lead (the leader changed while the request travelled): retry");
+		return;
+	}
+	if (!colon || port <= 0 || port > 65535 || (size_t)(colon - srv->leader.addr) >= sizeof(host)) {
+		egs_reply_header(r, "Retry-After", "1");
+		egs_reply_err(r, EGS_ERR_UNAVAILABLE, "LEADER_UNAVAILABLE", NULL,
+			      "no egsd leads at the moment (a new one is being elected): retry");
+		return;
+	}
+	memcpy(host, srv->leader.addr, (size_t)(colon - srv->leader.addr));
+	host[colon - srv->leader.addr] = '\0';
+	struct fwd *f = egs_calloc(1, sizeof(*f));
+	f->srv = srv;
+	f->client = r->ev;
+	f->method = r->method;
+	f->t0_us = r->t0_us;
+	egs_strlcpy(f->path, r->path, sizeof(f->path));
+	f->up = evhttp_connection_base_new(srv->base, NULL, host, (uint16_t)port);
+	EGS_ASSERT(f->up);
+	evhttp_connection_set_timeout(f->up, FORWARD_TIMEOUT_S);
+	struct evhttp_request *up = evhttp_request_new(on_answer, f);
+	EGS_ASSERT(up);
+	struct evkeyvalq *out = evhttp_request_get_output_headers(up);
+	copy_headers(out, in);
+	evhttp_add_header(out, "Host", srv->leader.addr);
+	evhttp_add_header(out, FORWARDED, srv->advertised);
+	evbuffer_add_buffer(evhttp_request_get_output_buffer(up), evhttp_request_get_input_buffer(r->ev));
+	r->ev = NULL; /* taken: on_answer replies */
+	if (evhttp_make_request(f->up, up, f->method, evhttp_request_get_uri(f->client)) != 0) {
+		/* evhttp freed up; the connection is ours to free */
+		fail(f, "LEADER_UNAVAILABLE", "the request could not be sent to the leader: retry");
+		evhttp_connection_free(f->up);
+		free(f);
+	}
+}

@@ -1,0 +1,172 @@
+/*
+ * replica.c: an egsd that does not lead (docs/ha.md, docs/internals/store.md).
+ *
+ * Several egsd share one PostgreSQL database; the one holding the leader lock leads (store_pg_lead.c).
+ * The others are followers: they listen, answer reads from their own model, send writes and the
+ * agents' calls to the leader (forward.c), and follow the store: every FOLLOW_MS a follower tries
+ * the leader lock once (the lock is free when the leader's session ended) and reads the leader's
+ * commit counter, meta leader.turn, which every committed turn of the leader moves on (one more
+ * statement in the turn's pipeline: no extra round trip).  When it moved past the turn of the last
+ * load, the follower loads the whole model again (egs_server_reload, one snapshot) and sends the
+ * events new since the last load to its event streams.  When it gets the lock, it leads: it loads
+ * the model once more under the lock, bootstraps, and starts planning and committing.
+ *
+ * A follower never plans, never runs clock-driven transitions and never commits: a turn with local
+ * changes (a request that should have been forwarded) is answered 503 and the model reloaded.
+ */
+#include "server/server.h"
+
+#include "core/policy.h"
+#include "core/util.h"
+#include "server/observe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FOLLOW_MS 100
+#define PING_EVERY_US (15 * 1000000) /* keep-alives on event streams, as observe.c sends them */
+
+/* The newest event id of the model (0 when none). */
+static int64_t newest_event(const struct egs_state *st)
+{
+	return st->events_len ? st->events[(st->events_head + st->events_len - 1) % st->cfg.event_retention]->id : 0;
+}
+
+static void read_secret(struct egs_server *srv)
+{
+	char *hex = NULL;
+	size_t n;
+	if (egs_store_meta_get(srv->store, "token_secret", &hex) == EGS_OK && hex &&
+	    strlen(hex) == 2 * sizeof(srv->token_secret))
+		sodium_hex2bin(srv->token_secret, sizeof(srv->token_secret), hex, strlen(hex), NULL, &n, NULL);
+	if (hex)
+		sodium_memzero(hex, strlen(hex));
+	free(hex);
+}
+
+/* Loads the store again and streams the events it brought. */
+static void sync_model(struct egs_server *srv)
+{
+	int64_t seen = newest_event(&srv->st);
+	enum egs_err err = egs_server_reload(srv);
+	if (err) {
+		fprintf(srv->log, "level=warn msg=\"follower: loading the store failed; serving the last model\" error=\"%s\"\n",
+			egs_err_str(err));
+		return;
+	}
+	srv->resync = false;
+	egs_policy_free(srv->policy_global); /* the global limits may have changed too */
+	srv->policy_global = NULL;
+	if ((err = egs_policy_start(srv)))
+		fprintf(srv->log, "level=warn msg=\"follower: a stored policy does not parse\"\n");
+	read_secret(srv);
+	const struct egs_state *st = &srv->st;
+	for (size_t i = 0; srv->obs && i < st->events_len; i++) {
+		const struct egs_event *e = st->events[(st->events_head + i) % st->cfg.event_retention];
+		if (e->id > seen)
+			egs_events_broadcast(srv, e);
+	}
+}
+
+/* The lock is ours: load under it, bootstrap, and start leading. */
+static void promote(struct egs_server *srv)
+{
+	enum egs_err err;
+	event_del(srv->follow_ev);
+	srv->follower = false;
+	if ((err = egs_server_reload(srv)) || (err = egs_server_bootstrap(srv))) {
+		fprintf(srv->log, "level=fatal msg=\"taking over: the store cannot be loaded: %s; exiting\"\n",
+			egs_err_str(err));
+		fflush(srv->log);
+		_exit(70);
+	}
+	egs_store_leader(srv->store, &srv->leader);
+	int64_t now = egs_now(srv);
+	for (size_t i = 0; i < srv->st.active.len; i++) /* agents get a full period to converge, as at a start */
+		((struct egs_gpr *)srv->st.active.items[i])->phase_since = now;
+	fprintf(srv->log, "level=info msg=\"this egsd leads now\" epoch=%lld gprs=%zu nodes=%zu\n",
+		(long long)srv->leader.epoch, srv->st.gprs.len, srv->st.nodes.len);
+	fflush(srv->log);
+	srv->next_wake = 0;
+	egs_server_changed(srv); /* plan at once: exits that fell due meanwhile happen now */
+}
+
+static void on_follow(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct egs_server *srv = arg;
+	struct egs_store_leader l;
+	bool led = false;
+	if (!srv->follower)
+		return;
+	if (egs_store_try_lead(srv->store, srv->advertised, &led) == EGS_OK && led) {
+		promote(srv);
+		return;
+	}
+	if (egs_store_leader(srv->store, &l) != EGS_OK)
+		return; /* the database is away: serve the last model; healthz shows how old it is */
+	srv->synced_us = egs_mono_us();
+	bool moved = l.turn != l.loaded_turn || l.epoch != srv->leader.epoch;
+	srv->leader = l;
+	if (moved || srv->resync) {
+		sync_model(srv);
+		egs_store_leader(srv->store, &srv->leader); /* loaded_turn is the new load's */
+		srv->leader.turn = l.turn > srv->leader.turn ? l.turn : srv->leader.turn;
+	}
+}
+
+enum egs_err egs_replica_start(struct egs_server *srv)
+{
+	enum egs_err err = egs_store_leader(srv->store, &srv->leader);
+	srv->synced_us = egs_mono_us();
+	if (err || !srv->follower)
+		return err;
+	read_secret(srv);
+	fprintf(srv->log, "level=info msg=\"another egsd leads this database; following it\" leader=%s epoch=%lld\n",
+		srv->leader.addr[0] ? srv->leader.addr : "-", (long long)srv->leader.epoch);
+	srv->follow_ev = event_new(srv->base, -1, EV_PERSIST, on_follow, srv);
+	struct timeval tv = { 0, FOLLOW_MS * 1000 };
+	event_add(srv->follow_ev, &tv);
+	return EGS_OK;
+}
+
+void egs_replica_turn(struct egs_server *srv)
+{
+	if (egs_state_has_changes(&srv->st)) {
+		egs_server_fail_held(srv, EGS_ERR_UNAVAILABLE, "NOT_LEADER",
+				     "this egsd follows the leader and writes nothing; nothing was saved");
+		egs_state_clear_changes(&srv->st);
+		srv->resync = true; /* the model may hold what the store does not */
+	}
+	egs_server_flush(srv);
+}
+
+void egs_replica_tick(struct egs_server *srv)
+{
+	if (srv->follower) {
+		int64_t now = egs_mono_us();
+		if (now - srv->pinged_us >= PING_EVERY_US && srv->obs) {
+			srv->pinged_us = now;
+			egs_events_ping(srv); /* the leader's observability tick does this; a follower has none */
+		}
+		return;
+	}
+	if (!srv->stepped_down && egs_store_renew(srv->store) != EGS_OK)
+		egs_server_step_down(srv);
+}
+
+json_t *egs_replica_health(struct egs_server *srv)
+{
+	json_t *h = json_pack("{s:s, s:s, s:s, s:I}", "status", "ok", "store", egs_store_kind(srv->store), "role",
+			      srv->follower ? "follower" : "leader", "epoch", (json_int_t)srv->leader.epoch);
+	if (!srv->follower)
+		return h;
+	int64_t behind = srv->leader.turn - srv->leader.loaded_turn;
+	json_object_set_new(h, "leader", json_string(srv->leader.addr));
+	json_object_set_new(h, "behindTurns", json_integer(behind > 0 ? behind : 0));
+	json_object_set_new(h, "syncedAgoMs", json_integer((egs_mono_us() - srv->synced_us) / 1000));
+	return h;
+}
