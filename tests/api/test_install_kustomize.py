@@ -72,6 +72,28 @@ def test_controller_base():
         assert f in usage, f
 
 
+def test_controller_ha_overlay():
+    """Three egsd over PostgreSQL (docs/ha.md): the URL from a Secret, each replica advertising its pod
+    IP, one slice-token key for all, and every flag one egsd knows."""
+    objs = render("controller-ha")
+    sts = one(objs, "StatefulSet", "egsd")
+    assert sts["spec"]["replicas"] == 3
+    pod = sts["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    args = dict(a.split("=", 1) for a in c["args"])
+    env = {e["name"]: e["valueFrom"] for e in c["env"]}
+    assert args["--store-url"] == "$(EGS_STORE_URL)" and env["EGS_STORE_URL"]["secretKeyRef"]["name"] == "egsd-store"
+    assert args["--advertise"] == "$(POD_IP):8080" and env["POD_IP"]["fieldRef"]["fieldPath"] == "status.podIP"
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    key = mounts[os.path.join(args["--data"], "kubecreds.key")]
+    vol = next(v for v in pod["volumes"] if v["name"] == key["name"])
+    assert vol["secret"]["secretName"] == "egsd-kubecreds" and key["subPath"] == "kubecreds.key"
+    assert mounts["/etc/egsd/admin-key"]["name"] == "admin-key"  # the base's mounts stay
+    usage = help_text("egsd")
+    for f in flags(c["args"]):
+        assert f in usage, f
+
+
 # What the agent may do, rule by rule; a change to the ClusterRole must change this table and the docs.
 AGENT_RULES = {
     ("", "nodes"): {"get", "list", "watch", "patch"},
