@@ -245,7 +245,7 @@ enum egs_err egs_obs_start(struct egs_server *srv)
 	err = egs_notify_new(srv->base, &ncfg, egs_outbox_done, srv, &ob->notify);
 	ob->started = err == EGS_OK;
 	egs_alerts_restore(&ob->alerts, &srv->st, srv->log); /* active before the restart (alerts.h) */
-	if (ob->started)
+	if (ob->started && !srv->follower) /* a follower sends nothing: the leader does, or it when it leads */
 		egs_outbox_resume(srv); /* undelivered webhook messages (outbox.h) */
 out:
 	free(saved);

@@ -19,6 +19,7 @@
 #include "core/policy.h"
 #include "core/util.h"
 #include "server/observe.h"
+#include "server/outbox.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,7 @@ static void promote(struct egs_server *srv)
 		_exit(70);
 	}
 	egs_store_leader(srv->store, &srv->leader);
+	egs_outbox_resume(srv); /* the webhook messages the old leader had not delivered (outbox.h) */
 	int64_t now = egs_now(srv);
 	for (size_t i = 0; i < srv->st.active.len; i++) /* agents get a full period to converge, as at a start */
 		((struct egs_gpr *)srv->st.active.items[i])->phase_since = now;
