@@ -223,7 +223,11 @@ def snapshot(egsd):
                                                   "WHERE table_schema = current_schema() ORDER BY 1")]
     else:
         tables = [r[0] for r in store_query(egsd, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY 1")]
-    return {t: sorted(map(repr, store_query(egsd, "SELECT * FROM %s" % t))) for t in tables}
+    # meta's leader.* rows (PostgreSQL: the lease, renewed every second, and the commit counter) are
+    # leadership, not stored state.
+    return {t: sorted(map(repr, store_query(egsd, "SELECT * FROM %s" % t +
+                                           (" WHERE key NOT LIKE 'leader.%'" if t == "meta" else ""))))
+            for t in tables}
 
 
 def refused(status, doc, field, what):
