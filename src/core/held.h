@@ -52,7 +52,8 @@ void egs_held_expire(struct egs_state *st, int64_t now);
 
 /* After a restart no node is heard from until its agent reports, so every walk would find that a
  * hold moves no one and apply it: the server sets st->held_settle to a heartbeat period after the
- * load, and until then the planner only expires holds whose time has come. */
+ * load, and until then, or until every node has reported since the start, the planner only expires
+ * holds whose time has come. */
 
 /* After a load (store.c): rebuilds st->held from the GPRs whose stored hold is set (in queue
  * order, seq; the planner's rotation is not stored) and the held_until of the nodes they hold.  Holds

@@ -1567,6 +1567,19 @@ static bool dry_walk(struct egs_state *st, int64_t now, int64_t *out, struct egs
 /* Held releases tried one by one per run, after all of them at once failed: each try is a walk. */
 #define HELD_TRIES 2
 
+/* After a restart: true (and the wait is over for good) once every node has reported since the start
+ * or the settle time has come. */
+static bool held_settled(struct egs_state *st, int64_t now)
+{
+	void *v;
+	if (now < st->held_settle)
+		for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);)
+			if (!((const struct egs_node *)v)->last_heartbeat)
+				return false;
+	st->held_settle = 0;
+	return true;
+}
+
 /*
  * Applies the held early releases (core/held.h) that move no queued GPR later: all of them when a
  * walk with all of them applied moves no one later than a walk with none, else the oldest ones
@@ -1575,7 +1588,7 @@ static bool dry_walk(struct egs_state *st, int64_t now, int64_t *out, struct egs
 static void held_resolve(struct egs_state *st, int64_t now)
 {
 	egs_held_expire(st, now);
-	if (now < st->held_settle)
+	if (st->held_settle && !held_settled(st, now))
 		return; /* just restarted: the walks would compare nodes not heard from yet (core/held.h) */
 	if (st->held.len && st->generation == st->held_gen)
 		return; /* nothing changed since the last try: the same walks would give the same answer */

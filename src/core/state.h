@@ -59,7 +59,8 @@ struct egs_state {
 	int64_t next_event_id;
 	uint64_t generation; /* bumped on every change that can move the plan */
 	uint64_t held_gen;   /* generation when the planner last tried the held releases */
-	int64_t held_settle; /* before this time the planner only expires holds (core/held.h) */
+	int64_t held_settle; /* after a restart: until then, or every node reports, the planner only expires
+			      * holds (core/held.h); 0 once over */
 	uint64_t pool_layout;   /* serial of the planner's pools as pool_layout_keys lists them (owned) */
 	char *pool_layout_keys;
 	/* Bumped when a node, cluster or workspace is added or deleted, a cluster or workspace is
