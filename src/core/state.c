@@ -269,7 +269,8 @@ static void free_obj(enum egs_kind kind, void *obj)
 	case EGS_KIND_BINDING:
 	case EGS_KIND_KUBECRED:
 	case EGS_KIND_ALERT:
-	case EGS_KIND_OUTBOX: egs_doc_free(obj); break;
+	case EGS_KIND_OUTBOX:
+	case EGS_KIND_GPRLINK: egs_doc_free(obj); break;
 	}
 }
 
@@ -327,6 +328,7 @@ void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg)
 	egs_map_init(&st->kubecreds);
 	egs_map_init(&st->alerts);
 	egs_map_init(&st->outbox);
+	egs_map_init(&st->gprlinks);
 	egs_map_init(&st->fair);
 	egs_map_init(&st->capacity);
 	egs_queue_init(&st->queue);
@@ -368,6 +370,7 @@ void egs_state_cleanup(struct egs_state *st)
 	free_map(&st->kubecreds, EGS_KIND_KUBECRED);
 	free_map(&st->alerts, EGS_KIND_ALERT);
 	free_map(&st->outbox, EGS_KIND_OUTBOX);
+	free_map(&st->gprlinks, EGS_KIND_GPRLINK);
 	for (size_t i = 0; i < st->events_len; i++)
 		egs_event_free(st->events[(st->events_head + i) % st->cfg.event_retention]);
 	free(st->events);
@@ -453,6 +456,7 @@ static struct egs_map *doc_map(struct egs_state *st, enum egs_kind kind)
 	case EGS_KIND_KUBECRED: return &st->kubecreds;
 	case EGS_KIND_ALERT: return &st->alerts;
 	case EGS_KIND_OUTBOX: return &st->outbox;
+	case EGS_KIND_GPRLINK: return &st->gprlinks;
 	default: break;
 	}
 	EGS_ASSERT(0);
@@ -547,7 +551,8 @@ static bool *dirty_flag(enum egs_kind kind, void *obj)
 	case EGS_KIND_BINDING:
 	case EGS_KIND_KUBECRED:
 	case EGS_KIND_ALERT:
-	case EGS_KIND_OUTBOX: return &((struct egs_doc *)obj)->dirty;
+	case EGS_KIND_OUTBOX:
+	case EGS_KIND_GPRLINK: return &((struct egs_doc *)obj)->dirty;
 	}
 	EGS_ASSERT(0);
 	return NULL;
@@ -600,7 +605,8 @@ void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj)
 	case EGS_KIND_BINDING:
 	case EGS_KIND_KUBECRED:
 	case EGS_KIND_ALERT:
-	case EGS_KIND_OUTBOX: egs_map_del(doc_map(st, kind), ((struct egs_doc *)obj)->name); break;
+	case EGS_KIND_OUTBOX:
+	case EGS_KIND_GPRLINK: egs_map_del(doc_map(st, kind), ((struct egs_doc *)obj)->name); break;
 	}
 	bool *d = dirty_flag(kind, obj);
 	if (*d) {

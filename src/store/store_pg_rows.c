@@ -497,6 +497,7 @@ static enum egs_err add_binding(struct egs_state *st, void *o) { return egs_stat
 static enum egs_err add_kubecred(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_KUBECRED, o); }
 static enum egs_err add_alert(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_ALERT, o); }
 static enum egs_err add_outbox(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_OUTBOX, o); }
+static enum egs_err add_gprlink(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_GPRLINK, o); }
 static const char *key_doc(const void *o) { return ((const struct egs_doc *)o)->name; }
 
 #define KIND(k, tbl, cols, order, x)                                                              \
@@ -533,5 +534,7 @@ const struct egs_pg_kind egs__pg_kinds[] = {
 			     egs_rows_bind_doc, read_doc, add_alert, key_doc },
 	[EGS_KIND_OUTBOX] = { "webhook_outbox", "name,project,spec,created_at,updated_at", "created_at, name", alloc_doc,
 			      free_doc, egs_rows_bind_doc, read_doc, add_outbox, key_doc },
+	[EGS_KIND_GPRLINK] = { "gpr_links", "name,project,spec,created_at,updated_at", "name", alloc_doc, free_doc,
+			       egs_rows_bind_doc, read_doc, add_gprlink, key_doc },
 };
 const int egs__pg_nkinds = (int)EGS_ARRAY_LEN(egs__pg_kinds);

@@ -147,6 +147,14 @@ const char *const egs__pg_migrations[] = {
 	"  created_at BIGINT NOT NULL,"
 	"  updated_at BIGINT NOT NULL);"
 	"ALTER TABLE gprs ADD COLUMN held TEXT;",
+	/* 9: the GPUProvisioningRequest custom resources' GPRs (struct egs_doc named after the CR's uid): spec is
+	 * {"gprId", "cluster", "namespace", "name", "generation"} (src/server/api_agent_gpr.c) */
+	"CREATE TABLE gpr_links ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  updated_at BIGINT NOT NULL);",
 };
 
 const int egs__pg_nmigrations = (int)EGS_ARRAY_LEN(egs__pg_migrations);

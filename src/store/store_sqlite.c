@@ -169,6 +169,14 @@ static const char *const migrations[] = {
 	"  created_at INTEGER NOT NULL,"
 	"  updated_at INTEGER NOT NULL);"
 	"ALTER TABLE gprs ADD COLUMN held TEXT;",
+	/* 9: the GPUProvisioningRequest custom resources' GPRs (struct egs_doc named after the CR's uid): spec is
+	 * {"gprId", "cluster", "namespace", "name", "generation"} (src/server/api_agent_gpr.c) */
+	"CREATE TABLE gpr_links ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL);",
 };
 
 int egs_store_schema_version(void)
@@ -589,6 +597,7 @@ static void *alloc_template(void) { return egs_calloc(1, sizeof(struct egs_doc))
 #define alloc_kubecred alloc_template
 #define alloc_alert alloc_template
 #define alloc_outbox alloc_template
+#define alloc_gprlink alloc_template
 static void free_project(void *o) { egs_project_free(o); }
 static void free_cluster(void *o) { egs_cluster_free(o); }
 static void free_node(void *o) { egs_node_free(o); }
@@ -600,6 +609,7 @@ static void free_template(void *o) { egs_doc_free(o); }
 #define free_kubecred free_template
 #define free_alert free_template
 #define free_outbox free_template
+#define free_gprlink free_template
 static enum egs_err add_project(struct egs_state *st, void *o) { return egs_state_add_project(st, o); }
 static enum egs_err add_cluster(struct egs_state *st, void *o) { return egs_state_add_cluster(st, o); }
 static enum egs_err add_node(struct egs_state *st, void *o) { return egs_state_add_node(st, o); }
@@ -611,6 +621,7 @@ static enum egs_err add_binding(struct egs_state *st, void *o) { return egs_stat
 static enum egs_err add_kubecred(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_KUBECRED, o); }
 static enum egs_err add_alert(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_ALERT, o); }
 static enum egs_err add_outbox(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_OUTBOX, o); }
+static enum egs_err add_gprlink(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_GPRLINK, o); }
 static const char *key_project(const void *o) { return ((const struct egs_project *)o)->name; }
 static const char *key_cluster(const void *o) { return ((const struct egs_cluster *)o)->name; }
 static const char *key_node(const void *o) { return ((const struct egs_node *)o)->key; }
@@ -632,6 +643,9 @@ static const char *key_template(const void *o) { return ((const struct egs_doc *
 #define read_kubecred read_doc
 #define read_alert read_doc
 #define read_outbox read_doc
+#define key_gprlink key_template
+#define egs_rows_bind_gprlink egs_rows_bind_doc
+#define read_gprlink read_doc
 
 struct kind_ops {
 	const char *table;
@@ -674,6 +688,7 @@ static const struct kind_ops kinds[] = {
 	KIND(EGS_KIND_KUBECRED, "kube_credentials", "name,project,spec,created_at,updated_at", "name", kubecred),
 	KIND(EGS_KIND_ALERT, "alerts", "name,project,spec,created_at,updated_at", "name", alert),
 	KIND(EGS_KIND_OUTBOX, "webhook_outbox", "name,project,spec,created_at,updated_at", "created_at, name", outbox),
+	KIND(EGS_KIND_GPRLINK, "gpr_links", "name,project,spec,created_at,updated_at", "name", gprlink),
 };
 #define NKINDS ((int)EGS_ARRAY_LEN(kinds))
 

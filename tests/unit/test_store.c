@@ -700,6 +700,11 @@ static void test_docs_roundtrip(void **unused)
 	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_OUTBOX, ob), EGS_OK);
 	egs_state_touch(&a, EGS_KIND_ALERT, al);
 	egs_state_touch(&a, EGS_KIND_OUTBOX, ob);
+	/* migration 9: a GPUProvisioningRequest's link to its GPR, named after the CR's uid */
+	struct egs_doc *l1 = mk_doc("0b6c2f9e-5d4e-4b8a-9a37-2f1d3c4b5a69",
+				    "{\"gprId\":\"gpr-00000001-abcd\",\"cluster\":\"worker-1\"}", 1700000060);
+	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_GPRLINK, l1), EGS_OK);
+	egs_state_touch(&a, EGS_KIND_GPRLINK, l1);
 	struct egs_doc *dup = mk_doc("train", "{}", 1);
 	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_TEMPLATE, dup), EGS_ERR_EXISTS);
 	egs_doc_free(dup);
@@ -720,6 +725,9 @@ static void test_docs_roundtrip(void **unused)
 	assert_int_equal(b.templates.len, 1);
 	assert_int_equal(b.bindings.len, 1);
 	assert_int_equal(b.kubecreds.len, 1);
+	assert_int_equal(b.gprlinks.len, 1);
+	cmp_doc(egs_state_doc(&a, EGS_KIND_GPRLINK, "0b6c2f9e-5d4e-4b8a-9a37-2f1d3c4b5a69"),
+		egs_state_doc(&b, EGS_KIND_GPRLINK, "0b6c2f9e-5d4e-4b8a-9a37-2f1d3c4b5a69"));
 	cmp_doc(egs_state_doc(&a, EGS_KIND_KUBECRED, "team-a"), egs_state_doc(&b, EGS_KIND_KUBECRED, "team-a"));
 	cmp_doc(egs_state_doc(&a, EGS_KIND_ALERT, "team-a"), egs_state_doc(&b, EGS_KIND_ALERT, "team-a"));
 	assert_int_equal(b.outbox.len, 0);
