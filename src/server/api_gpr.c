@@ -274,19 +274,19 @@ static struct egs_gpr *find_gpr(struct egs_req *r, const char *id, bool write)
 	return g;
 }
 
-static void gpr_create(struct egs_req *r)
+struct egs_gpr *egs_gpr_api_create(struct egs_req *r)
 {
 	struct egs_server *srv = r->srv;
 	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER)) || !egs_body_only(r, request_fields))
-		return;
+		return NULL;
 	if (json_object_get(r->body, "gprId") || json_object_get(r->body, "earlyRelease")) {
 		egs_reply_invalid(r, json_object_get(r->body, "gprId") ? "gprId" : "earlyRelease",
 				  "%s cannot be set when creating a GPR",
 				  json_object_get(r->body, "gprId") ? "gprId" : "earlyRelease");
-		return;
+		return NULL;
 	}
 	if (!egs_template_apply(r)) /* templateName: the body becomes the template's request */
-		return;
+		return NULL;
 	struct egs_gpr *g = egs_gpr_new();
 	if (!parse_request(r, g, true) || !check_request(r, g, NULL, true) || !egs_policy_admit(r, g, NULL))
 		goto fail;
@@ -314,9 +314,15 @@ static void gpr_create(struct egs_req *r)
 			egs_server_wake_at(srv, t);
 	}
 	egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
-	return;
+	return g;
 fail:
 	egs_gpr_free(g);
+	return NULL;
+}
+
+static void gpr_create(struct egs_req *r)
+{
+	egs_gpr_api_create(r);
 }
 
 struct option {
@@ -514,7 +520,7 @@ static void extend(struct egs_req *r, struct egs_gpr *g, int64_t now)
 	free(order);
 }
 
-static void gpr_update(struct egs_req *r)
+void egs_gpr_api_update(struct egs_req *r)
 {
 	static const char *const release_only[] = { "gprId", "earlyRelease", NULL };
 	struct egs_server *srv = r->srv;
@@ -736,7 +742,7 @@ static void gpr_list(struct egs_req *r)
 
 const struct egs_route egs_routes_gpr[] = {
 	{ EVHTTP_REQ_POST, "/api/v1/gpr", gpr_create, false },
-	{ EVHTTP_REQ_PUT, "/api/v1/gpr", gpr_update, false },
+	{ EVHTTP_REQ_PUT, "/api/v1/gpr", egs_gpr_api_update, false },
 	{ EVHTTP_REQ_DELETE, "/api/v1/gpr", gpr_delete, false },
 	{ EVHTTP_REQ_GET, "/api/v1/gpr", gpr_get, false },
 	{ EVHTTP_REQ_GET, "/api/v1/gpr/list", gpr_list, false },

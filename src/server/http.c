@@ -150,6 +150,7 @@ static void finish(struct egs_req *r, int status, json_t *envelope)
 	json_decref(envelope);
 	struct evkeyvalq *h = evhttp_request_get_output_headers(r->ev);
 	evhttp_add_header(h, "Content-Type", "application/json");
+	r->status = status;
 	if (egs_state_has_changes(&srv->st) || srv->held.len) {
 		struct held_reply *hr = egs_malloc(sizeof(*hr));
 		hr->ev = r->ev;
@@ -472,6 +473,7 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_portal,  /* whoami and the per-node schedule the portal shows */
 	egs_routes_kubecred, /* kubeconfigs, their regeneration, the agents' slice tokens */
 	egs_routes_agent_events, /* GPR events the agents mirror into their clusters */
+	egs_routes_agent_gpr, /* the agents' GPRs for GPUProvisioningRequest custom resources */
 };
 
 bool egs_path_match(const char *pattern, const char *path)

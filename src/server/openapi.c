@@ -240,6 +240,12 @@ static const struct schema_def schemas[] = {
 	{"SliceAccessReport", "~clusterName:s ~actionId:s workspace:s generation:i ok:b ~token:s ~expiresAt:t "
 			      "~serviceAccount:s ~namespaces:[s] ~message:s"},
 	{"SliceAccessAck", "workspace:s generation:i stored:b"},
+	{"AgentGprApply", "namespace:s name:s uid:s generation:i spec:obj"},
+	{"AgentGprRef", "uid:s"},
+	{"AgentGprEnded", "gprId:s? provisioningStatus:s?"},
+	{"AgentGprEvent", "type:s reason:s message:s time:t"},
+	{"AgentGprLink", "uid:s namespace:s name:s generation:i gprId:s gpr:Gpr? events:[AgentGprEvent]"},
+	{"AgentGprList", "items:[AgentGprLink]"},
 	{"KubeConfigRegenerate", "workspaceName:s ~clusterName:s"},
 	{"KubeConfigGeneration", "clusterName:s generation:i agentMintsTokens:b"},
 	{"KubeConfigRegenerated", "workspaceName:s clusters:[KubeConfigGeneration]"},
@@ -555,6 +561,13 @@ static const struct op ops[] = {
 	 "The result of one action"},
 	{"post", "/api/v1/agent/slice-access", "Agent", AGENT, NULL, "SliceAccessReport", "SliceAccessAck", JSON_ENVELOPE,
 	 "The ServiceAccount token the agent minted for a sliceAccess action (or why it could not)"},
+	{"post", "/api/v1/agent/gprs", "Agent", AGENT, NULL, "AgentGprApply", "GprRef", JSON_ENVELOPE,
+	 "Create or update the GPR of a GPUProvisioningRequest custom resource in a slice namespace of the agent's "
+	 "cluster (the user API's validation, templates and policies; idempotent per uid and generation)"},
+	{"delete", "/api/v1/agent/gprs", "Agent", AGENT, NULL, "AgentGprRef", "AgentGprEnded", JSON_ENVELOPE,
+	 "A custom resource was deleted: cancel its waiting GPR or release its running one, and forget the link"},
+	{"get", "/api/v1/agent/gprs", "Agent", AGENT, NULL, NULL, "AgentGprList", JSON_ENVELOPE,
+	 "The custom resources' GPRs of the agent's cluster with their status and recent events"},
 	{"get", "/api/v1/openapi.json", "Meta", PUBLIC, NULL, NULL, NULL, RAW_JSON, "This document"},
 };
 

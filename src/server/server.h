@@ -42,6 +42,7 @@ struct egs_req {
 	struct egs_principal who;
 	bool authed;
 	int64_t t0_us;
+	int status; /* the HTTP status of the reply once one was sent or held; 0 before */
 };
 
 struct egs_poll; /* a held agent long poll */
@@ -277,6 +278,13 @@ extern const struct egs_route egs_routes_template_binding[]; /* api_template_bin
 extern const struct egs_route egs_routes_inference[]; /* api_inference.c: 501 until the Kubernetes backend */
 extern const struct egs_route egs_routes_kubecred[]; /* kubecred.c: kubeconfigs, slice tokens */
 extern const struct egs_route egs_routes_portal[];  /* api_portal.c: whoami, schedule */
+extern const struct egs_route egs_routes_agent_gpr[]; /* api_agent_gpr.c: GPRs of GPUProvisioningRequest CRs */
+
+/* The user API's GPR create (POST /api/v1/gpr) and update (PUT) on r as it stands (api_gpr.c): r->who
+ * and r->body decide; each replies once.  create returns the new GPR (borrowed from the state) or NULL
+ * after an error reply.  api_agent_gpr.c calls them with the agent acting for a workspace. */
+struct egs_gpr *egs_gpr_api_create(struct egs_req *r);
+void egs_gpr_api_update(struct egs_req *r);
 
 /* Agent long polls: wakes the polls of clusters that now have actions (after a commit). */
 void egs_agent_wake_polls(struct egs_server *srv, bool timeouts_only);
