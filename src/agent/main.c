@@ -13,6 +13,7 @@
 #include "agent/k8s_events.h"
 #include "agent/checks.h"
 #include "agent/devices.h"
+#include "agent/k8s_gprcr.h"
 #include "agent/log.h"
 #include "agent/peer.h"
 #include "agent/report.h"
@@ -577,6 +578,7 @@ static int run_kubernetes(const struct options *o, const char *token, const char
 	struct egs_backend *be = NULL;
 	struct egs_webhook *wh = NULL;
 	struct egs_k8s_gpr_events *ev = NULL;
+	struct egs_gprcr *crc = NULL; /* the GPUProvisioningRequest controller */
 	char err[1024];
 	int rc = 1, sig = 0;
 	bool said = false;
@@ -610,11 +612,18 @@ static int run_kubernetes(const struct options *o, const char *token, const char
 		sig = signal_within(sigs, 500);
 	}
 	rc = sig || !o->webhook_url || register_webhooks(o, be) ? 0 : 1;
+	if (!sig && rc == 0 &&
+	    egs_gprcr_start(&(struct egs_gprcr_config){ .backend = be, .server_url = o->server, .token = token }, &crc,
+			    err, sizeof(err)) != EGS_OK) {
+		EGS_LOG_ERROR("%s", err);
+		rc = 1;
+	}
 	while (!sig && rc == 0)
 		rc = run_view(o, be, token, address, checks_dir, sigs, &sig);
 	if (sig)
 		EGS_LOG_INFO("%s received; stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	egs_k8s_gpr_events_free(ev);
+	egs_gprcr_free(crc);
 	egs_webhook_free(wh);
 	egs_backend_free(be);
 	return rc;

@@ -202,8 +202,8 @@ def test_worker_base_gpr_crd_matches_egsctl_manifest():
     v = s["versions"][0]
     assert v["name"] == "v1" and v["served"] and v["storage"] and v["subresources"] == {"status": {}}
     cols = {c["name"]: c["jsonPath"] for c in v["additionalPrinterColumns"]}
-    assert cols["State"] == ".status.provisioningStatus" and cols["Nodes"] == ".status.nodes"
-    assert cols["Estimate"].startswith(".status.estimated")
+    assert cols["State"] == ".status.provisioningStatus" and cols["Nodes"] == ".status.nodeList"
+    assert cols["Estimate"] == ".status.estimate"
     spec = v["schema"]["openAPIV3Schema"]["properties"]["spec"]
     fields = manifest_gpr_fields()
     assert len(fields) > 20
