@@ -20,6 +20,7 @@
 
 #define CR_GROUP_PATH "/apis/egs.kubeslice.io/v1"
 #define CALL_TIMEOUT_S 10
+#define NS_RECHECK_S 10 /* how often a namespace the cache calls no slice's is read from the API server */
 
 struct egs_gprcr {
 	struct egs_k8s *k;
@@ -33,6 +34,7 @@ struct egs_gprcr {
 	pthread_cond_t cv;
 	bool dirty;
 	json_t *refused; /* uid -> {"generation", "message"}: applies egsd refused (controller thread only) */
+	json_t *ns_checked; /* namespace -> monotonic second it was last read from the API server (ditto) */
 };
 
 /* What a round knows about one CR (borrowed from the CR object). */
@@ -351,6 +353,48 @@ static void reconcile(struct egs_gprcr *c, const struct cr *cr, json_t *links)
 	json_decref(want);
 }
 
+static json_int_t mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (json_int_t)ts.tv_sec + 1; /* never 0: 0 means "never checked" */
+}
+
+/*
+ * Whether namespace ns is a slice's.  The namespace cache answers; when it says no, the API server is
+ * asked too, at most every NS_RECHECK_S per namespace: a namespace labelled after the cache's last
+ * event, or an event the watch missed, must not leave a CR unseen until the next re-list.  A namespace
+ * found labelled goes into the cache, where the admission webhook sees it as well.
+ */
+static bool slice_namespace(struct egs_gprcr *c, const char *ns)
+{
+	char ws[EGS_NAME_MAX], path[400], esc[300], msg[256];
+	json_t *obj = NULL;
+	json_int_t now = mono_s(), last;
+	long status;
+	bool slice;
+
+	if (egs_backend_k8s_slice_of(&c->k->base, ns, ws, sizeof(ws)))
+		return true;
+	last = json_integer_value(json_object_get(c->ns_checked, ns));
+	if ((last && now - last < NS_RECHECK_S) || !egs_kube_escape(ns, esc, sizeof(esc)))
+		return false;
+	json_object_set_new(c->ns_checked, ns, json_integer(now));
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s", esc);
+	if (egs_kube_call(c->k->kube, "GET", path, NULL, NULL, c->k->api_timeout_s, &status, &obj, msg, sizeof(msg)) !=
+	    EGS_OK) {
+		json_decref(obj);
+		return false;
+	}
+	slice = *str_at(json_object_get(json_object_get(obj, "metadata"), "labels"), EGS_K8S_LABEL_SLICE) != '\0';
+	if (slice) {
+		EGS_LOG_INFO("namespace %s is a slice namespace the namespace cache did not show yet", ns);
+		egs_kube_reflector_put(c->k->namespaces, obj);
+	}
+	json_decref(obj);
+	return slice;
+}
+
 static void copy_cr(void *arg, const char *key, json_t *obj)
 {
 	(void)key;
@@ -361,7 +405,6 @@ static void round_once(struct egs_gprcr *c)
 {
 	json_t *links = fetch_links(c), *crs = json_array(), *obj, *seen = json_object(), *link;
 	const char *uid;
-	char ws[EGS_NAME_MAX];
 	struct cr cr;
 	size_t i;
 
@@ -373,10 +416,8 @@ static void round_once(struct egs_gprcr *c)
 			continue;
 		json_object_set_new(seen, cr.uid, json_true());
 		/* A CR that has our finalizer is ours even if its namespace lost the slice label since. */
-		if (cr.has_finalizer || egs_backend_k8s_slice_of(&c->k->base, cr.ns, ws, sizeof(ws)))
+		if (cr.has_finalizer || slice_namespace(c, cr.ns))
 			reconcile(c, &cr, links);
-		else
-			EGS_LOG_DEBUG("gpuprovisioningrequest %s/%s: not in a slice namespace; ignored", cr.ns, cr.name);
 	}
 	/* A GPR whose CR left the cluster without us (its finalizer removed by hand while we were away). */
 	json_object_foreach(links, uid, link) {
@@ -432,6 +473,7 @@ enum egs_err egs_gprcr_start(const struct egs_gprcr_config *cfg, struct egs_gprc
 	c->k = (struct egs_k8s *)cfg->backend;
 	c->interval_ms = cfg->interval_ms > 0 ? cfg->interval_ms : 1000;
 	c->refused = json_object();
+	c->ns_checked = json_object();
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -469,6 +511,7 @@ void egs_gprcr_free(struct egs_gprcr *c)
 	egs_kube_reflector_free(c->crs);
 	egs_client_free(c->egs);
 	json_decref(c->refused);
+	json_decref(c->ns_checked);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	egs_free(c);
