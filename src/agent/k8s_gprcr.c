@@ -480,8 +480,8 @@ enum egs_err egs_gprcr_start(const struct egs_gprcr_config *cfg, struct egs_gprc
 	pthread_cond_init(&c->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	c->egs = egs_client_new(cfg->server_url, cfg->token);
-	if (!c->egs) {
-		snprintf(err, errsz, "gpuprovisioningrequests: --server is not a usable URL");
+	if (!c->egs || (cfg->ca_file && egs_client_set_ca_file(c->egs, cfg->ca_file) != EGS_OK)) {
+		snprintf(err, errsz, "gpuprovisioningrequests: --server or --ca-file is not usable");
 		egs_gprcr_free(c);
 		return EGS_ERR_INVALID;
 	}

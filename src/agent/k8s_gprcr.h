@@ -28,12 +28,13 @@ struct egs_gprcr_config {
 	struct egs_backend *backend; /* the kubernetes backend (borrowed; outlives the controller) */
 	const char *server_url;      /* egsd (copied) */
 	const char *token;           /* the cluster's agent token (copied; never logged) */
+	const char *ca_file;         /* https: the CA file that verifies egsd (NULL: the system store) */
 	int interval_ms;             /* the longest gap between rounds; 0 picks 1000 */
 };
 
 struct egs_gprcr;
 
-/* Starts the controller's reflector and thread.  EGS_ERR_INVALID when the URL or token is unusable,
+/* Starts the controller's reflector and thread.  EGS_ERR_INVALID when the URL, token or CA file is unusable,
  * EGS_ERR_IO when a thread cannot start (err says why).  Caller frees *out with egs_gprcr_free(). */
 enum egs_err egs_gprcr_start(const struct egs_gprcr_config *cfg, struct egs_gprcr **out, char *err, size_t errsz);
 

@@ -612,9 +612,8 @@ static int run_kubernetes(const struct options *o, const char *token, const char
 		sig = signal_within(sigs, 500);
 	}
 	rc = sig || !o->webhook_url || register_webhooks(o, be) ? 0 : 1;
-	if (!sig && rc == 0 &&
-	    egs_gprcr_start(&(struct egs_gprcr_config){ .backend = be, .server_url = o->server, .token = token }, &crc,
-			    err, sizeof(err)) != EGS_OK) {
+	struct egs_gprcr_config gc = { .backend = be, .server_url = o->server, .token = token, .ca_file = o->ca_file };
+	if (!sig && rc == 0 && egs_gprcr_start(&gc, &crc, err, sizeof(err)) != EGS_OK) {
 		EGS_LOG_ERROR("%s", err);
 		rc = 1;
 	}
