@@ -98,8 +98,7 @@ def test_apply_shows_the_estimate_update_changes_the_gpr_delete_cancels_and_rele
     """kubectl apply of a CR in a slice namespace creates one GPR in egsd for the slice (named after the CR,
     linked by annotation and finalizer); `kubectl get gpr` shows it Queued with its estimated wait and start
     behind a running GPR; an edit of the CR changes the GPR (priority) and observedGeneration; deleting a
-    queued CR cancels its GPR and the CR goes once the finalizer is removed; a CR that gets the node shows
-    Provisioned with the node in NODES, and deleting it releases the GPR."""
+    queued CR cancels its GPR and the CR goes once the finalizer is removed."""
     fake, cluster, _ = env
     first = cluster.gpr(sliceName="ws", numberOfGPUs=8, exitDuration="2h", gprName="holder")
     cluster.wait_state(first, "Provisioned", timeout=20)
@@ -131,26 +130,13 @@ def test_apply_shows_the_estimate_update_changes_the_gpr_delete_cancels_and_rele
     assert cr(fake, "ws-dev", "train") is None
     assert cluster.status(gid)["status"]["provisioningStatus"] == "Cancelled"
 
-    apply(fake, "ws-dev", "infer")
-    wait_for(lambda: status(fake, "ws-dev", "infer").get("provisioningStatus") == "Queued", what="infer queued")
-    cluster.admin.ok("PUT", "/api/v1/gpr", {"gprId": first, "earlyRelease": True})
-    wait_for(lambda: status(fake, "ws-dev", "infer").get("provisioningStatus") == "Provisioned", timeout=30,
-             what="infer provisioned")
-    st = status(fake, "ws-dev", "infer")
-    assert st["nodes"] == ["gpu-1"] and st["estimate"].startswith("started ")
-    row = kubectl_get(fake, "ws-dev")["infer"]
-    assert row["STATE"] == "Provisioned" and row["NODES"] == "gpu-1"
-    ok(fake.kubectl("delete", "gpr", "infer", "-n", "ws-dev", "--timeout=30s"))
-    state = cluster.status(st["gprId"])["status"]["provisioningStatus"]
-    assert state in ("Releasing", "Complete"), state
-    wait_for(lambda: cluster.status(st["gprId"])["status"]["provisioningStatus"] == "Complete", timeout=30,
-             what="the release to complete")
 
 
 def test_a_bad_spec_shows_the_reason_and_a_fix_creates_the_gpr_non_slice_namespaces_are_ignored(env):
     """A spec egsd refuses (422) shows provisioningStatus Invalid and the reason with the field in the CR's
-    status (and STATE in kubectl get), no GPR exists; fixing the CR creates the GPR.  An unknown field is
-    refused by name.  A CR in a namespace that is not a slice's is ignored: no finalizer, no status, no GPR."""
+    status (and STATE in kubectl get), no GPR exists; fixing the CR creates the GPR, which shows Provisioned
+    with its node in NODES; deleting it releases the GPR.  An unknown field is refused by name.  A CR in a
+    namespace that is not a slice's is ignored: no finalizer, no status, no GPR."""
     fake, cluster, _ = env
     apply(fake, "ws-dev", "bad", numberOfGPUs=99)
     wait_for(lambda: status(fake, "ws-dev", "bad").get("provisioningStatus") == "Invalid", what="Invalid status")
@@ -166,16 +152,25 @@ def test_a_bad_spec_shows_the_reason_and_a_fix_creates_the_gpr_non_slice_namespa
     st = status(fake, "ws-dev", "bad")
     assert "message" not in st and st["observedGeneration"] == 2
     assert [g["numberOfGPUs"] for g in gprs(cluster)] == [2]
+    assert st["nodes"] == ["gpu-1"] and st["estimate"].startswith("started ")
+    row = kubectl_get(fake, "ws-dev")["bad"]
+    assert row["STATE"] == "Provisioned" and row["NODES"] == "gpu-1"
 
     ok(fake.kubectl("apply", "-n", "ws-dev", "-f", "-", input=manifest("typo", numberOfGPU=1)))
     wait_for(lambda: status(fake, "ws-dev", "typo").get("message", "").startswith("spec.numberOfGPU:"),
              what="the unknown field named")
 
+    # Deleting a provisioned CR releases its GPR before the CR goes.
+    ok(fake.kubectl("delete", "gpr", "bad", "-n", "ws-dev", "--timeout=30s"))
+    assert cluster.status(st["gprId"])["status"]["provisioningStatus"] in ("Releasing", "Complete")
+    wait_for(lambda: cluster.status(st["gprId"])["status"]["provisioningStatus"] == "Complete", timeout=30,
+             what="the release to complete")
+
     apply(fake, "plain", "outside")
     time.sleep(3)  # several controller rounds (one a second at least, and one per change)
     o = cr(fake, "plain", "outside")
     assert "finalizers" not in o["metadata"] and not o.get("status"), o
-    assert len(gprs(cluster)) == 1
+    assert len(gprs(cluster)) == 1  # the released one
     ok(fake.kubectl("delete", "gpr", "outside", "-n", "plain", "--timeout=10s"))
 
 
