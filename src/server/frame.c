@@ -251,6 +251,18 @@ static void hold_head(struct egs_frame *f, const unsigned char *p, size_t n)
 	}
 }
 
+/* The method (RFC 9110 9.1) is a token: a byte before the first space that cannot be in one refuses
+ * the request as soon as it arrives, instead of waiting for a line end that may never come (a TLS
+ * ClientHello sent to a plain-HTTP egsd: the client then fails at once, not at its timeout).  A lone
+ * CR may still become an empty line. */
+static bool method_prefix_ok(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n && i < 64 && p[i] != ' '; i++)
+		if (!is_tchar(p[i]) && !(p[i] == '\r' && i + 1 == n))
+			return p[i] == '\n' || p[i] == '\r'; /* a line end: the whole line's parse decides */
+	return true;
+}
+
 /* Takes one head from src, if complete.  Returns OK with *took telling whether a head was taken. */
 static enum egs_frame_reason take_head(struct egs_frame *f, struct evbuffer *src, struct evbuffer *dst, bool *took)
 {
@@ -264,6 +276,8 @@ static enum egs_frame_reason take_head(struct egs_frame *f, struct evbuffer *src
 		*took = true; /* consumed: the caller looks again */
 		return EGS_FRAME_OK;
 	}
+	if (!method_prefix_ok(p, n))
+		return EGS_FRAME_LINE;
 	size_t len = head_end(f, p, n);
 	if (!len)
 		return avail >= EGS_FRAME_MAX_HEAD ? EGS_FRAME_HEAD_BIG : EGS_FRAME_OK;

@@ -10,6 +10,7 @@ import http.client
 import json
 import socket
 import tempfile
+import time
 
 import pytest
 
@@ -123,6 +124,31 @@ def test_ambiguous_framing_is_refused_and_nothing_after_it_runs(srv, case_id, li
     assert fragment in doc["error"]["message"], doc
     assert closed, "the connection must end after a framing error"
     assert name not in project_names(srv)
+
+
+def test_a_byte_that_cannot_start_a_method_is_refused_at_once(srv):
+    """A TLS ClientHello sent to the plain port has no line end to wait for: the first byte that cannot
+    be in a method token refuses it (the client fails at once instead of at its timeout)."""
+    t0 = time.time()
+    resps, closed = exchange(srv.port, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", timeout=10)
+    assert len(resps) == 1 and closed
+    assert_envelope(resps[0], 400, "BAD_REQUEST")
+    assert time.time() - t0 < 5
+    # A request line that arrives in pieces still waits for the rest.
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    try:
+        for piece in (b"\r\nGE", b"T", b" /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"):
+            s.sendall(piece)
+            time.sleep(0.05)
+        got = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    finally:
+        s.close()
+    assert parse_responses(got)[0][0] == 200
 
 
 def test_two_authorization_headers_refused(srv):

@@ -247,3 +247,22 @@ def test_event_stream_and_portal_over_tls(env):
     status, body, resp = c.admin.raw("GET", "/")
     assert status == 200 and resp.getheader("Content-Type", "").startswith("text/html")
     assert re.search(rb"<script", body)
+
+
+def test_https_url_to_a_plain_egsd_fails_without_falling_back(env):
+    """An https:// URL never degrades to http: against a plain-HTTP egsd every client fails, and egsd
+    never sees a request (its access log stays empty of them)."""
+    tmp = env["tmp"]
+    e = Egsd(os.path.join(tmp, "egsd-plain")).start()
+    try:
+        url = "https://127.0.0.1:%d" % e.port
+        p = ctl(tmp, "get", "clusters", "--server", url, "--key-file", os.path.join(e.data_dir, "admin.key"),
+                "--ca-file", env["ca"])
+        assert p.returncode == 5 and "TLS failed" in p.stderr, p.stderr
+        with pytest.raises(ServerUnreachable):
+            egs.authenticate(url, e.admin_key, sdk_default=False, ca_file=env["ca"])
+        time.sleep(1.2)  # egsd flushes its log once a second
+        assert "path=/api/v1/auth" not in e.logs(), e.logs()[-500:]
+        assert e.api().get("/healthz")["status"] == "ok"
+    finally:
+        e.stop()
