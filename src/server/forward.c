@@ -11,13 +11,23 @@
  * does not answer, the client gets 503 LEADER_UNAVAILABLE with Retry-After: 1 (nothing was
  * written by this replica; the write may or may not have reached the leader when the connection
  * broke after sending, as with any connection that breaks before the answer).
+ *
+ * Under TLS (egsd --tls-cert) the follower speaks HTTPS to the leader and verifies it: the chain must
+ * end at a certificate of the system's store or at one in this egsd's own --tls-cert file (a partial
+ * chain is enough: replicas that share one certificate trust each other), and the certificate must
+ * name the leader's advertised host (an IP address or a DNS name).
  */
 #include "server/server.h"
 
 #include "core/util.h"
 
+#include <arpa/inet.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/http.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -104,6 +114,50 @@ static void on_answer(struct evhttp_request *resp, void *arg)
 	free(f);
 }
 
+/* The client context of forwarded HTTPS requests, made once (NULL: it cannot be; logged). */
+static SSL_CTX *client_ctx(struct egs_server *srv)
+{
+	if (srv->fwd_tls)
+		return srv->fwd_tls;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	if (!ctx || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 || SSL_CTX_set_default_verify_paths(ctx) != 1 ||
+	    SSL_CTX_load_verify_locations(ctx, srv->tls_cert, NULL) != 1) {
+		fprintf(srv->log, "level=error msg=\"forwarding: cannot set up TLS to the leader\"\n");
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	X509_STORE_set_flags(SSL_CTX_get_cert_store(ctx), X509_V_FLAG_PARTIAL_CHAIN);
+	srv->fwd_tls = ctx;
+	return ctx;
+}
+
+/* A connection to host:port, HTTPS when this egsd serves HTTPS; NULL when TLS cannot be set up. */
+static struct evhttp_connection *connect_leader(struct egs_server *srv, const char *host, uint16_t port)
+{
+	if (!srv->tls)
+		return evhttp_connection_base_new(srv->base, NULL, host, port);
+	SSL_CTX *ctx = client_ctx(srv);
+	SSL *ssl = ctx ? SSL_new(ctx) : NULL;
+	unsigned char ip[16];
+	if (!ssl)
+		return NULL;
+	bool is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+	if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) != 1
+		  : (SSL_set1_host(ssl, host) != 1 || SSL_set_tlsext_host_name(ssl, host) != 1)) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	struct bufferevent *bev = bufferevent_openssl_socket_new(srv->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+								 BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (!bev) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	return evhttp_connection_base_bufferevent_new(srv->base, NULL, bev, host, port);
+}
+
 void egs_forward(struct egs_req *r)
 {
 	struct egs_server *srv = r->srv;
@@ -125,14 +179,19 @@ void egs_forward(struct egs_req *r)
 	}
 	memcpy(host, srv->leader.addr, (size_t)(colon - srv->leader.addr));
 	host[colon - srv->leader.addr] = '\0';
+	struct evhttp_connection *conn = connect_leader(srv, host, (uint16_t)port);
+	if (!conn) {
+		egs_reply_header(r, "Retry-After", "1");
+		egs_reply_err(r, EGS_ERR_UNAVAILABLE, "LEADER_UNAVAILABLE", NULL, "the leader cannot be reached over TLS");
+		return;
+	}
 	struct fwd *f = egs_calloc(1, sizeof(*f));
 	f->srv = srv;
 	f->client = r->ev;
 	f->method = r->method;
 	f->t0_us = r->t0_us;
 	egs_strlcpy(f->path, r->path, sizeof(f->path));
-	f->up = evhttp_connection_base_new(srv->base, NULL, host, (uint16_t)port);
-	EGS_ASSERT(f->up);
+	f->up = conn;
 	evhttp_connection_set_timeout(f->up, FORWARD_TIMEOUT_S);
 	struct evhttp_request *up = evhttp_request_new(on_answer, f);
 	EGS_ASSERT(up);

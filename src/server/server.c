@@ -544,6 +544,7 @@ void egs_server_stop(struct egs_server *srv)
 		event_base_free(srv->base);
 	egs_conns_free(srv->conns); /* after the base ran the connections' finalizers */
 	SSL_CTX_free(srv->tls);     /* after the connections' SSLs */
+	SSL_CTX_free(srv->fwd_tls); /* forwarded requests' (forward.c) */
 	egs_store_free(srv->store);
 	egs_plan_free(srv->plan);
 	egs_obs_free(srv);

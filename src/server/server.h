@@ -104,6 +104,7 @@ struct egs_server {
 	bool resync;               /* the follower's model may differ from the store: load it again */
 	int64_t pinged_us;         /* monotonic: a follower's last keep-alive on its event streams */
 	struct event *follow_ev;   /* a follower's timer: look at the store, take over when the lock is free */
+	struct ssl_ctx_st *fwd_tls; /* under TLS: the client context of forwarded requests (forward.c), owned */
 };
 
 /* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.skipif(STORE != "postgres", reason="leadership is Postg
 
 def health(e):
     try:
-        c = http.client.HTTPConnection("127.0.0.1", e.port, timeout=2)
+        c = http.client.HTTPSConnection("127.0.0.1", e.port, timeout=2, context=e.ssl_context) if e.tls else \
+            http.client.HTTPConnection("127.0.0.1", e.port, timeout=2)
         c.request("GET", "/healthz")
         r = c.getresponse()
         return json.loads(r.read())["data"] if r.status == 200 else None
@@ -41,11 +42,11 @@ def role(e):
     return h and h["role"]
 
 
-def follower_of(leader, data_dir, url=None):
+def follower_of(leader, data_dir, url=None, tls=None):
     """A second egsd on the leader's database with the leader's admin key: it follows."""
     os.makedirs(data_dir)
     shutil.copy(os.path.join(leader.data_dir, "admin.key"), os.path.join(data_dir, "admin.key"))
-    b = Egsd(data_dir, extra=url or leader.extra).start()
+    b = Egsd(data_dir, extra=url or leader.extra, tls=tls).start()
     assert role(b) == "follower", health(b)
     return b
 
@@ -155,6 +156,34 @@ def test_a_follower_serves_reads_forwards_writes_and_streams_events(tmpdir_path)
         a.stop()
         if b:
             b.stop()
+
+
+def test_forwarding_over_tls_verifies_the_leader(tmpdir_path):
+    """With --tls-cert a follower forwards over HTTPS and verifies the leader's certificate: replicas
+    sharing one certificate trust each other; one whose certificate chains elsewhere refuses (503)."""
+    from test_tls import make_ca, make_cert
+    pki = os.path.join(tmpdir_path, "pki")
+    os.makedirs(pki)
+    ca, other_ca = make_ca(pki, "ca"), make_ca(pki, "other-ca")
+    cert, key = make_cert(pki, "ca", "egsd", "IP:127.0.0.1,DNS:localhost")
+    stranger = make_cert(pki, "other-ca", "stranger", "IP:127.0.0.1,DNS:localhost")
+    url = store_args(os.path.join(tmpdir_path, "shared"))
+    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url, tls=(cert, key, ca)).start()
+    b = c = None
+    try:
+        b = follower_of(a, os.path.join(tmpdir_path, "b"), url=url, tls=(cert, key, ca))
+        status, doc = b.api(a.admin_key).call("POST", "/api/v1/clusters", {"clusterName": "via-tls"})
+        assert status == 200, doc
+        assert "via-tls" in [x["clusterName"] for x in a.api().get("/api/v1/clusters")["items"]]
+        c = follower_of(a, os.path.join(tmpdir_path, "c"), url=url, tls=(stranger[0], stranger[1], other_ca))
+        status, doc = c.api(a.admin_key).call("POST", "/api/v1/clusters", {"clusterName": "unverified"})
+        assert status == 503 and doc["error"]["errorKey"] == "LEADER_UNAVAILABLE", doc
+        assert "unverified" not in [x["clusterName"] for x in a.api().get("/api/v1/clusters")["items"]]
+    finally:
+        a.stop()
+        for e in (b, c):
+            if e:
+                e.stop()
 
 
 def test_kill9_of_the_leader_hands_over_with_every_acknowledged_gpr(tmpdir_path):
