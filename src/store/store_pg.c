@@ -232,7 +232,10 @@ static bool prepare_all(struct pg_store *s)
 		       "ON CONFLICT(key) DO UPDATE SET "
 		       "value = GREATEST(meta.value::bigint, excluded.value::bigint)::text") &&
 	       prepare(s, "prune", "DELETE FROM events WHERE time < $1 OR id < $2") &&
-	       prepare(s, "turn", "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'leader.turn'");
+	       prepare(s, "turn",
+		       "UPDATE meta SET value = CASE key WHEN 'leader.turn' THEN (value::bigint + 1)::text "
+		       "ELSE (" EGS_PG_DB_NOW_MS " + " EGS_PG_STR(EGS_PG_LEASE_MS) ")::text END "
+		       "WHERE key IN ('leader.turn', 'leader.lease')");
 }
 
 static void quiet_notices(void *arg, const char *msg)
@@ -598,9 +601,16 @@ static enum egs_err pg_commit_changes(struct pg_store *s, struct egs_state *st)
 		if (!egs__pg_ready(s))
 			return EGS_ERR_STORE;
 		s->full = false;
+		/* A lease written a second ago or more (an idle or held-up loop) is renewed first, so that
+		 * the turn may wait 3-4 s for its results before its leader must step down. */
+		if (egs__pg_lease_due(s) && !egs__pg_renew_now(s) && s->deposed)
+			return EGS_ERR_STORE;
+		int64_t t0 = egs__pg_mono_us();
 		enum turn t = send_turn(s, st, inject);
 		if (t == TURN_OK && !egs__pg_within_lease(s))
 			t = TURN_FAILED; /* committed, perhaps, but too late to say so: stepped down */
+		if (t == TURN_OK && s->leader && !inject)
+			egs__pg_lease_sent(s, t0); /* the turn rewrote the lease */
 		if (t == TURN_OK)
 			return inject ? EGS_ERR_STORAGE_FULL : EGS_OK;
 		drop(s);

@@ -19,6 +19,14 @@
 #include <libpq-fe.h>
 
 #define EGS_PG_MAX_COLS 40
+/* The leader's lease (store_pg_lead.c): its expiry is EGS_PG_LEASE_MS after the database ran the
+ * write, by the database clock; the leader acknowledges for EGS_PG_LEASE_MS - EGS_PG_MARGIN_MS after
+ * it sent that write, by its own monotonic clock. */
+#define EGS_PG_LEASE_MS 6000
+#define EGS_PG_MARGIN_MS 2000
+#define EGS_PG_DB_NOW_MS "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"
+#define EGS_PG_STR_(x) #x
+#define EGS_PG_STR(x) EGS_PG_STR_(x)
 
 /* The handle (store_pg.c opens it; store_pg_lead.c elects, renews and follows with it). */
 struct pg_store {
@@ -31,6 +39,7 @@ struct pg_store {
 	int64_t epoch;  /* the fencing number this process leads under (meta leader.epoch) */
 	int64_t lease_until_us; /* monotonic: a leader acknowledges nothing after this (store_pg_lead.c) */
 	int64_t renewed_us;     /* monotonic: when the last lease write that succeeded was sent */
+	int64_t grace_until_us; /* monotonic: a lease write in progress may wait until then (0: none) */
 	int64_t loaded_turn;    /* meta leader.turn in the snapshot of the last load */
 	bool full;       /* the last failed turn failed for lack of disk (SQLSTATE 53100) */
 	char *fail_path; /* EGS_STORE_FAIL_IF_EXISTS (store.h): commits fail as on a full disk meanwhile */
@@ -58,6 +67,12 @@ int64_t egs__pg_deadline(struct pg_store *s);
 /* PQgetResult once the result is there, waiting at most until deadline_us: then s->timed_out is
  * set (and a leader steps down: deposed) and NULL returned. */
 PGresult *egs__pg_wait(struct pg_store *s, int64_t deadline_us);
+/* A lease write (or a turn carrying one) sent at monotonic t0 succeeded. */
+void egs__pg_lease_sent(struct pg_store *s, int64_t t0);
+/* A leader's lease was last written a second ago or more. */
+bool egs__pg_lease_due(struct pg_store *s);
+/* Writes the lease now (may wait past the old lease's end); false on failure (a timeout steps down). */
+bool egs__pg_renew_now(struct pg_store *s);
 /* A leader may still acknowledge (true for a store that does not lead). */
 bool egs__pg_within_lease(struct pg_store *s);
 /* Before a leader's reconnect: its queries may wait OP_TIMEOUT_S (nothing is acknowledged before

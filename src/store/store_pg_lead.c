@@ -11,14 +11,16 @@
  *
  * The lock alone cannot make a stalled leader step down: PostgreSQL keeps a silent session, and
  * its lock, until it notices (TCP keepalives, minutes by default).  So the leader also holds a
- * lease, meta's leader.lease: an expiry in milliseconds by the DATABASE clock, LEASE_MS after the
+ * lease, meta's leader.lease: an expiry in milliseconds by the DATABASE clock, EGS_PG_LEASE_MS after the
  * statement that wrote it ran.  The leader writes it at election and about once a second, and
- * acknowledges nothing once LEASE_MS - MARGIN_MS have passed on its own monotonic clock since it
+ * acknowledges nothing once EGS_PG_LEASE_MS - EGS_PG_MARGIN_MS have passed on its own monotonic clock since it
  * SENT the last write that succeeded (the database ran that write later, so its expiry is at
- * least LEASE_MS after the send).  Every wait of a leader for the database ends at that moment:
- * then it steps down (deposed) instead of waiting on.  A candidate that finds the lock held ends
+ * least EGS_PG_LEASE_MS after the send).  Every committed turn rewrites the lease too (in the same
+ * UPDATE as the commit counter, store_pg.c), so a busy leader renews with its commits.  Every wait of
+ * a leader for the database ends at that moment (a lease write may wait GRACE_US longer): then it
+ * steps down (deposed) instead of waiting on.  A candidate that finds the lock held ends
  * the holder's session (pg_terminate_backend) only once the lease has expired by the database
- * clock, when the holder has stopped acknowledging for MARGIN_MS already; then it takes the lock.
+ * clock, when the holder has stopped acknowledging for EGS_PG_MARGIN_MS already; then it takes the lock.
  * A lock that is free (the holder's session ended: kill -9, host lost) is taken at once: the old
  * leader cannot commit without that session, and fencing stops it from using a new one.
  */
@@ -32,13 +34,9 @@
 #include <time.h>
 
 #define LEADER_LOCK "471650172, hashtext(current_schema())"
-#define LEASE_MS 6000
-#define MARGIN_MS 2000
 #define RENEW_EVERY_US 1000000
+#define GRACE_US 1000000 /* a lease write may wait this long even when the lease ran out meanwhile */
 #define OP_TIMEOUT_S 10 /* a query that takes longer is given up (the session is dropped) */
-#define DB_NOW_MS "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"
-#define STR_(x) #x
-#define STR(x) STR_(x)
 
 int64_t egs__pg_mono_us(void)
 {
@@ -49,7 +47,9 @@ int64_t egs__pg_mono_us(void)
 
 int64_t egs__pg_deadline(struct pg_store *s)
 {
-	return s->leader ? s->lease_until_us : egs__pg_mono_us() + (int64_t)OP_TIMEOUT_S * 1000000;
+	if (!s->leader)
+		return egs__pg_mono_us() + (int64_t)OP_TIMEOUT_S * 1000000;
+	return s->lease_until_us > s->grace_until_us ? s->lease_until_us : s->grace_until_us;
 }
 
 static void step_down(struct pg_store *s, const char *why)
@@ -137,20 +137,39 @@ bool egs__pg_read_turn(struct pg_store *s, int64_t *out)
 	return read_number(s, "SELECT value FROM meta WHERE key = 'leader.turn'", out);
 }
 
-/* Writes the lease; on success the leader may acknowledge until LEASE_MS - MARGIN_MS after now. */
+/* Writes the lease; on success the leader may acknowledge until EGS_PG_LEASE_MS - EGS_PG_MARGIN_MS after now.
+ * Waiting for it is safe even past the end of the old lease (nothing is acknowledged meanwhile),
+ * so a leader whose loop was held up (a starved CPU) renews instead of stepping down; only a
+ * database that does not answer within GRACE_US then makes it step down. */
 static bool write_lease(struct pg_store *s)
 {
 	int64_t t0 = egs__pg_mono_us();
+	s->grace_until_us = t0 + GRACE_US;
 	PGresult *res = egs__pg_run(s,
-				    "UPDATE meta SET value = (" DB_NOW_MS " + " STR(LEASE_MS) ")::text "
+				    "UPDATE meta SET value = (" EGS_PG_DB_NOW_MS " + " EGS_PG_STR(EGS_PG_LEASE_MS) ")::text "
 				    "WHERE key = 'leader.lease'",
 				    false);
+	s->grace_until_us = 0;
 	PQclear(res);
-	if (res) {
-		s->lease_until_us = t0 + (int64_t)(LEASE_MS - MARGIN_MS) * 1000;
-		s->renewed_us = t0;
-	}
+	if (res)
+		egs__pg_lease_sent(s, t0);
 	return res != NULL;
+}
+
+void egs__pg_lease_sent(struct pg_store *s, int64_t t0)
+{
+	s->lease_until_us = t0 + (int64_t)(EGS_PG_LEASE_MS - EGS_PG_MARGIN_MS) * 1000;
+	s->renewed_us = t0;
+}
+
+bool egs__pg_lease_due(struct pg_store *s)
+{
+	return s->leader && !s->deposed && egs__pg_mono_us() - s->renewed_us >= RENEW_EVERY_US;
+}
+
+bool egs__pg_renew_now(struct pg_store *s)
+{
+	return write_lease(s);
 }
 
 void egs__pg_reconnecting(struct pg_store *s)
@@ -176,7 +195,7 @@ bool egs__pg_relead(struct pg_store *s)
 }
 
 /* The lock is held by another session: ends that session when its lease expired by the database
- * clock (a stalled leader; it stopped acknowledging MARGIN_MS before). */
+ * clock (a stalled leader; it stopped acknowledging EGS_PG_MARGIN_MS before). */
 static enum egs_err end_expired(struct pg_store *s)
 {
 	PGresult *res = egs__pg_run(
@@ -185,7 +204,7 @@ static enum egs_err end_expired(struct pg_store *s)
 		"AND l.classid = 471650172 AND l.objsubid = 2 "
 		"AND l.objid::text::bigint = (hashtext(current_schema())::bigint & 4294967295) "
 		"AND l.pid <> pg_backend_pid() "
-		"AND (SELECT COALESCE(MAX(value::bigint), 0) FROM meta WHERE key = 'leader.lease') < " DB_NOW_MS,
+		"AND (SELECT COALESCE(MAX(value::bigint), 0) FROM meta WHERE key = 'leader.lease') < " EGS_PG_DB_NOW_MS,
 		true);
 	if (!res)
 		return EGS_ERR_STORE;
@@ -218,7 +237,7 @@ enum egs_err egs__pg_try_lead(struct egs_store *b, const char *addr, bool *led)
 		"SET value = (meta.value::bigint + 1)::text RETURNING value), "
 		"a AS (INSERT INTO meta(key, value) VALUES('leader.addr', $1) ON CONFLICT(key) DO UPDATE "
 		"SET value = excluded.value), "
-		"l AS (INSERT INTO meta(key, value) VALUES('leader.lease', (" DB_NOW_MS " + " STR(LEASE_MS) ")::text) "
+		"l AS (INSERT INTO meta(key, value) VALUES('leader.lease', (" EGS_PG_DB_NOW_MS " + " EGS_PG_STR(EGS_PG_LEASE_MS) ")::text) "
 		"ON CONFLICT(key) DO UPDATE SET value = excluded.value), "
 		"t AS (INSERT INTO meta(key, value) VALUES('leader.turn', '0') ON CONFLICT(key) DO NOTHING) "
 		"SELECT value FROM e",
@@ -232,8 +251,7 @@ enum egs_err egs__pg_try_lead(struct egs_store *b, const char *addr, bool *led)
 	s->epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
 	s->leader = true;
-	s->lease_until_us = t0 + (int64_t)(LEASE_MS - MARGIN_MS) * 1000;
-	s->renewed_us = t0;
+	egs__pg_lease_sent(s, t0);
 	*led = true;
 	fprintf(stderr, "store: this egsd leads the database (epoch %lld)\n", (long long)s->epoch);
 	return EGS_OK;
@@ -283,7 +301,7 @@ enum egs_err egs__pg_renew(struct egs_store *b)
 	struct pg_store *s = (struct pg_store *)b;
 	if (!s->leader)
 		return EGS_OK;
-	if (!s->deposed && egs__pg_mono_us() - s->renewed_us >= RENEW_EVERY_US && egs__pg_ready(s))
+	if (egs__pg_lease_due(s) && egs__pg_ready(s))
 		write_lease(s); /* a broken session is retried at the next call */
 	return egs__pg_within_lease(s) ? EGS_OK : EGS_ERR_UNAVAILABLE;
 }
