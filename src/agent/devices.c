@@ -136,6 +136,7 @@ void egs_devices_free(struct egs_devices *d)
 		egs_free(n->gpu_model);
 		egs_free(n->cloud_provider);
 		egs_free(n->region);
+		egs_free(n->zone);
 		egs_free(n->address);
 		egs_free(n->gpus);
 	}

@@ -36,6 +36,7 @@ struct egs_dev_node {
 	char *gpu_model;
 	char *cloud_provider;
 	char *region;
+	char *zone;               /* the kubernetes backend's topology.kubernetes.io/zone; NULL or "": none */
 	char *address;            /* "host:port" where this node's agent answers peers, or "" */
 	int gpu_count;
 	int expected_gpus;        /* GPUs the host should have (nvml --expect-gpus); 0: gpu_count */

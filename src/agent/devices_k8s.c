@@ -136,7 +136,7 @@ static void sign_node(void *arg, const char *key, json_t *obj)
 	if (!egs_k8s_node_read(obj, &n) || !n.gpu || !n.name[0])
 		return;
 	snprintf(num, sizeof(num), "%d/%lld/%d", n.gpu_count, (long long)n.memory_mib, n.managed);
-	h = fnv(fnv(fnv(fnv(fnv(fnv(h, n.name), n.model), n.instance_type), n.region), n.cloud_provider), num);
+	h = fnv(fnv(fnv(fnv(fnv(fnv(fnv(h, n.name), n.model), n.instance_type), n.region), n.zone), n.cloud_provider), num);
 	*sig += h * 0x9E3779B97F4A7C15ull; /* order-independent: the cache is a hash map */
 }
 

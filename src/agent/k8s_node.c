@@ -212,6 +212,7 @@ void egs_k8s_dev_node(const struct egs_k8s_node *n, const char *cluster, struct 
 	out->gpu_model = egs_strdup(n->model);
 	out->cloud_provider = egs_strdup(n->cloud_provider);
 	out->region = egs_strdup(n->region);
+	out->zone = egs_strdup(n->zone);
 	out->address = egs_strdup("");
 	out->gpu_count = n->gpu_count;
 	out->memory_mib = n->memory_mib;

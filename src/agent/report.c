@@ -20,6 +20,8 @@ json_t *egs_report_register_node(const struct egs_dev_node *n, const char *attac
 		json_object_set_new(o, "cloudProvider", json_string(n->cloud_provider));
 	if (n->region[0])
 		json_object_set_new(o, "region", json_string(n->region));
+	if (n->zone && n->zone[0])
+		json_object_set_new(o, "zone", json_string(n->zone));
 	if (address && address[0])
 		json_object_set_new(o, "address", json_string(address));
 	return o;

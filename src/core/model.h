@@ -98,6 +98,7 @@ struct egs_node {
 	char gpu_shape[EGS_NAME_MAX]; /* GPU model name, e.g. NVIDIA-H100-80GB-HBM3 */
 	char cloud_provider[EGS_NAME_MAX];
 	char region[EGS_NAME_MAX];
+	char zone[EGS_NAME_MAX]; /* "" when the agent does not say (topology.kubernetes.io/zone) */
 	int gpu_count;
 	int64_t memory_mib; /* per GPU */
 	double temp_threshold, power_threshold;

@@ -235,8 +235,8 @@ static bool parse_node(struct egs_req *r, json_t *o, size_t i, struct egs_node *
 		egs_reply_invalid(r, f, "%s must be an object", f);
 		return false;
 	}
-	static const char *const fields[] = { "name", "instanceType", "gpuModel", "cloudProvider", "region" };
-	char *dst[] = { n->name, n->instance_type, n->gpu_shape, n->cloud_provider, n->region };
+	static const char *const fields[] = { "name", "instanceType", "gpuModel", "cloudProvider", "region", "zone" };
+	char *dst[] = { n->name, n->instance_type, n->gpu_shape, n->cloud_provider, n->region, n->zone };
 	for (size_t k = 0; k < EGS_ARRAY_LEN(fields); k++) {
 		snprintf(f, sizeof(f), "nodes[%zu].%s", i, fields[k]);
 		char buf[EGS_NAME_MAX];
@@ -451,6 +451,7 @@ static void agent_register(struct egs_req *r)
 		memcpy(n->gpu_shape, p->gpu_shape, sizeof(n->gpu_shape));
 		memcpy(n->cloud_provider, p->cloud_provider, sizeof(n->cloud_provider));
 		memcpy(n->region, p->region, sizeof(n->region));
+		memcpy(n->zone, p->zone, sizeof(n->zone));
 		n->gpu_count = p->gpu_count;
 		n->memory_mib = p->memory_mib;
 		memcpy(n->address, p->address, sizeof(n->address));

@@ -31,7 +31,7 @@
 	"gpuNodeName:s gpuShape:s gpuModelName:s instanceType:s clusterName:s memory:i gpuCount:i "               \
 	"availableGPUs:i gpuTempThreshold:n gpuPowerThreshold:n cloudProvider:s region:s "                        \
 	"nodeHealth:e(Healthy|Unhealthy|Unschedulable) gpuNodeStatus:e(NODE_AVAILABLE|NODE_RESERVED) "            \
-	"gpuNodeState:e(NODE_AVAILABLE|NODE_RESERVED) lastHeartbeat:t? gpus:[NodeGpu] ~address:s"
+	"gpuNodeState:e(NODE_AVAILABLE|NODE_RESERVED) lastHeartbeat:t? gpus:[NodeGpu] ~address:s ~zone:s"
 
 struct schema_def {
 	const char *name;
@@ -220,7 +220,7 @@ static const struct schema_def schemas[] = {
 	{"Clock", "now:t offsetSeconds:i"},
 	{"Health", "status:s store:e(sqlite|postgres) role:e(leader|follower) epoch:i ~leader:s ~behindTurns:i ~syncedAgoMs:i"},
 	/* agents */
-	{"AgentNode", "name:s instanceType:s gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s ~gpus:[obj] ~address:s ~attachedGpr:any "
+	{"AgentNode", "name:s instanceType:s gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s ~zone:s ~gpus:[obj] ~address:s ~attachedGpr:any "
 		      "~attachedShared:any ~features:[s]?"},
 	{"AgentUnmanagedNode", "name:s ~instanceType:s ~gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s"},
 	{"AgentRegister", "~clusterName:s ~agentVersion:s nodes:[AgentNode] ~unmanagedNodes:[AgentUnmanagedNode] ~features:[s]"},

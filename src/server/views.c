@@ -212,6 +212,8 @@ json_t *egs_json_node(struct egs_server *srv, const struct egs_node *n)
 	EGS_ASSERT(o);
 	if (n->address[0])
 		json_object_set_new(o, "address", json_string(n->address));
+	if (n->zone[0])
+		json_object_set_new(o, "zone", json_string(n->zone));
 	return o;
 }
 

@@ -272,6 +272,7 @@ static void read_node(struct egs_pg_reader *r, void *obj)
 	r_str(r, n->attached_gpr, sizeof(n->attached_gpr));
 	n->allocated_at = r_int(r);
 	r_gpus(r, n);
+	r_str(r, n->zone, sizeof(n->zone));
 	/* The state keys nodes by cluster/name; a key that disagrees would make two rows one node. */
 	snprintf(key, sizeof(key), "%s/%s", n->cluster, n->name);
 	if (strcmp(key, n->key) != 0)
@@ -510,7 +511,7 @@ const struct egs_pg_kind egs__pg_kinds[] = {
 	     "name", cluster),
 	KIND(EGS_KIND_NODE, "nodes",
 	     "key,cluster,name,instance_type,gpu_shape,cloud_provider,region,gpu_count,memory_mib,"
-	     "temp_threshold,power_threshold,health,gpr_id,attached_gpr,allocated_at,gpus",
+	     "temp_threshold,power_threshold,health,gpr_id,attached_gpr,allocated_at,gpus,zone",
 	     "key", node),
 	KIND(EGS_KIND_WORKSPACE, "workspaces",
 	     "name,project,description,clusters,namespaces,users,created_at,webhook_url,policy", "name",

@@ -155,6 +155,8 @@ const char *const egs__pg_migrations[] = {
 	"  spec TEXT NOT NULL,"
 	"  created_at BIGINT NOT NULL,"
 	"  updated_at BIGINT NOT NULL);",
+	/* 10 (the twin of SQLite's 10): a node's zone (topology.kubernetes.io/zone; '' when unknown) */
+	"ALTER TABLE nodes ADD COLUMN zone TEXT NOT NULL DEFAULT '';",
 };
 
 const int egs__pg_nmigrations = (int)EGS_ARRAY_LEN(egs__pg_migrations);

@@ -88,6 +88,7 @@ void egs_rows_bind_node(const struct egs_row_binder *b, const void *obj)
 		b->text(b->ctx, "[]");
 	else
 		b->json(b->ctx, gpus_json(n));
+	b->text(b->ctx, n->zone);
 }
 
 static json_t *namespaces_json(const struct egs_workspace *w)

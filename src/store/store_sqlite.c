@@ -177,6 +177,8 @@ static const char *const migrations[] = {
 	"  spec TEXT NOT NULL,"
 	"  created_at INTEGER NOT NULL,"
 	"  updated_at INTEGER NOT NULL);",
+	/* 10: a node's zone (topology.kubernetes.io/zone, from the kubernetes agent; '' when unknown) */
+	"ALTER TABLE nodes ADD COLUMN zone TEXT NOT NULL DEFAULT '';",
 };
 
 int egs_store_schema_version(void)
@@ -389,6 +391,7 @@ static void read_node(struct reader *r, void *obj)
 	r_str(r, n->attached_gpr, sizeof(n->attached_gpr));
 	n->allocated_at = r_int(r);
 	r_gpus(r, n);
+	r_str(r, n->zone, sizeof(n->zone));
 	/* The state keys nodes by cluster/name; a key that disagrees would make two rows one node. */
 	snprintf(key, sizeof(key), "%s/%s", n->cluster, n->name);
 	if (strcmp(key, n->key) != 0)
@@ -669,7 +672,7 @@ static const struct kind_ops kinds[] = {
 	     "name", cluster),
 	KIND(EGS_KIND_NODE, "nodes",
 	     "key,cluster,name,instance_type,gpu_shape,cloud_provider,region,gpu_count,memory_mib,"
-	     "temp_threshold,power_threshold,health,gpr_id,attached_gpr,allocated_at,gpus",
+	     "temp_threshold,power_threshold,health,gpr_id,attached_gpr,allocated_at,gpus,zone",
 	     "key", node),
 	KIND(EGS_KIND_WORKSPACE, "workspaces",
 	     "name,project,description,clusters,namespaces,users,created_at,webhook_url,policy", "name",
