@@ -194,6 +194,8 @@ static json_t *register_body(struct egs_agent *a)
 				 "nodes", nodes);
 	if (a->unmanaged)
 		json_object_set(body, "unmanagedNodes", a->unmanaged);
+	if (egs_backend_has_slices(a->be)) /* it mints slice tokens (agent_slice.c) */
+		json_object_set_new(body, "features", json_pack("[s]", "sliceAccess"));
 	return body;
 }
 
@@ -501,6 +503,7 @@ struct egs_agent *egs_agent_new(const struct egs_agent_config *cfg)
 	egs_client_set_abort(a->hb_client, abort_check, a);
 	egs_client_set_abort(a->act_client, abort_check, a);
 	egs_backend_set_stop(a->be, abort_check, a);
+	egs__agent_slice_init(a, cfg->server_url, cfg->token);
 	return a;
 }
 
@@ -512,6 +515,12 @@ enum egs_err egs_agent_start(struct egs_agent *a)
 	if (pthread_create(&a->act_thread, NULL, action_main, a) != 0) {
 		egs_agent_stop(a);
 		pthread_join(a->hb_thread, NULL);
+		return EGS_ERR_IO;
+	}
+	if (egs__agent_slice_start(a) != EGS_OK) {
+		egs_agent_stop(a);
+		pthread_join(a->hb_thread, NULL);
+		pthread_join(a->act_thread, NULL);
 		return EGS_ERR_IO;
 	}
 	a->started = true;
@@ -535,6 +544,8 @@ void egs_agent_free(struct egs_agent *a)
 		pthread_join(a->hb_thread, NULL);
 		pthread_join(a->act_thread, NULL);
 	}
+	egs_agent_stop(a); /* the slice report thread may run without the others */
+	egs__agent_slice_cleanup(a);
 	egs_backend_set_stop(a->be, NULL, NULL);
 	egs_client_free(a->hb_client);
 	egs_client_free(a->act_client);

@@ -367,6 +367,8 @@ void egs__agent_run_action(struct egs_agent *a, json_t *act, json_t *batch)
 	char msg[EGS__AGENT_MSG_MAX] = "";
 	bool ok = false, checked = false, later = false;
 
+	if (egs__agent_slice_action(a, act)) /* sliceAccess, sliceRelease: no node, no GPR */
+		goto out;
 	if (!id || !type || !gpr || !node) {
 		EGS_LOG_WARN("ignoring an action without actionId, type, gprId or node");
 		goto out;

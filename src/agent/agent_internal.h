@@ -51,11 +51,30 @@ struct egs_agent {
 	struct egs__node_state *nodes; /* dev->n_nodes entries */
 	pthread_t hb_thread, act_thread;
 	bool started;
+	/* Slice access (agent_slice.c), when the backend has it: */
+	struct egs_client *slice_client; /* the report thread's; NULL without slice access */
+	pthread_t slice_thread;
+	bool slice_started;
+	pthread_mutex_t slice_mu; /* guards the three below */
+	char *slice_last;         /* the last report egsd took (JSON), or NULL */
+	int64_t slice_at_ms;      /* when (monotonic ms) */
+	uint64_t slice_gen;       /* under which registration */
 };
 
 /* Carries out one action of the list batch (borrowed; the action is one of its entries) and reports
  * its result.  Runs in the action thread. */
 void egs__agent_run_action(struct egs_agent *a, json_t *act, json_t *batch);
+
+/* Carries out act when it is a slice action (sliceAccess, sliceRelease) and returns true; false for
+ * any other action.  Runs in the action thread (agent_slice.c). */
+bool egs__agent_slice_action(struct egs_agent *a, json_t *act);
+
+/* Slice access lifecycle (agent_slice.c): init from egs_agent_new() (the report client, when the
+ * backend has slice access; server_url and token borrowed), start from egs_agent_start() (the report
+ * thread), cleanup from egs_agent_free() after the stop (joins the thread, frees). */
+void egs__agent_slice_init(struct egs_agent *a, const char *server_url, const char *token);
+enum egs_err egs__agent_slice_start(struct egs_agent *a);
+void egs__agent_slice_cleanup(struct egs_agent *a);
 
 /* Marks node i Unhealthy for the quarantine time because of why (a failed check). */
 void egs__agent_mark(struct egs_agent *a, size_t i, const char *why);

@@ -15,6 +15,35 @@ enum egs_err egs_backend_attach(struct egs_backend *b, const struct egs_attach_r
 	return b->ops->attach(b, req, msg, msgsz);
 }
 
+bool egs_backend_has_slices(const struct egs_backend *b)
+{
+	return b->ops->slice_access && b->ops->slice_release && b->ops->slice_state;
+}
+
+enum egs_err egs_backend_slice_access(struct egs_backend *b, const struct egs_slice_req *req,
+				      struct egs_slice_token *tok, char *msg, size_t msgsz)
+{
+	EGS_ASSERT(egs_backend_has_slices(b) && req->workspace && req->namespaces && req->namespaces->n > 0 &&
+		   req->service_account);
+	memset(tok, 0, sizeof(*tok));
+	msg[0] = '\0';
+	return b->ops->slice_access(b, req, tok, msg, msgsz);
+}
+
+enum egs_err egs_backend_slice_release(struct egs_backend *b, const char *workspace, const char *ns,
+				       const char *service_account, char *msg, size_t msgsz)
+{
+	EGS_ASSERT(egs_backend_has_slices(b) && workspace && ns && service_account);
+	msg[0] = '\0';
+	return b->ops->slice_release(b, workspace, ns, service_account, msg, msgsz);
+}
+
+json_t *egs_backend_slice_state(struct egs_backend *b)
+{
+	EGS_ASSERT(egs_backend_has_slices(b));
+	return b->ops->slice_state(b);
+}
+
 enum egs_err egs_backend_detach(struct egs_backend *b, const char *node, const char *gpr_id, char *msg,
 				size_t msgsz)
 {

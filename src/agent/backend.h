@@ -24,6 +24,8 @@
 #include "core/common.h"
 #include "core/model.h"
 
+#include <jansson.h>
+
 /* What an attach action asks for.  All borrowed. */
 struct egs_attach_req {
 	const char *node;
@@ -49,6 +51,21 @@ struct egs_attachment {
 	size_t n_shares;
 };
 
+/* What a `sliceAccess` action asks for (docs/internals/agent-protocol.md section 5).  All borrowed. */
+struct egs_slice_req {
+	const char *workspace;
+	const struct egs_strlist *namespaces; /* at least one; the ServiceAccount lives in the first */
+	const char *service_account;
+	int64_t generation; /* >= 1 */
+	int64_t ttl_s;      /* the token lifetime asked for (the cluster may grant less) */
+};
+
+/* A minted slice token: token is owned (caller wipes and frees it); expires_at RFC 3339. */
+struct egs_slice_token {
+	char *token;
+	char expires_at[40];
+};
+
 /* Polled while a backend waits on something slow (a hook); true interrupts it. */
 typedef bool (*egs_backend_stop_fn)(void *arg);
 
@@ -65,6 +82,13 @@ struct egs_backend_ops {
 	bool (*attached_gpr)(struct egs_backend *b, const char *node, char *gpr, size_t gprsz);
 	void (*list)(struct egs_backend *b, struct egs_attachment **out, size_t *n);
 	void (*free)(struct egs_backend *b);
+	/* Slice access (optional; NULL in backends that cannot mint cluster tokens, which then do not
+	 * advertise "sliceAccess"): see egs_backend_slice_access() and the two below. */
+	enum egs_err (*slice_access)(struct egs_backend *b, const struct egs_slice_req *req,
+				     struct egs_slice_token *tok, char *msg, size_t msgsz);
+	enum egs_err (*slice_release)(struct egs_backend *b, const char *workspace, const char *ns,
+				      const char *service_account, char *msg, size_t msgsz);
+	json_t *(*slice_state)(struct egs_backend *b);
 };
 
 /* The common part of every backend (its first member). */
@@ -102,6 +126,33 @@ void egs_backend_list(struct egs_backend *b, struct egs_attachment **out, size_t
 
 /* Frees n attachments returned by egs_backend_list(). */
 void egs_attachments_free(struct egs_attachment *a, size_t n);
+
+/* True when the backend sets up slice access (it has the three slice operations). */
+bool egs_backend_has_slices(const struct egs_backend *b);
+
+/*
+ * Sets up slice access for req and mints a token (the slice's namespaces, ServiceAccount and
+ * RoleBindings, per docs/internals/agent-protocol.md section 5) into *tok.  Returns EGS_OK (tok set),
+ * EGS_ERR_CONFLICT (a namespace belongs to another slice), EGS_ERR_BUSY (cannot act now: do not report),
+ * or another code with msg saying why.  Only for a backend with egs_backend_has_slices().
+ */
+enum egs_err egs_backend_slice_access(struct egs_backend *b, const struct egs_slice_req *req,
+				      struct egs_slice_token *tok, char *msg, size_t msgsz);
+
+/*
+ * Takes namespace ns out of slice workspace: deletes it when the backend created it, else removes the
+ * slice's label, its RoleBinding and the ServiceAccount service_account there.  Idempotent (a namespace
+ * gone or no longer the slice's is EGS_OK).  EGS_ERR_BUSY: cannot act now.  msg always set.
+ */
+enum egs_err egs_backend_slice_release(struct egs_backend *b, const char *workspace, const char *ns,
+				       const char *service_account, char *msg, size_t msgsz);
+
+/*
+ * The slice namespaces the backend set up, as the JSON list of POST /api/v1/agent/slice-namespaces
+ * ([{"name", "workspace", "createdByAgent", "runningPods"}], caller decrefs), or NULL when it cannot
+ * tell now (the cluster does not answer).
+ */
+json_t *egs_backend_slice_state(struct egs_backend *b);
 
 /* Installs the interruption check of slow operations (fn may be NULL); arg is borrowed. */
 void egs_backend_set_stop(struct egs_backend *b, egs_backend_stop_fn fn, void *arg);

@@ -388,6 +388,9 @@ static const struct egs_backend_ops k8s_ops = {
 	.attached_gpr = k8s_attached_gpr,
 	.list = k8s_list,
 	.free = k8s_free,
+	.slice_access = egs__k8s_slice_access,
+	.slice_release = egs__k8s_slice_release,
+	.slice_state = egs__k8s_slice_state,
 };
 
 /* ---- opening ---- */

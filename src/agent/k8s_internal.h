@@ -1,7 +1,7 @@
 /*
  * k8s_internal.h: what the kubernetes backend's files share (backend_k8s.c: opening, attach, queries;
  * k8s_drain.c: detach and events; devices_k8s.c: the device view; k8s_dcgm.c, k8s_pods.c: GPU metrics
- * and workloads).  Not for other modules.
+ * and workloads; k8s_slice.c: slice access).  Not for other modules.
  */
 #ifndef EGS_AGENT_K8S_INTERNAL_H
 #define EGS_AGENT_K8S_INTERNAL_H
@@ -48,6 +48,13 @@ enum egs_err egs__k8s_node_patch(struct egs_k8s *k, const char *name, json_t *pa
 
 /* The detach operation of the backend (k8s_drain.c). */
 enum egs_err egs__k8s_detach(struct egs_backend *b, const char *node, const char *gpr_id, char *msg, size_t msgsz);
+
+/* The slice operations of the backend (k8s_slice.c; backend.h's egs_backend_slice_*()). */
+enum egs_err egs__k8s_slice_access(struct egs_backend *b, const struct egs_slice_req *req,
+				   struct egs_slice_token *tok, char *msg, size_t msgsz);
+enum egs_err egs__k8s_slice_release(struct egs_backend *b, const char *ws, const char *ns, const char *sa,
+				    char *msg, size_t msgsz);
+json_t *egs__k8s_slice_state(struct egs_backend *b);
 
 /* Writes a core/v1 Event about gpr_id into each namespace of nss; failures are logged, never returned. */
 void egs__k8s_events(struct egs_k8s *k, const struct egs_strlist *nss, const char *gpr_id, const char *reason,

@@ -201,6 +201,7 @@ json_t *egs_k8s_namespace_trim(json_t *ns)
 	keep(json_object_get(out, "metadata"), md, "name");
 	keep(json_object_get(out, "metadata"), md, "resourceVersion");
 	keep(json_object_get(out, "metadata"), md, "labels");
+	keep(json_object_get(out, "metadata"), md, "deletionTimestamp");
 	return out;
 }
 
@@ -329,8 +330,8 @@ json_t *egs_k8s_patch_namespace(const char *workspace)
 
 json_t *egs_k8s_namespace(const char *name, const char *workspace)
 {
-	return json_pack("{s:s, s:s, s:{s:s, s:{s:s}}}", "apiVersion", "v1", "kind", "Namespace", "metadata", "name",
-			 name, "labels", EGS_K8S_LABEL_SLICE, workspace);
+	return json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s}}}", "apiVersion", "v1", "kind", "Namespace", "metadata", "name",
+			 name, "labels", EGS_K8S_LABEL_SLICE, workspace, EGS_K8S_LABEL_CREATED_BY, EGS_K8S_AGENT);
 }
 
 json_t *egs_k8s_eviction(const char *ns, const char *name, int grace_s)

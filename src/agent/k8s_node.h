@@ -29,6 +29,11 @@
 #define EGS_K8S_ANN_ATTACHED "egs.kubeslice.io/attached-at"
 #define EGS_K8S_ANN_CORDONED "egs.kubeslice.io/cordoned"
 #define EGS_K8S_GPU "nvidia.com/gpu"
+/* Slice access (k8s_slice.c): what the agent made is marked so that it removes that and nothing else. */
+#define EGS_K8S_LABEL_CREATED_BY "egs.kubeslice.io/created-by" /* = EGS_K8S_AGENT: the agent created it */
+#define EGS_K8S_LABEL_ADOPTED_BY "egs.kubeslice.io/adopted-by" /* = EGS_K8S_AGENT: it existed, the agent labelled it */
+#define EGS_K8S_AGENT "egs-agent"
+#define EGS_K8S_ANN_GENERATION "egs.kubeslice.io/generation" /* on a slice ServiceAccount */
 
 /* What the backend knows of one node from its JSON.  Strings are "" when absent. */
 struct egs_k8s_node {
@@ -69,7 +74,8 @@ bool egs_k8s_node_read(json_t *node, struct egs_k8s_node *out);
  */
 json_t *egs_k8s_node_trim(json_t *node);
 
-/* What the namespace cache keeps of a Namespace: metadata name, resourceVersion and labels. */
+/* What the namespace cache keeps of a Namespace: metadata name, resourceVersion, labels and
+ * deletionTimestamp. */
 json_t *egs_k8s_namespace_trim(json_t *ns);
 
 /* The node's registration attributes as a device node (strings owned by out; free them with the
@@ -102,7 +108,7 @@ json_t *egs_k8s_patch_taint(json_t *node, bool want);
 /* JSON merge patch labelling a namespace kubeslice.io/slice=<workspace>. */
 json_t *egs_k8s_patch_namespace(const char *workspace);
 
-/* A new Namespace object called name, labelled for workspace. */
+/* A new Namespace object called name, labelled for workspace and as created by the agent. */
 json_t *egs_k8s_namespace(const char *name, const char *workspace);
 
 /* A policy/v1 Eviction of pod ns/name with a grace period of grace_s seconds. */
