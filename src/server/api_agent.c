@@ -5,6 +5,7 @@
  */
 #include "server/server.h"
 #include "server/kubecred.h"
+#include "server/kubeslice.h"
 
 #include "core/gpr.h"
 #include "core/sched.h"
@@ -147,8 +148,10 @@ static void append_actions(struct egs_server *srv, const char *cluster, json_t *
 			append_shared_actions(st, n, now, out);
 	}
 	const struct egs_cluster *c = egs_state_cluster(st, cluster);
-	if (c)
+	if (c) {
 		egs_kubecred_append_actions(srv, c, out);
+		egs_kubeslice_append_actions(srv, c, out);
+	}
 }
 
 /* "host:port": a host name or IPv4 address (letters, digits, '.', '-', '_') or a bracketed IPv6

@@ -4,6 +4,7 @@
  */
 #include "server/server.h"
 #include "server/kubecred.h"
+#include "server/kubeslice.h"
 #include "server/template.h"
 
 #include "core/gpr.h"
@@ -188,12 +189,14 @@ out:
 
 static void ws_delete(struct egs_req *r)
 {
-	static const char *const allowed[] = { "workspaceName", NULL };
+	static const char *const allowed[] = { "workspaceName", "force", NULL };
 	struct egs_server *srv = r->srv;
 	char name[EGS_NAME_MAX];
 	struct egs_workspace *w;
+	bool force;
 	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
-	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !egs_find_ws(r, name, &w))
+	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) ||
+	    !egs_get_bool(r, r->body, "force", &force, NULL) || !egs_find_ws(r, name, &w))
 		return;
 	for (size_t i = 0; i < srv->st.active.len; i++) {
 		const struct egs_gpr *g = srv->st.active.items[i];
@@ -204,6 +207,9 @@ static void ws_delete(struct egs_req *r)
 			return;
 		}
 	}
+	/* The agents then remove the slice's namespaces (kubeslice.c): refused while one runs pods. */
+	if (!egs_kubeslice_may_remove(r, w, NULL, NULL, true, force, "workspaceName"))
+		return;
 	int64_t now = egs_now(srv);
 	void *v;
 	struct egs_vec waiting = { 0 };
@@ -257,6 +263,7 @@ static void ws_get(struct egs_req *r)
 						       w->users[i].email));
 	json_object_set_new(o, "users", users);
 	json_object_set_new(o, "projectName", json_string(w->project));
+	json_object_set_new(o, "sliceNamespaces", egs_kubeslice_of_workspace(r->srv, w->name));
 	egs_reply_ok(r, o);
 }
 
@@ -287,7 +294,8 @@ static bool check_new_namespaces(struct egs_req *r, const struct egs_workspace *
 static void ws_update(struct egs_req *r)
 {
 	static const char *const allowed[] = { "workspaceName", "addNamespaces", "removeNamespaces", "addClusters",
-					       "removeClusters", "addUsers", "removeUsers", "description", "webhookUrl", NULL };
+					       "removeClusters", "addUsers", "removeUsers", "description", "webhookUrl", "force",
+					       NULL };
 	struct egs_server *srv = r->srv;
 	char name[EGS_NAME_MAX], desc[256], hook[EGS_WEBHOOK_URL_MAX];
 	struct egs_workspace *w;
@@ -295,6 +303,7 @@ static void ws_update(struct egs_req *r)
 	json_t *add_users = NULL;
 	bool desc_given = json_object_get(r->body ? r->body : json_null(), "description") != NULL;
 	bool hook_given = json_object_get(r->body ? r->body : json_null(), "webhookUrl") != NULL;
+	bool force;
 	if (!egs_require_role(r, EGS_R(ADMIN)) || !egs_body_only(r, allowed) ||
 	    !egs_get_str(r, r->body, "workspaceName", true, name, sizeof(name)) || !egs_find_ws(r, name, &w) ||
 	    !egs_get_names(r, r->body, "addNamespaces", MAX_LIST, &add_ns) ||
@@ -302,7 +311,7 @@ static void ws_update(struct egs_req *r)
 	    !egs_get_names(r, r->body, "addClusters", MAX_LIST, &add_cl) ||
 	    !egs_get_names(r, r->body, "removeClusters", MAX_LIST, &rm_cl) ||
 	    !egs_get_str(r, r->body, "description", false, desc, sizeof(desc)) || !egs_check_text(r, "description", desc) ||
-	    !egs_get_webhook_url(r, "webhookUrl", hook, sizeof(hook)) ||
+	    !egs_get_webhook_url(r, "webhookUrl", hook, sizeof(hook)) || !egs_get_bool(r, r->body, "force", &force, NULL) ||
 	    !check_clusters(r, "addClusters", &add_cl, w->project))
 		goto out;
 	add_users = json_object_get(r->body, "addUsers");
@@ -363,7 +372,9 @@ static void ws_update(struct egs_req *r)
 			goto out;
 		}
 	}
-	if (!check_new_namespaces(r, w, &add_ns, &rm_ns, &add_cl, &rm_cl))
+	if (!check_new_namespaces(r, w, &add_ns, &rm_ns, &add_cl, &rm_cl) ||
+	    !egs_kubeslice_may_remove(r, w, &rm_ns, NULL, false, force, "removeNamespaces") ||
+	    !egs_kubeslice_may_remove(r, w, NULL, &rm_cl, false, force, "removeClusters"))
 		goto out;
 	for (size_t i = 0; i < add_cl.n; i++)
 		if (!egs_strlist_has(&w->clusters, add_cl.v[i])) {

@@ -474,6 +474,7 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_kubecred, /* kubeconfigs, their regeneration, the agents' slice tokens */
 	egs_routes_agent_events, /* GPR events the agents mirror into their clusters */
 	egs_routes_agent_gpr, /* the agents' GPRs for GPUProvisioningRequest custom resources */
+	egs_routes_kubeslice, /* the agents' slice namespaces */
 };
 
 bool egs_path_match(const char *pattern, const char *path)

@@ -25,7 +25,7 @@
 
 #define KEY_FILE "kubecreds.key"
 #define TOKEN_MAX 8192
-#define TOKEN_TTL_S (7 * 86400) /* asked of the agent; the API server may grant less */
+#define TOKEN_TTL_S (7 * 86400) /* asked of the agent unless egsd --slice-token-ttl; the API server may grant less */
 #define RETRY_S 30              /* after a failed report, before the action is sent again */
 #define SEAL_MAX (4 * ((crypto_aead_xchacha20poly1305_ietf_NPUBBYTES + TOKEN_MAX + 16) / 3) + 8)
 
@@ -255,10 +255,12 @@ void egs_kubecred_append_actions(struct egs_server *srv, const struct egs_cluste
 			char aid[200], sa[EGS_NAME_MAX + 16];
 			snprintf(aid, sizeof(aid), "sliceAccess:%s:%lld", w->name, (long long)want);
 			snprintf(sa, sizeof(sa), "egs-slice-%s", w->name);
-			json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:o, s:s, s:I, s:i, s:s}", "actionId", aid,
+			json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:o, s:s, s:I, s:I, s:s}", "actionId", aid,
 							     "type", "sliceAccess", "workspace", w->name, "namespaces",
 							     ws_namespaces(w, c->name), "serviceAccount", sa, "generation",
-							     want, "tokenTtlSeconds", TOKEN_TTL_S, "reason", why));
+							     want, "tokenTtlSeconds",
+							     (json_int_t)(srv->slice_token_ttl_s ? srv->slice_token_ttl_s : TOKEN_TTL_S),
+							     "reason", why));
 		}
 		json_decref(spec);
 	}

@@ -50,6 +50,10 @@ static void usage(FILE *f)
 		   "  --tls-cert FILE --tls-key FILE\n"
 		   "               serve HTTPS (TLS 1.2+) with the certificate chain and private key in FILE (PEM);\n"
 		   "               both or neither (default: plain HTTP)\n"
+		   "  --slice-token-ttl SECONDS\n"
+		   "               lifetime asked of the agents for slice ServiceAccount tokens, the ones in\n"
+		   "               workspace kubeconfigs (600 to 31622400, default 604800: 7 days); renewed when a\n"
+		   "               quarter is left\n"
 		   "  --quiet      no access log line per request\n");
 }
 
@@ -69,6 +73,7 @@ int main(int argc, char **argv)
 		{ "allow-private-webhooks", no_argument, NULL, 'W' },
 		{ "admin-key-file", required_argument, NULL, 'K' },
 		{ "tls-cert", required_argument, NULL, 'C' }, { "tls-key", required_argument, NULL, 'k' },
+		{ "slice-token-ttl", required_argument, NULL, 'T' },
 		{ "store-url", required_argument, NULL, 's' }, { "store", required_argument, NULL, 's' },
 		{ "advertise", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
@@ -146,6 +151,12 @@ int main(int argc, char **argv)
 		case 'K': srv.admin_key_file = optarg; break;
 		case 'C': srv.tls_cert = optarg; break;
 		case 'k': srv.tls_key = optarg; break;
+		case 'T':
+			if (!egs_int_parse(optarg, 600, 366LL * 86400, &srv.slice_token_ttl_s)) {
+				fprintf(stderr, "egsd: --slice-token-ttl must be a number of seconds from 600 to 31622400\n");
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

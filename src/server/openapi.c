@@ -114,14 +114,17 @@ static const struct schema_def schemas[] = {
 			     "~description:s"},
 	{"WorkspaceUser", "username:s ~email:s"},
 	{"WorkspaceUpdate", "workspaceName:s ~addNamespaces:[s] ~removeNamespaces:[s] ~addClusters:[s] "
-			    "~removeClusters:[s] ~addUsers:[WorkspaceUser] ~removeUsers:[s] ~description:s ~webhookUrl:s?"},
+			    "~removeClusters:[s] ~addUsers:[WorkspaceUser] ~removeUsers:[s] ~description:s ~webhookUrl:s? "
+			    "~force:b"},
 	{"WorkspaceRef", "workspaceName:s"},
+	{"WorkspaceDelete", "workspaceName:s ~force:b"},
+	{"SliceNamespace", "clusterName:s namespace:s createdByAgent:b runningPods:i"},
 	{"KubeConfigRequest", "workspaceName:s clusterName:s"},
 	{"KubeConfig", "kubeConfig:s"},
 	{"WorkspaceNamespace", "namespace:s clusters:[s]"},
 	{"Workspace", "name:s overlayNetworkDeploymentMode:s maxClusters:i sliceDescription:s clusters:[s] "
 		      "namespaces:[WorkspaceNamespace]"},
-	{"WorkspaceDetail", "@Workspace users:[WorkspaceUser] projectName:s"},
+	{"WorkspaceDetail", "@Workspace users:[WorkspaceUser] projectName:s ~sliceNamespaces:[SliceNamespace]"},
 	{"WorkspaceList", "workspaces:[Workspace]"},
 	/* policies */
 	{"PriorityRange", "min:i max:i"},
@@ -230,8 +233,8 @@ static const struct schema_def schemas[] = {
 	{"AgentEvent", "id:i type:e(Normal|Warning) reason:s message:s gprId:s workspace:s namespaces:[s] count:i "
 		       "firstTimestamp:t lastTimestamp:t"},
 	{"AgentEvents", "events:[AgentEvent] last:i"},
-	{"AgentAction", "actionId:s type:e(precheck|attach|detach|sliceAccess) ~gprId:s ~node:s workspace:s "
-			"namespaces:[s] ~startTime:t ~exitTime:t ~gprNodes:[GprNode] ~shares:m(s) ~serviceAccount:s "
+	{"AgentAction", "actionId:s type:e(precheck|attach|detach|sliceAccess|sliceRelease) ~gprId:s ~node:s workspace:s "
+			"~namespaces:[s] ~namespace:s ~startTime:t ~exitTime:t ~gprNodes:[GprNode] ~shares:m(s) ~serviceAccount:s "
 			"~generation:i ~tokenTtlSeconds:i ~reason:e(missing|regenerate|namespaces|expiring)"},
 	{"GprNode", "node:s cluster:s address:s"},
 	{"AgentActions", "actions:[AgentAction]"},
@@ -249,6 +252,9 @@ static const struct schema_def schemas[] = {
 	{"KubeConfigRegenerate", "workspaceName:s ~clusterName:s"},
 	{"KubeConfigGeneration", "clusterName:s generation:i agentMintsTokens:b"},
 	{"KubeConfigRegenerated", "workspaceName:s clusters:[KubeConfigGeneration]"},
+	{"SliceNamespaceReport", "name:s workspace:s ~createdByAgent:b runningPods:i"},
+	{"SliceNamespacesReport", "~clusterName:s namespaces:[SliceNamespaceReport]"},
+	{"SliceNamespacesAck", "clusterName:s namespaces:i"},
 };
 
 /* ---- the notation ---- */
@@ -428,11 +434,13 @@ static const struct op ops[] = {
 	{"post", "/api/v1/slice-workspace", "Workspaces", ADMIN, NULL, "WorkspaceRequest", "WorkspaceRef", JSON_ENVELOPE,
 	 "Create a slice workspace"},
 	{"put", "/api/v1/slice-workspace", "Workspaces", ADMIN, NULL, "WorkspaceUpdate", "Workspace", JSON_ENVELOPE,
-	 "Add or remove clusters, namespaces and users; set the description or webhook"},
-	{"delete", "/api/v1/slice-workspace", "Workspaces", ADMIN, NULL, "WorkspaceRef", "WorkspaceRef", JSON_ENVELOPE,
-	 "Delete a workspace (its waiting GPRs are cancelled; refused while one is active)"},
+	 "Add or remove clusters, namespaces and users; set the description or webhook (removing a namespace that "
+	 "still runs pods: 409 NAMESPACE_HAS_PODS unless force is true)"},
+	{"delete", "/api/v1/slice-workspace", "Workspaces", ADMIN, NULL, "WorkspaceDelete", "WorkspaceRef", JSON_ENVELOPE,
+	 "Delete a workspace (its waiting GPRs are cancelled; refused while one is active, and with 409 "
+	 "NAMESPACE_HAS_PODS while one of its namespaces runs pods, unless force is true)"},
 	{"get", "/api/v1/slice-workspace", "Workspaces", ALL, "workspaceName!", NULL, "WorkspaceDetail", JSON_ENVELOPE,
-	 "One workspace, with its users and project"},
+	 "One workspace, with its users, project and the slice namespaces its clusters' agents report"},
 	{"get", "/api/v1/slice-workspace/list", "Workspaces", ALL, NULL, NULL, "WorkspaceList", JSON_ENVELOPE,
 	 "List workspaces"},
 	{"post", "/api/v1/slice-workspace/kube-config", "Workspaces", WRITERS, NULL, "KubeConfigRequest", "KubeConfig",
@@ -568,6 +576,8 @@ static const struct op ops[] = {
 	 "A custom resource was deleted: cancel its waiting GPR or release its running one, and forget the link"},
 	{"get", "/api/v1/agent/gprs", "Agent", AGENT, NULL, NULL, "AgentGprList", JSON_ENVELOPE,
 	 "The custom resources' GPRs of the agent's cluster with their status and recent events"},
+	{"post", "/api/v1/agent/slice-namespaces", "Agent", AGENT, NULL, "SliceNamespacesReport", "SliceNamespacesAck",
+	 JSON_ENVELOPE, "The slice namespaces the agent set up and the pods running in each"},
 	{"get", "/api/v1/openapi.json", "Meta", PUBLIC, NULL, NULL, NULL, RAW_JSON, "This document"},
 };
 

@@ -5,6 +5,7 @@
  */
 #include "server/server.h"
 #include "server/kubecred.h"
+#include "server/kubeslice.h"
 
 #include "core/policy.h"
 #include "core/sched.h"
@@ -550,6 +551,7 @@ void egs_server_stop(struct egs_server *srv)
 	egs_obs_free(srv);
 	egs_policy_free(srv->policy_global);
 	json_decref(srv->unmanaged);
+	egs_kubeslice_cleanup(srv);
 	egs_state_cleanup(&srv->st);
 	free(srv->data_dir);
 	fflush(srv->log);

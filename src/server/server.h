@@ -105,6 +105,9 @@ struct egs_server {
 	int64_t pinged_us;         /* monotonic: a follower's last keep-alive on its event streams */
 	struct event *follow_ev;   /* a follower's timer: look at the store, take over when the lock is free */
 	struct ssl_ctx_st *fwd_tls; /* under TLS: the client context of forwarded requests (forward.c), owned */
+	int64_t slice_token_ttl_s; /* egsd --slice-token-ttl: the slice token lifetime asked of agents (0: 7 days) */
+	json_t *slice_ns; /* cluster name -> [slice namespace]: what its agent last reported (kubeslice.c;
+			   * runtime only) */
 };
 
 /* Wall-clock now in seconds (shifted by the dev clock), and a monotonic microsecond clock. */
@@ -278,6 +281,7 @@ extern const struct egs_route egs_routes_template[];         /* api_template.c *
 extern const struct egs_route egs_routes_template_binding[]; /* api_template_binding.c */
 extern const struct egs_route egs_routes_inference[]; /* api_inference.c: 501 until the Kubernetes backend */
 extern const struct egs_route egs_routes_kubecred[]; /* kubecred.c: kubeconfigs, slice tokens */
+extern const struct egs_route egs_routes_kubeslice[]; /* kubeslice.c: the agents' slice namespaces */
 extern const struct egs_route egs_routes_portal[];  /* api_portal.c: whoami, schedule */
 extern const struct egs_route egs_routes_agent_gpr[]; /* api_agent_gpr.c: GPRs of GPUProvisioningRequest CRs */
 
