@@ -157,6 +157,8 @@ int ctl_cmd_release(struct ctl *c, int argc, char **argv);
 int ctl_cmd_delete(struct ctl *c, int argc, char **argv);
 int ctl_cmd_apply(struct ctl *c, int argc, char **argv);
 int ctl_cmd_wait(struct ctl *c, int argc, char **argv);
+int ctl_cmd_kubeconfig(struct ctl *c, int argc, char **argv); /* ctl_kubeconfig.c */
+int ctl_cmd_regenerate(struct ctl *c, int argc, char **argv); /* ctl_kubeconfig.c */
 /* GPR templates (binding false) or template bindings (true) for get and describe (ctl_template.c):
  * the named ones, or every one when nnames is 0; exit codes as the other commands. */
 int ctl_get_templates(struct ctl *c, struct egs_client *cl, bool binding, const char *const *names, int nnames);

@@ -32,6 +32,8 @@ static const struct command commands[] = {
 	{"release", ctl_cmd_release, "give a provisioned GPR's GPUs back before its exit time"},
 	{"delete", ctl_cmd_delete, "cancel a waiting GPR, or delete what manifests describe (-f)"},
 	{"apply", ctl_cmd_apply, "create or update what YAML manifests describe (idempotent)"},
+	{"kubeconfig", ctl_cmd_kubeconfig, "print a workspace's kubeconfig for one of its clusters"},
+	{"regenerate", ctl_cmd_regenerate, "regenerate a workspace's kubeconfig (cuts off the old ones)"},
 	{"version", cmd_version, "print egsctl's version"},
 	{"help", cmd_help, "help on a command"},
 };

@@ -89,7 +89,13 @@ from egs.internal.inventory.list_inventory_data import (
 )
 from egs.internal.workspace.list_workspaces_data import ListWorkspacesResponse, Namespace, Workspace
 from egs.inventory_operations import inventory, workspace_inventory
-from egs.workspace import create_workspace, delete_workspace, get_workspace_kubeconfig, list_workspaces
+from egs.workspace import (
+    create_workspace,
+    delete_workspace,
+    get_workspace_kubeconfig,
+    list_workspaces,
+    regenerate_workspace_kubeconfig,
+)
 
 __version__ = "0.1.0"
 
@@ -113,6 +119,7 @@ __all__ = [
     "delete_workspace",
     "list_workspaces",
     "get_workspace_kubeconfig",
+    "regenerate_workspace_kubeconfig",
     "request_gpu_with_auto_selection",
     "request_gpu_with_auto_gpu_selection",
     "request_gpu_with_auto_cluster",

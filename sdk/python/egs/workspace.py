@@ -62,3 +62,24 @@ def get_workspace_kubeconfig(
         {"workspaceName": workspace_name, "clusterName": cluster_name},
     )
     return data.get("kubeConfig") if isinstance(data, dict) else None
+
+
+def regenerate_workspace_kubeconfig(
+    workspace_name: str,
+    cluster_name: Optional[str] = None,
+    authenticated_session: Optional[AuthenticatedSession] = None,
+) -> List[dict]:
+    """Cut off every kubeconfig of the workspace handed out so far, on ``cluster_name`` or (None) on all
+    of its clusters: egsd drops the stored tokens and each cluster's agent recreates the slice's
+    ServiceAccount, so every token minted for it stops working.  Fetch the new kubeconfig with
+    ``get_workspace_kubeconfig`` once the agent reported it (until then it raises ``UnhandledException``
+    with ``error_key == "KUBECONFIG_NOT_READY"``).  Returns one dict per cluster:
+    ``{"clusterName", "generation", "agentMintsTokens"}``.  Admins and the workspace's owners may.
+    """
+    auth = get_authenticated_session(authenticated_session)
+    body = {"workspaceName": workspace_name}
+    if cluster_name is not None:
+        body["clusterName"] = cluster_name
+    data = auth.client.call("POST", WORKSPACE_PATH + "/kube-config/regenerate", body)
+    clusters = data.get("clusters") if isinstance(data, dict) else None
+    return list(clusters) if isinstance(clusters, list) else []
