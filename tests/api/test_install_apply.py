@@ -1,9 +1,9 @@
 """deploy/kubernetes applied with the real `kubectl apply -k` to the fake Kubernetes API server
 (tests/fake-k8s, which enforces RBAC), and a kubeconfig from egsd that works there: the agent's ClusterRole
 grants what docs/kubernetes-install.md lists and refuses the rest, the GPR custom resource is served with
-its printer columns, and a slice ServiceAccount bound to egs-slice-user (the agent's job; done here by
-hand, as the agent's sliceAccess side is not built yet) gives a kubeconfig from egsd that lists pods in the
-slice's namespace and is refused elsewhere."""
+its printer columns, and a slice ServiceAccount bound to egs-slice-user (the agent's job, done here by hand;
+test_slice_access_k8s.py has the agent do it) gives a kubeconfig from egsd that lists pods in the slice's
+namespace and is refused elsewhere."""
 import base64
 import os
 import shutil
@@ -57,7 +57,7 @@ def test_apply_both_bases_and_the_agents_rbac(k8s, tmp_path):
 
 def test_gpr_custom_resource_and_a_working_kubeconfig_from_egsd(k8s, tmp_path):
     ok(k8s.kubectl("apply", "-k", os.path.join(ROOT, "deploy", "kubernetes", "worker")))
-    # What the agent's sliceAccess action will do (docs/internals/agent-protocol.md, section 5), by hand.
+    # What the agent's sliceAccess action does (docs/internals/agent-protocol.md, section 5), by hand.
     # (kubectl apply sends JSON; the fake refuses the protobuf bodies of typed `kubectl create`.)
     ok(k8s.kubectl("apply", "-f", "-", input="""
 apiVersion: v1
