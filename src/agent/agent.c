@@ -503,7 +503,7 @@ struct egs_agent *egs_agent_new(const struct egs_agent_config *cfg)
 	egs_client_set_abort(a->hb_client, abort_check, a);
 	egs_client_set_abort(a->act_client, abort_check, a);
 	egs_backend_set_stop(a->be, abort_check, a);
-	egs__agent_slice_init(a, cfg->server_url, cfg->token);
+	egs__agent_slice_init(a, cfg->server_url, cfg->token, cfg->ca_file);
 	return a;
 }
 

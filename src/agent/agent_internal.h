@@ -70,9 +70,9 @@ void egs__agent_run_action(struct egs_agent *a, json_t *act, json_t *batch);
 bool egs__agent_slice_action(struct egs_agent *a, json_t *act);
 
 /* Slice access lifecycle (agent_slice.c): init from egs_agent_new() (the report client, when the
- * backend has slice access; server_url and token borrowed), start from egs_agent_start() (the report
+ * backend has slice access; server_url, token and ca_file (may be NULL) borrowed), start from egs_agent_start() (the report
  * thread), cleanup from egs_agent_free() after the stop (joins the thread, frees). */
-void egs__agent_slice_init(struct egs_agent *a, const char *server_url, const char *token);
+void egs__agent_slice_init(struct egs_agent *a, const char *server_url, const char *token, const char *ca_file);
 enum egs_err egs__agent_slice_start(struct egs_agent *a);
 void egs__agent_slice_cleanup(struct egs_agent *a);
 

@@ -250,12 +250,14 @@ static bool aborting(void *arg)
 	return egs_agent_stopping(arg);
 }
 
-void egs__agent_slice_init(struct egs_agent *a, const char *server_url, const char *token)
+void egs__agent_slice_init(struct egs_agent *a, const char *server_url, const char *token, const char *ca_file)
 {
 	pthread_mutex_init(&a->slice_mu, NULL);
 	if (egs_backend_has_slices(a->be)) {
+		/* The same URL, token and CA file that the agent's other clients took already. */
 		a->slice_client = egs_client_new(server_url, token);
-		EGS_ASSERT(a->slice_client); /* the same URL and token as the agent's other clients */
+		bool ok = a->slice_client && (!ca_file || egs_client_set_ca_file(a->slice_client, ca_file) == EGS_OK);
+		EGS_ASSERT(ok);
 	}
 }
 
