@@ -5,7 +5,11 @@
 # tests/fake-k8s).  It makes one node look like a GPU node (labels nvidia.com/gpu.product and
 # nvidia.com/gpu.memory, and 1 nvidia.com/gpu of capacity patched into its status, as a device plugin
 # would), then: discovery and the EGS taint, a GPR provisioned onto it (node labels, slice namespace), a pod
-# of the slice running there, release (the pod evicted, labels and cordon gone), and cleans up after itself.
+# of the slice running there, release (the pod evicted, labels and cordon gone); then slice access
+# (tests/api/test_slice_access_k8s.py): the workspace's kubeconfig from egsd works in the slice's namespace
+# and is refused on nodes and in kube-system, gets 401 after regeneration while the new one works, and
+# deleting the workspace is refused while the namespace runs a pod and, forced, deletes the namespace the
+# agent created; and cleans up after itself.
 #
 #   KUBECONFIG=~/.kube/config tests/k8s-real.sh [node]
 #
@@ -34,6 +38,7 @@ cleanup() {
 	kubectl patch node "$NODE" --subresource=status --type=json \
 		-p '[{"op":"remove","path":"/status/capacity/nvidia.com~1gpu"}]' >/dev/null 2>&1 || true
 	kubectl uncordon "$NODE" >/dev/null 2>&1 || true
+	kubectl delete clusterrole egs-slice-user >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
@@ -60,7 +65,11 @@ build/bin/egsd --listen "127.0.0.1:$PORT" --data "$WORK/egsd" --dev-clock >"$WOR
 EGSD_PID=$!
 until_ok 10 curl -fsS "http://127.0.0.1:$PORT/healthz" || fail "egsd did not start"
 KEY=$(cat "$WORK/egsd/admin.key")
-TOKEN=$(api -X POST "http://127.0.0.1:$PORT/api/v1/clusters" -d '{"clusterName":"real"}' | field 'd["data"]["agentToken"]')
+SERVER=$(kubectl config view --raw --minify --flatten -o jsonpath='{.clusters[0].cluster.server}')
+CA=$(kubectl config view --raw --minify --flatten -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+TOKEN=$(api -X POST "http://127.0.0.1:$PORT/api/v1/clusters" \
+	-d "{\"clusterName\":\"real\",\"apiServer\":\"$SERVER\",\"caData\":\"$CA\"}" | field 'd["data"]["agentToken"]')
+kubectl apply -f deploy/kubernetes/worker/slice-user-role.yaml >/dev/null
 printf '%s\n' "$TOKEN" >"$WORK/token"
 chmod 600 "$WORK/token"
 build/bin/egs-agent --server "http://127.0.0.1:$PORT" --cluster real --token-file "$WORK/token" \
@@ -106,4 +115,38 @@ until_ok 30 gone || fail "the pod was not evicted"
 [ -z "$(kubectl get node "$NODE" -o jsonpath='{.spec.unschedulable}')" ] || fail "node left cordoned"
 kubectl get events -n "$NS" | grep -q NodeDetached || fail "no NodeDetached event in $NS"
 say "released: pod evicted, labels and cordon gone, events written"
+
+# Slice access: the agent made a ServiceAccount and RoleBinding in $NS and reported a token.
+kc() { # kc FILE: the workspace's kubeconfig into FILE once egsd hands it out
+	api -X POST "http://127.0.0.1:$PORT/api/v1/slice-workspace/kube-config" \
+		-d '{"workspaceName":"real-ws","clusterName":"real"}' | field 'd["data"]["kubeConfig"]' >"$1"
+}
+until_ok 60 kc "$WORK/slice1" || fail "no kubeconfig for real-ws"
+[ "$(kubectl -n "$NS" get rolebinding egs-slice-user -o jsonpath='{.roleRef.name}')" = egs-slice-user ] ||
+	fail "no RoleBinding egs-slice-user in $NS"
+as() { f=$1; shift; KUBECONFIG=$f kubectl "$@"; }
+as "$WORK/slice1" get pods >/dev/null || fail "the slice's kubeconfig cannot list pods in $NS"
+as "$WORK/slice1" get nodes 2>&1 | grep -qi forbidden || fail "the slice's kubeconfig may list nodes"
+as "$WORK/slice1" -n kube-system get pods 2>&1 | grep -qi forbidden || fail "the slice's kubeconfig reaches kube-system"
+say "the slice's kubeconfig works in $NS only; regenerating"
+api -X POST "http://127.0.0.1:$PORT/api/v1/slice-workspace/kube-config/regenerate" -d '{"workspaceName":"real-ws"}' >/dev/null
+until_ok 60 kc "$WORK/slice2" || fail "no kubeconfig after the regeneration"
+as "$WORK/slice1" get pods 2>&1 | grep -qi unauthorized || fail "the old kubeconfig still works after regeneration"
+as "$WORK/slice2" get pods >/dev/null || fail "the new kubeconfig does not work"
+say "regenerated: the old kubeconfig gets 401, the new one works"
+
+kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: waiting, namespace: $NS}
+spec: {containers: [{name: main, image: registry.k8s.io/pause:3.9}]}
+EOF
+ws_delete() { curl -sS -o "$WORK/del.json" -w '%{http_code}' -X DELETE -H "Authorization: Bearer $KEY" \
+	-H 'Content-Type: application/json' "http://127.0.0.1:$PORT/api/v1/slice-workspace" -d "$1"; }
+refused() { [ "$(ws_delete '{"workspaceName":"real-ws"}')" = 409 ] && grep -q NAMESPACE_HAS_PODS "$WORK/del.json"; }
+until_ok 30 refused || fail "deleting the workspace with a pod in $NS was not refused: $(cat "$WORK/del.json")"
+[ "$(ws_delete '{"workspaceName":"real-ws","force":true}')" = 200 ] || fail "forced delete: $(cat "$WORK/del.json")"
+ns_gone() { ! kubectl get namespace "$NS" >/dev/null 2>&1; }
+until_ok 120 ns_gone || fail "namespace $NS (created by the agent) was not deleted with the workspace"
+say "workspace deletion: refused while a pod runs, forced: the agent's namespace deleted"
 echo "PASS"

@@ -176,8 +176,8 @@ static void slice_access(struct egs_agent *a, json_t *act)
 	char msg[EGS__AGENT_MSG_MAX] = "";
 	enum egs_err rc;
 
-	if (!req.workspace || !req.service_account || !json_is_integer(gen) || req.generation < 1 ||
-	    !names(json_object_get(act, "namespaces"), &ns)) {
+	if (!json_is_string(json_object_get(act, "actionId")) || !req.workspace || !req.service_account ||
+	    !json_is_integer(gen) || req.generation < 1 || !names(json_object_get(act, "namespaces"), &ns)) {
 		EGS_LOG_WARN("ignoring a malformed sliceAccess action");
 		goto out;
 	}

@@ -375,7 +375,13 @@ enum egs_err egs__k8s_slice_release(struct egs_backend *b, const char *ws, const
 		goto out;
 	}
 	if (is_agent(label(obj, EGS_K8S_LABEL_CREATED_BY))) {
-		rc = delete_gone_ok(k, path, msg, msgsz);
+		json_t *ans = NULL;
+		rc = call(k, "DELETE", path, NULL, NULL, &ans, msg, msgsz);
+		if (rc == EGS_OK && json_object_get(json_object_get(ans, "metadata"), "deletionTimestamp"))
+			egs_kube_reflector_put(k->namespaces, ans); /* Terminating: left out of the next report */
+		json_decref(ans);
+		if (rc == EGS_ERR_NOT_FOUND)
+			rc = EGS_OK;
 		if (rc == EGS_OK)
 			snprintf(msg, msgsz, "deleted namespace %s (the agent created it for slice %s)", ns, ws);
 	} else {
