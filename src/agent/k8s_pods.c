@@ -74,8 +74,12 @@ json_t *egs_k8s_pod_trim(json_t *pod)
 	bool dcgm = egs_k8s_pod_is_dcgm(pod);
 
 	EGS_ASSERT(out);
-	if (!gpus && !dcgm)
+	if (!gpus && !dcgm) {
+		/* Only the phase: slice access counts the pods still running per namespace (k8s_slice.c). */
+		if (json_is_string(get2(pod, "status", "phase")))
+			json_object_set_new(out, "status", json_pack("{s:O}", "phase", get2(pod, "status", "phase")));
 		return out;
+	}
 	json_t *labels = json_object(), *v, *st = json_object_get(pod, "status");
 	const char *k;
 	json_object_foreach(json_object_get(md, "labels"), k, v)

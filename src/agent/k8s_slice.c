@@ -13,6 +13,7 @@
  *   - a ServiceAccount whose egs.kubeslice.io/generation differs from the action's is deleted and made
  *     again: bound tokens name their ServiceAccount's UID, so every token minted before dies with it;
  *   - tokens are never logged and never put in a message.
+ * The report counts pods from the backend's pod cache (k8s_pods.c keeps every pod's phase): no API call.
  * Every step reads the object from the API server (not the cache) and writes only the difference, so a
  * repeated action is harmless.
  */
@@ -28,7 +29,6 @@
 #define SLICE_ROLE "egs-slice-user"
 #define RBAC_PATH "/apis/rbac.authorization.k8s.io/v1/namespaces"
 #define STATE_MAX 1024 /* slice namespaces reported at most */
-#define PODS_LIMIT 500 /* pods counted per namespace at most */
 
 static struct egs_k8s *k8s_of(struct egs_backend *b)
 {
@@ -409,46 +409,34 @@ static void collect_mine(void *arg, const char *key, json_t *obj)
 					     created, "runningPods", 0));
 }
 
-/* The pods of ns that have not finished (Pending or Running; Terminating ones still run), at most
- * PODS_LIMIT; -1 when the API server does not answer. */
-static int running_pods(struct egs_k8s *k, const char *ns)
+/* Counts a pod (obj) that has not finished (Pending, Running, or no phase yet; Terminating ones still
+ * run) in the runningPods of its namespace's entry, if the report (arg: name -> entry) has one. */
+static void count_pod(void *arg, const char *key, json_t *obj)
 {
-	char esc[300], path[600], msg[256];
-	json_t *ans = NULL;
-	int n = -1;
+	json_t *by_ns = arg, *e;
+	const char *ns = json_string_value(json_object_get(json_object_get(obj, "metadata"), "namespace"));
+	const char *phase = json_string_value(json_object_get(json_object_get(obj, "status"), "phase"));
 
-	if (!egs_kube_escape(ns, esc, sizeof(esc)))
-		return 0;
-	snprintf(path, sizeof(path),
-		 "/api/v1/namespaces/%s/pods?fieldSelector=status.phase%%21%%3DSucceeded%%2Cstatus.phase%%21%%3DFailed"
-		 "&limit=%d",
-		 esc, PODS_LIMIT);
-	if (call(k, "GET", path, NULL, NULL, &ans, msg, sizeof(msg)) == EGS_OK)
-		n = (int)json_array_size(json_object_get(ans, "items"));
-	else
-		EGS_LOG_DEBUG("cannot count the pods of namespace %s: %s", ns, msg);
-	json_decref(ans);
-	return n;
+	(void)key;
+	if (!ns || !(e = json_object_get(by_ns, ns)) || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+		return;
+	json_object_set_new(e, "runningPods", json_integer(json_integer_value(json_object_get(e, "runningPods")) + 1));
 }
 
 json_t *egs__k8s_slice_state(struct egs_backend *b)
 {
 	struct egs_k8s *k = k8s_of(b);
-	json_t *out = json_array(), *v;
+	json_t *out, *by_ns, *v;
 	size_t i;
 
-	if (!egs_kube_reflector_wait_synced(k->namespaces, 0)) {
-		json_decref(out);
+	if (!egs_kube_reflector_wait_synced(k->namespaces, 0) || !egs_kube_reflector_wait_synced(k->pods, 0))
 		return NULL;
-	}
+	out = json_array();
+	by_ns = json_object();
 	egs_kube_reflector_foreach(k->namespaces, collect_mine, out);
-	json_array_foreach(out, i, v) {
-		int n = running_pods(k, json_string_value(json_object_get(v, "name")));
-		if (n < 0) {
-			json_decref(out);
-			return NULL;
-		}
-		json_object_set_new(v, "runningPods", json_integer(n));
-	}
+	json_array_foreach(out, i, v)
+		json_object_set(by_ns, json_string_value(json_object_get(v, "name")), v); /* the same objects */
+	egs_kube_reflector_foreach(k->pods, count_pod, by_ns);
+	json_decref(by_ns);
 	return out;
 }
