@@ -30,7 +30,7 @@ LIBAGENT  := $(BUILD)/lib/libegsagent.a
 BINS      := $(BUILD)/bin/egsd $(BUILD)/bin/egs-agent $(BUILD)/bin/egsctl
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps test unit api run clean format install portal portal-test bench-portal bench bench-tls bench-deep bench-pg bench-planner bench-queue egs-sim sim bench-slurm
+.PHONY: all deps test unit api run clean format install portal portal-test bench-portal bench bench-tls bench-deep bench-pg bench-ha bench-planner bench-queue egs-sim sim bench-slurm
 all: deps-check $(BINS) $(BUILD)/bench/egs-sim
 
 deps-check:
@@ -146,6 +146,10 @@ bench-deep: all
 # Durable creates/s with egsd on PostgreSQL, SQLite's figure from the same run beside it.
 bench-pg: all
 	./bench/pg/run.sh
+
+# Reads on a follower beside the leader, and failover time over 20 kills (docs/ha.md).
+bench-ha: all
+	/usr/bin/python3 bench/ha/run.py
 
 # Slurm 22.05 (installed from Debian when missing) against egsd: estimates and submission rates.
 bench-slurm: all
