@@ -149,8 +149,8 @@ static json_t *parse_entry(struct egs_req *r, json_t *o, size_t i)
 		egs_reply_invalid(r, f, "%s must be an integer from 0 to %d", f, PODS_MAX);
 		return NULL;
 	}
-	v = json_object_get(o, "createdByAgent");
-	if (v && !json_is_boolean(v)) {
+	v = json_object_get(o, "createdByAgent"); /* optional: null is "not given" */
+	if (v && !json_is_null(v) && !json_is_boolean(v)) {
 		snprintf(f, sizeof(f), "namespaces[%zu].createdByAgent", i);
 		egs_reply_invalid(r, f, "%s must be true or false", f);
 		return NULL;

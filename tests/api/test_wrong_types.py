@@ -120,6 +120,9 @@ BASES = {
         "clusterName": "c1", "actionId": "a-1", "workspace": "w", "generation": 1, "ok": True,
         "token": "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln", "expiresAt": "2099-01-01T00:00:00Z",
         "serviceAccount": "egs-w", "namespaces": ["w-ns"], "message": "m"}),
+    ("POST", "/api/v1/agent/slice-namespaces"): ("agent", {
+        "clusterName": "c1", "namespaces": [{"name": "w-ns", "workspace": "w", "createdByAgent": True,
+                                             "runningPods": 0}]}),
     ("POST", "/api/v1/agent/gprs"): ("agent", {"namespace": "w-ns", "name": "wt-cr", "uid": "wt-uid-1",
                                                "generation": 1, "spec": {"numberOfGPUNodes": 1}}),
     ("DELETE", "/api/v1/agent/gprs"): ("agent", {"uid": "wt-uid-1"}),
