@@ -150,6 +150,14 @@ def test_a_follower_serves_reads_forwards_writes_and_streams_events(tmpdir_path)
         wait_for(lambda: fb.get("/api/v1/gpr?gprId=" + gid)["status"]["provisioningStatus"] == "Provisioned",
                  what="the GPR provisioned through the follower's forwarding")
         assert fb.get("/api/v1/gpr/list?sliceName=w")["items"][0]["gprId"] == gid
+        # Every read route answers on the follower from its own model: none changes state (a follower
+        # would refuse that turn with 503 NOT_LEADER) or needs the leader.
+        paths = [p for p, ops in json.loads(fb.raw("GET", "/api/v1/openapi.json")[1])["paths"].items()
+                 if "get" in ops and "{" not in p and "/agent/" not in p and not p.endswith("/watch")]
+        assert len(paths) > 20, paths
+        for p in paths:
+            status, doc = fb.call("GET", p)
+            assert status not in (500, 502, 503), (p, status, doc)  # 501: inference endpoints, not built
     finally:
         if agent:
             agent.stop()
