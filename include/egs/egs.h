@@ -244,4 +244,16 @@ struct egs_client_event_filter {
 /* GET /api/v1/events: events of the caller's scope, newest first. */
 enum egs_err egs_client_events(struct egs_client *c, const struct egs_client_event_filter *f, json_t **items);
 
+/* ---- the audit log ---- */
+/* Filters of egs_client_audit(); NULL members and limit 0 do not filter. */
+struct egs_client_audit_filter {
+	const char *since, *until; /* RFC 3339, or a duration back from now ("24h") */
+	const char *actor;         /* an API key's id or name */
+	const char *cont;          /* the previous page's continue token */
+	int limit;                 /* 1..1000; 0 = the server's default (100) */
+};
+/* GET /api/v1/audit (admins without a project scope): *answer is the data, {items, continue}, oldest
+ * first (caller decrefs). */
+enum egs_err egs_client_audit(struct egs_client *c, const struct egs_client_audit_filter *f, json_t **answer);
+
 #endif

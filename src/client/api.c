@@ -338,3 +338,22 @@ enum egs_err egs_client_events(struct egs_client *c, const struct egs_client_eve
 	}
 	return call_get(c, "GET", &p, NULL, "items", items);
 }
+
+enum egs_err egs_client_audit(struct egs_client *c, const struct egs_client_audit_filter *f, json_t **answer)
+{
+	struct path p;
+	char limit[16];
+
+	path_init(&p, "/api/v1/audit");
+	if (f) {
+		path_query(&p, "since", f->since);
+		path_query(&p, "until", f->until);
+		path_query(&p, "actor", f->actor);
+		path_query(&p, "continue", f->cont);
+		if (f->limit > 0) {
+			snprintf(limit, sizeof(limit), "%d", f->limit);
+			path_query(&p, "limit", limit);
+		}
+	}
+	return call_get(c, "GET", &p, NULL, NULL, answer);
+}

@@ -30,6 +30,7 @@ static const char get_help[] =
 	"  policies (policy)       workspace policies (NAME is a workspace) and the global one\n"
 	"  gprtemplates (template) GPR templates: request shapes (docs/templates.md)\n"
 	"  gprtemplatebindings     which templates each workspace may use (NAME is a workspace)\n"
+	"  audit                   the audit log of writes, oldest first (admins without a project)\n"
 	"\n"
 	"options:\n"
 	"  -w, --workspace NAME    only this workspace (gprs, events, queue)\n"
@@ -37,8 +38,10 @@ static const char get_help[] =
 	"  --cluster NAME          only this cluster (nodes, gpus)\n"
 	"  --gpr ID                only events of this GPR\n"
 	"  --type Normal|Warning   only events of this type\n"
-	"  --since DURATION        only events newer than this (1h, 30m)\n"
-	"  --limit N               at most N events (default 100)\n"
+	"  --since DURATION        only events (audit entries) newer than this (1h, 30m)\n"
+	"  --until TIME            only audit entries older than this (RFC 3339 or a duration)\n"
+	"  --actor KEY             only audit entries of this API key (id or name)\n"
+	"  --limit N               at most N events or audit entries (default 100)\n"
 	"  -o FORMAT               table, wide, json, yaml or name\n"
 	"\n"
 	"examples:\n"
@@ -46,10 +49,11 @@ static const char get_help[] =
 	"  egsctl get queue -o wide\n"
 	"  egsctl get gpr gpr-00000001-ab12 -o yaml\n"
 	"  egsctl get events --type Warning --since 1h\n"
+	"  egsctl get audit --since 24h --actor alice\n"
 	"  egsctl get policy team-a -o yaml\n";
 
 struct get_opts {
-	const char *workspace, *status, *cluster, *gpr, *type, *since, *limit;
+	const char *workspace, *status, *cluster, *gpr, *type, *since, *limit, *until, *actor;
 	const char *names[16];
 	int nnames;
 };
@@ -576,6 +580,41 @@ static int get_events(struct ctl *c, struct egs_client *cl, const struct get_opt
 	return CTL_OK;
 }
 
+/* ---- the audit log ---- */
+
+static int get_audit(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	static const char *const headers[] = {"TIME", "ACTOR", "ROLE", "METHOD", "ROUTE", "TARGET", "STATUS", "PEER",
+					      "ERROR", "KEY ID"};
+	struct egs_client_audit_filter f = {o->since, o->until, o->actor, NULL, 0};
+	json_t *answer = NULL, *items, *e;
+	long limit = 0;
+	size_t i;
+
+	if (o->limit && !ctl_int(c, "--limit", o->limit, 1, 1000, &limit))
+		return CTL_USAGE;
+	f.limit = (int)limit;
+	enum egs_err err = egs_client_audit(cl, &f, &answer);
+	if (err)
+		return ctl_fail(c, err, "read the audit log");
+	items = json_object_get(answer, "items");
+	if (!print_structured(c, items, false, "audit", "id")) {
+		struct ctl_table *t = ctl_table_new(headers, c->format == CTL_OUT_WIDE ? 10 : 8);
+		json_array_foreach(items, i, e) {
+			json_t *who = json_object_get(e, "actor");
+			char status[16];
+			snprintf(status, sizeof(status), "%lld", ctl_int_of(e, "status"));
+			ctl_table_add(t, ctl_str(e, "time"), ctl_str(who, "keyName"), ctl_str(who, "role"), ctl_str(e, "method"),
+				      ctl_str(e, "route"), or_dash(ctl_str(e, "target")), status, ctl_str(e, "peer"),
+				      or_dash(ctl_str(e, "errorKey")), ctl_str(who, "keyId"));
+		}
+		ctl_table_print(t, stdout);
+		ctl_table_free(t);
+	}
+	json_decref(answer);
+	return CTL_OK;
+}
+
 /* ---- GPR templates and bindings (ctl_template.c) ---- */
 
 static int get_templates(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
@@ -607,6 +646,7 @@ static const struct resource resources[] = {
 	{{"policies", "policy", "workspacepolicies", "workspacepolicy"}, get_policies, true},
 	{{"gprtemplates", "gprtemplate", "templates", "template"}, get_templates, true},
 	{{"gprtemplatebindings", "gprtemplatebinding", "templatebindings", "templatebinding"}, get_bindings, true},
+	{{"audit", "auditlog", NULL, NULL}, get_audit, false},
 };
 
 static const struct resource *find_resource(const char *name)
@@ -639,7 +679,8 @@ int ctl_cmd_get(struct ctl *c, int argc, char **argv)
 		{"workspace", 'w', &o.workspace, NULL, NULL}, {"status", 0, &o.status, NULL, NULL},
 		{"cluster", 0, &o.cluster, NULL, NULL},       {"gpr", 0, &o.gpr, NULL, NULL},
 		{"type", 0, &o.type, NULL, NULL},             {"since", 0, &o.since, NULL, NULL},
-		{"limit", 0, &o.limit, NULL, NULL},           {NULL, 0, NULL, NULL, NULL},
+		{"limit", 0, &o.limit, NULL, NULL},           {"until", 0, &o.until, NULL, NULL},
+		{"actor", 0, &o.actor, NULL, NULL},           {NULL, 0, NULL, NULL, NULL},
 	};
 	const char *pos[17];
 	char kind[40];
@@ -652,7 +693,7 @@ int ctl_cmd_get(struct ctl *c, int argc, char **argv)
 	if (rc || help)
 		return ctl_help(rc, help, get_help);
 	if (npos == 0)
-		return ctl_usage(c, "name a resource: gprs, workspaces, nodes, gpus, clusters, events, queue, policies, gprtemplates or gprtemplatebindings (see --help)");
+		return ctl_usage(c, "name a resource: gprs, workspaces, nodes, gpus, clusters, events, queue, policies, gprtemplates, gprtemplatebindings or audit (see --help)");
 	if (npos == 1 && strchr(pos[0], '/')) { /* get gpr/ID: the resource and one name */
 		size_t n = (size_t)(strchr(pos[0], '/') - pos[0]);
 		r = NULL;
@@ -669,7 +710,7 @@ int ctl_cmd_get(struct ctl *c, int argc, char **argv)
 	}
 	r = find_resource(pos[0]);
 	if (!r)
-		return ctl_usage(c, "unknown resource '%s': use gprs, workspaces, nodes, gpus, clusters, events, queue, policies, gprtemplates or gprtemplatebindings",
+		return ctl_usage(c, "unknown resource '%s': use gprs, workspaces, nodes, gpus, clusters, events, queue, policies, gprtemplates, gprtemplatebindings or audit",
 				 pos[0]);
 	if (npos > 1 && !r->named)
 		return ctl_usage(c, "get %s takes no names (filter with the options of --help)", r->names[0]);

@@ -291,4 +291,20 @@ struct egs_event {
 	bool listed;   /* runtime: already in the state's listing ring (a repeat is written again) */
 };
 
+/* One audited write of the user-facing API (server/audit.h): who, what, when, from where.  Never a
+ * key or a request body. */
+struct egs_audit {
+	int64_t id;   /* assigned by egs_state_audit, increasing */
+	int64_t time; /* when it was answered (UNIX seconds) */
+	char key_id[EGS_ID_MAX];
+	char key_name[EGS_NAME_MAX];
+	char role[16];   /* Admin | Owner | Viewer */
+	char method[8];  /* POST | PUT | PATCH | DELETE */
+	char route[128]; /* the route's path */
+	char target[128]; /* the object it named (an id or a name), "" when none */
+	int status;      /* the HTTP status of the answer */
+	char error_key[48]; /* the errorKey of an error answer, "" on success */
+	char peer[64];   /* the client's address */
+};
+
 #endif

@@ -379,6 +379,9 @@ void egs_state_cleanup(struct egs_state *st)
 	egs_vec_cleanup(&st->held);
 	free(st->pool_layout_keys);
 	egs_vec_cleanup(&st->new_events);
+	for (size_t i = 0; i < st->new_audit.len; i++)
+		free(st->new_audit.items[i]);
+	egs_vec_cleanup(&st->new_audit);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -648,9 +651,15 @@ void egs_state_event(struct egs_state *st, int64_t now, const char *type, const 
 	egs_vec_push(&st->new_events, ev);
 }
 
+void egs_state_audit(struct egs_state *st, struct egs_audit *a)
+{
+	a->id = ++st->audit_last_id;
+	egs_vec_push(&st->new_audit, a);
+}
+
 bool egs_state_has_changes(const struct egs_state *st)
 {
-	return st->changes.len > 0 || st->new_events.len > 0;
+	return st->changes.len > 0 || st->new_events.len > 0 || st->new_audit.len > 0;
 }
 
 void egs_state_clear_changes(struct egs_state *st)
@@ -675,6 +684,9 @@ void egs_state_clear_changes(struct egs_state *st)
 	for (size_t i = 0; i < fresh; i++)
 		ring_push(st, st->new_events.items[i]);
 	st->new_events.len = 0;
+	for (size_t i = 0; i < st->new_audit.len; i++)
+		free(st->new_audit.items[i]);
+	st->new_audit.len = 0;
 }
 
 /* The newest committed or uncommitted event like the one described, or NULL. */

@@ -55,6 +55,8 @@ struct egs_state {
 	struct egs_vec held;            /* GPRs released early whose capacity is held (core/held.h) */
 	struct egs_vec changes;         /* struct egs_change*, this turn's mutations */
 	struct egs_vec new_events;      /* struct egs_event*, this turn's events (owned) */
+	struct egs_vec new_audit;       /* struct egs_audit*, this turn's audit entries (owned) */
+	int64_t audit_last_id;          /* the largest audit id given out (or stored, after a start) */
 	struct egs_event **events;      /* ring of recent committed events (owned) */
 	size_t events_head, events_len;
 	uint64_t next_seq;
@@ -128,10 +130,13 @@ void egs_state_event_repeat(struct egs_state *st, int64_t now, int64_t window, c
  * ones.  Call it between turns or from a handler; never from inside a commit. */
 void egs_state_set_event_retention(struct egs_state *st, size_t retention);
 
-/* True when this turn has changes or events waiting for a commit. */
+/* Adds an audit entry to this turn's commit (takes ownership) and gives it the next id. */
+void egs_state_audit(struct egs_state *st, struct egs_audit *a);
+
+/* True when this turn has changes, events or audit entries waiting for a commit. */
 bool egs_state_has_changes(const struct egs_state *st);
-/* After a successful commit: clears dirty flags, frees deleted objects, moves new events into the
- * listing ring (dropping the oldest beyond cfg.event_retention). */
+/* After a successful commit: clears dirty flags, frees deleted objects and audit entries, moves new
+ * events into the listing ring (dropping the oldest beyond cfg.event_retention). */
 void egs_state_clear_changes(struct egs_state *st);
 
 /* Frees helpers for objects not (or no longer) owned by a state. */

@@ -11,6 +11,7 @@
 
 #include "core/sched.h"
 #include "core/util.h"
+#include "server/audit.h"
 #include "server/portal.h"
 #include "server/conn.h"
 
@@ -147,6 +148,7 @@ static void finish(struct egs_req *r, int status, json_t *envelope)
 	struct evbuffer *buf = evbuffer_new();
 	EGS_ASSERT(buf);
 	EGS_ASSERT(json_dump_callback(envelope, dump_to_evbuffer, buf, JSON_COMPACT) == 0);
+	egs_audit_answer(r, status, envelope); /* an audited write joins the turn: its reply waits for it */
 	json_decref(envelope);
 	struct evkeyvalq *h = evhttp_request_get_output_headers(r->ev);
 	evhttp_add_header(h, "Content-Type", "application/json");
@@ -475,6 +477,7 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_agent_events, /* GPR events the agents mirror into their clusters */
 	egs_routes_agent_gpr, /* the agents' GPRs for GPUProvisioningRequest custom resources */
 	egs_routes_kubeslice, /* the agents' slice namespaces */
+	egs_routes_audit,    /* the audit log of writes (audit.h) */
 };
 
 bool egs_path_match(const char *pattern, const char *path)

@@ -54,6 +54,8 @@ static void usage(FILE *f)
 		   "               lifetime asked of the agents for slice ServiceAccount tokens, the ones in\n"
 		   "               workspace kubeconfigs (600 to 31622400, default 604800: 7 days); renewed when a\n"
 		   "               quarter is left\n"
+		   "  --audit-retention DAYS\n"
+		   "               keep audit log entries this many days (default 90; 0 keeps them forever)\n"
 		   "  --quiet      no access log line per request\n");
 }
 
@@ -71,6 +73,7 @@ int main(int argc, char **argv)
 		{ "portal", required_argument, NULL, 'P' },
 		{ "max-connections", required_argument, NULL, 'm' },
 		{ "allow-private-webhooks", no_argument, NULL, 'W' },
+		{ "audit-retention", required_argument, NULL, 'R' },
 		{ "admin-key-file", required_argument, NULL, 'K' },
 		{ "tls-cert", required_argument, NULL, 'C' }, { "tls-key", required_argument, NULL, 'k' },
 		{ "slice-token-ttl", required_argument, NULL, 'T' },
@@ -84,6 +87,7 @@ int main(int argc, char **argv)
 	memset(&srv, 0, sizeof(srv));
 	srv.log_requests = true;
 	srv.state_cfg.backfill = 1;
+	srv.audit_retention_days = 90;
 	int c;
 	while ((c = getopt_long(argc, argv, "l:d:ct:qhf:p:n:", opts, NULL)) != -1) {
 		switch (c) {
@@ -130,6 +134,12 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'W': srv.allow_private_webhooks = true; break;
+		case 'R':
+			if (!egs_int_parse(optarg, 0, 100 * 365, &srv.audit_retention_days)) {
+				fprintf(stderr, "egsd: --audit-retention must be a number of days from 0 to 36500\n");
+				return 2;
+			}
+			break;
 		case 's':
 			if (!*optarg) {
 				fprintf(stderr, "egsd: --store-url must not be empty\n");

@@ -12,6 +12,7 @@
 
 #include "core/gpr.h"
 #include "core/util.h"
+#include "server/audit.h"
 #include "server/notify.h"
 #include "server/outbox.h"
 
@@ -549,8 +550,10 @@ void egs_obs_tick(struct egs_server *srv, int64_t now)
 	if (wall >= ob->next_prune) {
 		ob->next_prune = wall + PRUNE_EVERY_S;
 		forget_gone(srv);
-		if (!egs_state_has_changes(&srv->st))
+		if (!egs_state_has_changes(&srv->st)) {
 			prune(srv, now);
+			egs_audit_prune(srv, now); /* the audit log's retention (audit.h) */
+		}
 	}
 	if (wall >= ob->next_ping) {
 		ob->next_ping = wall + PING_EVERY_S;

@@ -175,6 +175,11 @@ static const struct schema_def schemas[] = {
 	{"Alert", "id:s reason:s severity:s clusterName:s value:n peak:n threshold:n unit:s since:t lastUpdated:t "
 		  "gpuNodeName:s sliceName:s? gprId:s? ~gpuUuid:s ~gpuIndex:i"},
 	{"AlertList", "items:[Alert] total:i"},
+	/* the audit log (audit.c) */
+	{"AuditActor", "keyId:s keyName:s role:e(Admin|Owner|Viewer)"},
+	{"AuditEntry", "id:s time:t actor:AuditActor method:e(POST|PUT|PATCH|DELETE) route:s target:s status:i "
+		       "errorKey:s peer:s"},
+	{"AuditList", "items:[AuditEntry] continue:s?"},
 	/* GPU views */
 	{"GpuRow", "uuid:s index:i gpuNodeName:s clusterName:s gpuShape:s powerW:n tempC:n utilPct:n memUsedMiB:i "
 		   "memTotalMiB:i gpuPowerThreshold:n gpuTempThreshold:n hotspot:b alerts:[s] workloads:[s] sampledAt:t? "
@@ -500,6 +505,9 @@ static const struct op ops[] = {
 	 "The caller's own API key (role and scope) and the server's clock, for the portal"},
 	{"get", "/api/v1/events", "Events", ALL, EV_FILTERS " limit:i continue", NULL, "EventList", JSON_ENVELOPE,
 	 "Events of the caller's scope, newest first, paged with continue"},
+	{"get", "/api/v1/audit", "Audit", ADMIN, "since until actor limit:i continue", NULL, "AuditList", JSON_ENVELOPE,
+	 "The audit log of writes (who, what, when, from where), oldest first, paged with continue; admins without a "
+	 "project scope only"},
 	{"get", "/api/v1/events/watch", "Events", ALL, EV_FILTERS " resourceVersion", NULL, NULL, EVENT_STREAM,
 	 "The same events as a server-sent event stream (Last-Event-ID resumes)"},
 	{"get", "/api/v1/gpus/table", "Observability", ALL, "sliceName workspace gprId workload namespace sort", NULL,

@@ -86,6 +86,7 @@ enum egs_err egs_server_reload(struct egs_server *srv)
 	}
 	carry_runtime(&srv->st, fresh, egs_now(srv));
 	fresh->cfg = srv->st.cfg;
+	fresh->audit_last_id = srv->st.audit_last_id; /* ids given out stay given out (audit.h) */
 	/* A walk in progress points into the old model: end it while that model still exists. */
 	if (egs_sched_walking(srv->plan))
 		egs_sched_abort(srv->plan);

@@ -16,6 +16,8 @@
  */
 #include "server/server.h"
 
+#include "server/audit.h"
+
 #include "core/policy.h"
 #include "core/util.h"
 #include "server/observe.h"
@@ -77,7 +79,7 @@ static void promote(struct egs_server *srv)
 	enum egs_err err;
 	event_del(srv->follow_ev);
 	srv->follower = false;
-	if ((err = egs_server_reload(srv)) || (err = egs_server_bootstrap(srv))) {
+	if ((err = egs_server_reload(srv)) || (err = egs_audit_start(srv)) || (err = egs_server_bootstrap(srv))) {
 		fprintf(srv->log, "level=fatal msg=\"taking over: the store cannot be loaded: %s; exiting\"\n",
 			egs_err_str(err));
 		fflush(srv->log);
@@ -88,6 +90,7 @@ static void promote(struct egs_server *srv)
 	int64_t now = egs_now(srv);
 	for (size_t i = 0; i < srv->st.active.len; i++) /* agents get a full period to converge, as at a start */
 		((struct egs_gpr *)srv->st.active.items[i])->phase_since = now;
+	srv->st.held_settle = now + srv->st.cfg.heartbeat_timeout_s; /* stored holds wait for the agents (held.h) */
 	fprintf(srv->log, "level=info msg=\"this egsd leads now\" epoch=%lld gprs=%zu nodes=%zu\n",
 		(long long)srv->leader.epoch, srv->st.gprs.len, srv->st.nodes.len);
 	fflush(srv->log);

@@ -4,6 +4,8 @@
  * SIGTERM.
  */
 #include "server/server.h"
+
+#include "server/audit.h"
 #include "server/kubecred.h"
 #include "server/kubeslice.h"
 
@@ -463,7 +465,8 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	if ((err = egs_store_try_lead(srv->store, srv->advertised, &led))) /* PostgreSQL: one leader */
 		return err;
 	srv->follower = !led;
-	if ((err = egs_store_load(srv->store, &srv->st)) || (led && (err = egs_server_bootstrap(srv))) ||
+	if ((err = egs_store_load(srv->store, &srv->st)) || (err = egs_audit_start(srv)) ||
+	    (led && (err = egs_server_bootstrap(srv))) ||
 	    (err = egs_kubecred_start(srv)) || (err = egs_policy_start(srv))) /* policies: parse the stored ones */
 		return err;
 	/* Time-outs of active GPRs restart with the process: agents get a full period to converge. */

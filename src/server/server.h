@@ -87,6 +87,7 @@ struct egs_server {
 	struct egs_conns *conns;          /* the connection front (conn.h), owned */
 	long max_connections;             /* egsd --max-connections; 0 = from the descriptor limit */
 	bool allow_private_webhooks;      /* egsd --allow-private-webhooks */
+	int64_t audit_retention_days;     /* egsd --audit-retention: audit entries kept this long (0 = forever) */
 	const char *tls_cert, *tls_key;   /* egsd --tls-cert/--tls-key (borrowed from argv); NULL = plain HTTP */
 	struct ssl_ctx_st *tls;           /* OpenSSL's SSL_CTX made from them (tls.h), owned; NULL = plain */
 	json_t *unmanaged; /* cluster name -> [unmanaged node object]: GPU nodes their agent reported as
@@ -290,6 +291,7 @@ extern const struct egs_route egs_routes_agent_gpr[]; /* api_agent_gpr.c: GPRs o
  * after an error reply.  api_agent_gpr.c calls them with the agent acting for a workspace. */
 struct egs_gpr *egs_gpr_api_create(struct egs_req *r);
 void egs_gpr_api_update(struct egs_req *r);
+extern const struct egs_route egs_routes_audit[];   /* audit.c: GET /api/v1/audit */
 
 /* Agent long polls: wakes the polls of clusters that now have actions (after a commit). */
 void egs_agent_wake_polls(struct egs_server *srv, bool timeouts_only);

@@ -92,3 +92,23 @@ enum egs_err egs_store_prune_events_below(struct egs_store *s, int64_t before, i
 {
 	return s->ops->prune_events_below(s, before, below_id, deleted);
 }
+
+enum egs_err egs_store_audit_list(struct egs_store *s, const struct egs_audit_filter *f, struct egs_vec *out)
+{
+	return s->ops->audit_list(s, f, out);
+}
+
+enum egs_err egs_store_audit_prune(struct egs_store *s, int64_t before, int64_t *deleted)
+{
+	int64_t n = 0;
+	enum egs_err err = s->ops->audit_prune(s, before, &n);
+	if (deleted)
+		*deleted = n;
+	return err;
+}
+
+enum egs_err egs_store_audit_last_id(struct egs_store *s, int64_t *out)
+{
+	*out = 0;
+	return s->ops->audit_last_id(s, out);
+}

@@ -85,4 +85,20 @@ enum egs_err egs_store_prune_events(struct egs_store *s, int64_t before, int64_t
 /* Same, and also deletes events with an id below below_id (retention by count; 0 = none). */
 enum egs_err egs_store_prune_events_below(struct egs_store *s, int64_t before, int64_t below_id, int64_t *deleted);
 
+/* ---- the audit log (table audit; server/audit.h) ---- */
+/* Entries written by egs_store_commit_changes from st->new_audit; these read and prune them. */
+struct egs_audit_filter {
+	int64_t since, until; /* time >= since and time < until (0: no bound) */
+	const char *actor;    /* a key id or key name, NULL for all (borrowed) */
+	int64_t after_id;     /* id > after_id: the paging cursor */
+	size_t limit;         /* at most this many */
+};
+/* Fills out (empty on entry) with the matching entries, oldest first (by id): struct egs_audit*,
+ * the caller frees each with free(). */
+enum egs_err egs_store_audit_list(struct egs_store *s, const struct egs_audit_filter *f, struct egs_vec *out);
+/* Deletes the entries older than before (UNIX seconds); *deleted (may be NULL) gets how many. */
+enum egs_err egs_store_audit_prune(struct egs_store *s, int64_t before, int64_t *deleted);
+/* The largest stored audit id (0 when none) into *out: egsd continues after it. */
+enum egs_err egs_store_audit_last_id(struct egs_store *s, int64_t *out);
+
 #endif

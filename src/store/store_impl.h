@@ -25,6 +25,9 @@ struct egs_store_ops {
 	enum egs_err (*meta_get)(struct egs_store *s, const char *key, char **value);
 	enum egs_err (*meta_set)(struct egs_store *s, const char *key, const char *value);
 	enum egs_err (*prune_events_below)(struct egs_store *s, int64_t before, int64_t below_id, int64_t *deleted);
+	enum egs_err (*audit_list)(struct egs_store *s, const struct egs_audit_filter *f, struct egs_vec *out);
+	enum egs_err (*audit_prune)(struct egs_store *s, int64_t before, int64_t *deleted);
+	enum egs_err (*audit_last_id)(struct egs_store *s, int64_t *out);
 };
 
 /* The first member of every implementation's handle (so a handle converts to and from it). */

@@ -19,6 +19,7 @@
  * the commit fails.
  */
 #include "store/store_impl.h"
+#include "store/store_audit.h"
 #include "store/store_pg.h"
 
 #include <stdio.h>
@@ -222,7 +223,10 @@ static bool prepare_all(struct pg_store *s)
 			return false;
 	}
 	upsert_sql(&q, "events", EGS_PG_EVENT_COLS);
-	return prepare(s, "ev", q.b) && prepare(s, "mget", "SELECT value FROM meta WHERE key = $1") &&
+	if (!prepare(s, "ev", q.b))
+		return false;
+	upsert_sql(&q, "audit", EGS_AUDIT_COLS); /* an upsert: a turn sent again must not fail on its ids */
+	return prepare(s, "au", q.b) && prepare(s, "mget", "SELECT value FROM meta WHERE key = $1") &&
 	       prepare(s, "mset",
 		       "INSERT INTO meta(key, value) VALUES($1, $2) "
 		       "ON CONFLICT(key) DO UPDATE SET value = excluded.value") &&
@@ -562,6 +566,13 @@ static enum turn send_turn(struct pg_store *s, struct egs_state *st, bool rollba
 		t = send_one(p, "ev", prm, "events", NULL, ev->id);
 		egs__pg_params_clear(prm);
 	}
+	for (size_t i = 0; t == TURN_OK && i < st->new_audit.len; i++) {
+		const struct egs_audit *a = st->new_audit.items[i];
+		struct egs_row_binder rb = egs__pg_row_binder(prm);
+		egs_rows_bind_audit(&rb, a);
+		t = send_one(p, "au", prm, "audit", NULL, a->id);
+		egs__pg_params_clear(prm);
+	}
 	if (t == TURN_OK && s->leader && !rollback) { /* followers see the turn (docs/internals/store.md) */
 		egs__pg_params_clear(prm);
 		t = send_one(p, "turn", prm, "meta", "leader.turn", 0);
@@ -709,6 +720,19 @@ static enum egs_err op_prune(struct egs_store *b, int64_t before, int64_t below_
 	return pg_prune_events_below(of(b), before, below_id, deleted);
 }
 
+static enum egs_err op_audit_list(struct egs_store *b, const struct egs_audit_filter *f, struct egs_vec *out)
+{
+	return egs__pg_ready(of(b)) ? egs__pg_audit_list(of(b)->conn, f, out) : EGS_ERR_STORE;
+}
+static enum egs_err op_audit_prune(struct egs_store *b, int64_t before, int64_t *deleted)
+{
+	return egs__pg_ready(of(b)) ? egs__pg_audit_prune(of(b)->conn, before, deleted) : EGS_ERR_STORE;
+}
+static enum egs_err op_audit_last(struct egs_store *b, int64_t *out)
+{
+	return egs__pg_ready(of(b)) ? egs__pg_audit_last_id(of(b)->conn, out) : EGS_ERR_STORE;
+}
+
 static const struct egs_store_ops pg_ops = {
 	.name = "postgres",
 	.free = op_free,
@@ -722,4 +746,7 @@ static const struct egs_store_ops pg_ops = {
 	.meta_get = op_meta_get,
 	.meta_set = op_meta_set,
 	.prune_events_below = op_prune,
+	.audit_list = op_audit_list,
+	.audit_prune = op_audit_prune,
+	.audit_last_id = op_audit_last,
 };

@@ -157,6 +157,20 @@ const char *const egs__pg_migrations[] = {
 	"  updated_at BIGINT NOT NULL);",
 	/* 10 (the twin of SQLite's 10): a node's zone (topology.kubernetes.io/zone; '' when unknown) */
 	"ALTER TABLE nodes ADD COLUMN zone TEXT NOT NULL DEFAULT '';",
+	/* 11 (the twin of SQLite's 11): the audit log of the user-facing API's writes (src/server/audit.c); ids are given by egsd */
+	"CREATE TABLE audit ("
+	"  id BIGINT PRIMARY KEY NOT NULL,"
+	"  time BIGINT NOT NULL,"
+	"  key_id TEXT NOT NULL,"
+	"  key_name TEXT NOT NULL,"
+	"  role TEXT NOT NULL,"
+	"  method TEXT NOT NULL,"
+	"  route TEXT NOT NULL,"
+	"  target TEXT NOT NULL,"
+	"  status BIGINT NOT NULL,"
+	"  error_key TEXT NOT NULL,"
+	"  peer TEXT NOT NULL);"
+	"CREATE INDEX audit_time ON audit(time);",
 };
 
 const int egs__pg_nmigrations = (int)EGS_ARRAY_LEN(egs__pg_migrations);

@@ -271,3 +271,18 @@ void egs_rows_bind_event(const struct egs_row_binder *b, const struct egs_event 
 	b->text(b->ctx, ev->workspace);
 	b->text(b->ctx, ev->message ? ev->message : "");
 }
+
+void egs_rows_bind_audit(const struct egs_row_binder *b, const struct egs_audit *a)
+{
+	b->int64(b->ctx, a->id);
+	b->int64(b->ctx, a->time);
+	b->text(b->ctx, a->key_id);
+	b->text(b->ctx, a->key_name);
+	b->text(b->ctx, a->role);
+	b->text(b->ctx, a->method);
+	b->text(b->ctx, a->route);
+	b->text(b->ctx, a->target);
+	b->int64(b->ctx, a->status);
+	b->text(b->ctx, a->error_key);
+	b->text(b->ctx, a->peer);
+}

@@ -38,5 +38,8 @@ void egs_rows_bind_doc(const struct egs_row_binder *b, const void *obj);
  * held_until, ghost and held_nodes; false when it is not that shape (g's held fields stay unset). */
 bool egs_rows_parse_held(const char *text, struct egs_gpr *g);
 void egs_rows_bind_event(const struct egs_row_binder *b, const struct egs_event *ev);
+/* An audit entry, in the order of EGS_AUDIT_COLS (table audit, migration 11). */
+#define EGS_AUDIT_COLS "id,time,key_id,key_name,role,method,route,target,status,error_key,peer"
+void egs_rows_bind_audit(const struct egs_row_binder *b, const struct egs_audit *a);
 
 #endif

@@ -14,6 +14,7 @@
  * i + 1 inside its own transaction.  A database newer than this build is refused.
  */
 #include "store/store_impl.h"
+#include "store/store_audit.h"
 #include "store/store_rows.h"
 
 #include "core/share.h"
@@ -179,6 +180,20 @@ static const char *const migrations[] = {
 	"  updated_at INTEGER NOT NULL);",
 	/* 10: a node's zone (topology.kubernetes.io/zone, from the kubernetes agent; '' when unknown) */
 	"ALTER TABLE nodes ADD COLUMN zone TEXT NOT NULL DEFAULT '';",
+	/* 11: the audit log of the user-facing API's writes (src/server/audit.c); ids are given by egsd */
+	"CREATE TABLE audit ("
+	"  id INTEGER PRIMARY KEY NOT NULL,"
+	"  time INTEGER NOT NULL,"
+	"  key_id TEXT NOT NULL,"
+	"  key_name TEXT NOT NULL,"
+	"  role TEXT NOT NULL,"
+	"  method TEXT NOT NULL,"
+	"  route TEXT NOT NULL,"
+	"  target TEXT NOT NULL,"
+	"  status INTEGER NOT NULL,"
+	"  error_key TEXT NOT NULL,"
+	"  peer TEXT NOT NULL);"
+	"CREATE INDEX audit_time ON audit(time);",
 };
 
 int egs_store_schema_version(void)
@@ -702,7 +717,7 @@ struct sqlite_store {
 	sqlite3 *db;
 	sqlite3_stmt *put[EGS_ARRAY_LEN(kinds)];
 	sqlite3_stmt *del[EGS_ARRAY_LEN(kinds)];
-	sqlite3_stmt *put_event;
+	sqlite3_stmt *put_event, *put_audit;
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *meta_get, *meta_set, *prune_mark, *prune;
 	int last_rc;     /* the result code of the last failed step: SQLITE_FULL tells a full disk */
@@ -883,6 +898,7 @@ static bool prepare_all(struct sqlite_store *s)
 	}
 	return prepare(s, "INSERT OR REPLACE INTO events(" EVENT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?)",
 		       &s->put_event) &&
+	       prepare(s, "INSERT INTO audit(" EGS_AUDIT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?)", &s->put_audit) &&
 	       prepare(s, "BEGIN IMMEDIATE", &s->begin) && prepare(s, "COMMIT", &s->commit) &&
 	       prepare(s, "ROLLBACK", &s->rollback) &&
 	       prepare(s, "SELECT value FROM meta WHERE key = ?1", &s->meta_get) &&
@@ -953,6 +969,7 @@ static void sqlite_free(struct sqlite_store *s)
 		sqlite3_finalize(s->del[i]);
 	}
 	sqlite3_finalize(s->put_event);
+	sqlite3_finalize(s->put_audit);
 	sqlite3_finalize(s->begin);
 	sqlite3_finalize(s->commit);
 	sqlite3_finalize(s->rollback);
@@ -1106,6 +1123,20 @@ static bool write_event(struct sqlite_store *s, const struct egs_event *ev)
 	return step_done(s, b.stmt, "put", "events", id);
 }
 
+static bool write_audit(struct sqlite_store *s, const struct egs_audit *a)
+{
+	struct binder b = { .stmt = s->put_audit };
+	struct egs_row_binder rb = row_binder(&b);
+	char id[24];
+	egs_rows_bind_audit(&rb, a);
+	snprintf(id, sizeof(id), "%lld", (long long)a->id);
+	if (b.rc) {
+		fprintf(stderr, "store: put audit %s: %s\n", id, sqlite3_errstr(b.rc));
+		return false;
+	}
+	return step_done(s, b.stmt, "put", "audit", id);
+}
+
 /* The failure injection of the tests (docs/internals/store.md): true while the file named by
  * EGS_STORE_FAIL_IF_EXISTS exists. */
 static bool injected_failure(struct sqlite_store *s)
@@ -1128,6 +1159,9 @@ static enum egs_err sqlite_commit_changes(struct sqlite_store *s, struct egs_sta
 			goto fail;
 	for (size_t i = 0; i < st->new_events.len; i++)
 		if (!write_event(s, st->new_events.items[i]))
+			goto fail;
+	for (size_t i = 0; i < st->new_audit.len; i++)
+		if (!write_audit(s, st->new_audit.items[i]))
 			goto fail;
 	if (injected_failure(s) || !step_done(s, s->commit, "COMMIT", NULL, NULL))
 		goto fail;
@@ -1212,6 +1246,16 @@ static enum egs_err op_prune(struct egs_store *b, int64_t before, int64_t below_
 	return sqlite_prune_events_below(of(b), before, below_id, deleted);
 }
 
+static enum egs_err op_audit_list(struct egs_store *b, const struct egs_audit_filter *f, struct egs_vec *out)
+{
+	return egs__sqlite_audit_list(of(b)->db, f, out);
+}
+static enum egs_err op_audit_prune(struct egs_store *b, int64_t before, int64_t *deleted)
+{
+	return egs__sqlite_audit_prune(of(b)->db, before, deleted);
+}
+static enum egs_err op_audit_last(struct egs_store *b, int64_t *out) { return egs__sqlite_audit_last_id(of(b)->db, out); }
+
 static const struct egs_store_ops sqlite_ops = {
 	.name = "sqlite",
 	.free = op_free,
@@ -1220,4 +1264,7 @@ static const struct egs_store_ops sqlite_ops = {
 	.meta_get = op_meta_get,
 	.meta_set = op_meta_set,
 	.prune_events_below = op_prune,
+	.audit_list = op_audit_list,
+	.audit_prune = op_audit_prune,
+	.audit_last_id = op_audit_last,
 };
