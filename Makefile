@@ -201,7 +201,7 @@ format:
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj build/fuzz/obj -name '*.d' 2>/dev/null)
 
 # ---- fuzzing: libFuzzer targets built with clang (fuzz/README.md) ----
 # `make fuzz` runs each target for FUZZ_SECONDS (default 60) on a scratch copy of its committed seed
@@ -209,12 +209,29 @@ clean:
 # leaves its input in build/fuzz/.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
+FUZZ_EGSD_SECONDS ?= $(FUZZ_SECONDS)
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fno-strict-aliasing -fno-omit-frame-pointer \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 $(shell pkg-config --cflags libevent jansson yaml-0.1 2>/dev/null)
 FUZZ_CORE    := src/core/common.c src/core/util.c src/core/share.c
-FUZZ_TARGETS := frame parsers manifest prom
+FUZZ_TARGETS := frame parsers manifest prom http body agent
 FUZZ_BINS    := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
+# The targets that run a whole egsd in the process (fuzz/egsd_harness.h) link the server, the store and
+# the core built with coverage and the sanitizers into build/fuzz/obj (incremental, like build/obj).
+FUZZ_EGSD_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) -Iinclude -Isrc -fno-strict-aliasing \
+                -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+                $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -I/usr/include/postgresql
+FUZZ_EGSD_OBJ := $(patsubst %.c,build/fuzz/obj/%.o,$(CORE_SRC) $(STORE_SRC) $(SERVER_SRC))
+build/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC (fuzz) $<"
+	@$(FUZZ_CC) $(FUZZ_EGSD_CFLAGS) -MMD -MP -c $< -o $@
+build/fuzz/libegsd-fuzz.a: $(FUZZ_EGSD_OBJ)
+	@rm -f $@; ar rcs $@ $^
+build/fuzz/fuzz_http build/fuzz/fuzz_body build/fuzz/fuzz_agent: build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/egsd_harness.c \
+		fuzz/egsd_harness.h build/fuzz/libegsd-fuzz.a
+	$(FUZZ_CC) $(FUZZ_EGSD_CFLAGS) -fsanitize=fuzzer -o $@ fuzz/fuzz_$*.c fuzz/egsd_harness.c \
+		build/fuzz/libegsd-fuzz.a $(LDLIBS)
 
 build/fuzz/fuzz_frame: fuzz/fuzz_frame.c src/server/frame.c $(FUZZ_CORE)
 	@mkdir -p $(dir $@)
@@ -233,11 +250,13 @@ build/fuzz/fuzz_manifest: fuzz/fuzz_manifest.c src/client/manifest.c src/client/
 fuzz: $(FUZZ_BINS)
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		rm -rf build/fuzz/corpus-$$t; mkdir -p build/fuzz/corpus-$$t; cp fuzz/corpus/$$t/* build/fuzz/corpus-$$t/; \
-		echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
-		build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -print_final_stats=1 \
+		secs=$(FUZZ_SECONDS); case $$t in http|body|agent) secs=$(FUZZ_EGSD_SECONDS);; esac; \
+		echo "== fuzz_$$t for $$secs s"; \
+		build/fuzz/fuzz_$$t -max_total_time=$$secs -max_len=8192 -print_final_stats=1 \
 			-artifact_prefix=build/fuzz/crash-$$t- build/fuzz/corpus-$$t 2>build/fuzz/fuzz_$$t.log \
 			|| { tail -40 build/fuzz/fuzz_$$t.log; exit 1; }; \
 		grep -E "stat::number_of_executed_units|stat::peak_rss_mb" build/fuzz/fuzz_$$t.log; \
 	done
+# The in-process egsd targets take about a second to start: 9 s of fuzzing keeps each at 10 s.
 fuzz-smoke:
-	$(MAKE) fuzz FUZZ_SECONDS=10
+	$(MAKE) fuzz FUZZ_SECONDS=10 FUZZ_EGSD_SECONDS=9
