@@ -47,7 +47,9 @@ def test_lifecycle_and_alerts_reach_the_workspace_webhook(cluster):
         assert rx.bodies[3]["attachments"][0]["color"] == "danger"
         # Other workspaces' events and cluster-level events go elsewhere or nowhere.
         assert other.bodies == [] and all(b["egsEvent"]["workspace"] == "w" for b in rx.bodies)
-        shown = cluster.admin.get("/api/v1/notifications?sliceName=w")
+        # The receiver has a body before egsd has its 200 and counts the delivery: wait for the count.
+        shown = wait_for(lambda: (lambda s: s["delivered"] == 8 and s)(
+            cluster.admin.get("/api/v1/notifications?sliceName=w")), what="8 deliveries counted")
         assert shown["webhookConfigured"] and shown["delivered"] == 8 and shown["failed"] == 0
         assert "secret-token" not in shown["webhookUrl"] and "127.0.0.1" in shown["webhookUrl"]
         status, _ = cluster.egsd.api(cluster.key("Viewer", "v")).call("GET", "/api/v1/notifications?sliceName=w")
