@@ -90,6 +90,11 @@ void egs_client_set_abort(struct egs_client *c, egs_client_abort_fn fn, void *ar
 enum egs_err egs_client_call(struct egs_client *c, const char *method, const char *path, json_t *body,
 			     long timeout_s, long *http_status, json_t **data);
 
+/* egs_client_call() with a body already serialised: json_text (borrowed, NUL-terminated JSON, sent as
+ * is).  For callers that build a large body piece by piece instead of as one tree in memory. */
+enum egs_err egs_client_call_text(struct egs_client *c, const char *method, const char *path, const char *json_text,
+				  long timeout_s, long *http_status, json_t **data);
+
 /*
  * Returns a human readable account of the last call's failure: the server's error message, or the
  * transport's ("Couldn't connect to server", "Timeout was reached", "aborted"); "" after a success.

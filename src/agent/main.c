@@ -585,7 +585,7 @@ static int run_kubernetes(const struct options *o, const char *token, const char
 
 	/* A thread per reflector, the reconciler, the webhook and the agent's two: without a cap glibc gives
 	 * each its own arena, and their fragments add up to more than the node cache itself. */
-	mallopt(M_ARENA_MAX, 2);
+	mallopt(M_ARENA_MAX, 1);
 	if (mkdir(o->state_dir, 0700) != 0 && errno != EEXIST)
 		EGS_LOG_WARN("--state-dir %s: %s; check logs are not kept", o->state_dir, strerror(errno));
 	if (egs_backend_k8s_new(&kc, &be, err, sizeof(err)) != EGS_OK) {
