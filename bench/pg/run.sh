@@ -9,10 +9,17 @@
 # "egs" emptied first), a cluster of NODES nodes and a workspace, then wrk POST /api/v1/gpr
 # (bench/api/create.lua) at CONNS connections for DURATION.  egsd is then killed with SIGKILL and the
 # GPRs in the store are counted: every create acknowledged with 200 must be there.  For PostgreSQL
-# the run also counts committed transactions (pg_stat_database), i.e. creates per group commit.
+# the run also counts committed transactions (pg_stat_database), i.e. creates per group commit, rows
+# written and WAL bytes and full-page images per create (pg_stat_database, pg_stat_wal).
 # A markdown table goes to stdout.
 #
-# Knobs [defaults]: DURATION [10s], THREADS [2], CONNS [64], NODES [8], ROUNDS [2],
+# PostgreSQL runs with its stock settings (shared_buffers=64MB as pgserver.py sets).  PG_COMPARE=1
+# adds, in each round, a row "postgres-tuned" with PG_TUNED below (more shared and WAL buffers,
+# checkpoints spread out: what a production deployment might set, docs/ha.md), the server restarted
+# between the two, so the settings' effect is measured under the same load.  Either way fsync,
+# synchronous_commit and full_page_writes stay on (checked after each start).
+#
+# Knobs [defaults]: DURATION [10s], THREADS [2], CONNS [64], NODES [8], ROUNDS [2], PG_COMPARE [0],
 # BENCH_TMP [/var/tmp; must be a disk, not tmpfs, and enterable by the postgres user], KEEP [0].
 set -euo pipefail
 
@@ -22,6 +29,10 @@ THREADS=${THREADS:-2}
 CONNS=${CONNS:-64}
 NODES=${NODES:-8}
 ROUNDS=${ROUNDS:-2}
+PG_COMPARE=${PG_COMPARE:-0}
+# PG_COMPARE's "postgres-tuned" rows (docs/ha.md "PostgreSQL settings"), durability untouched.
+PG_TUNED=(shared_buffers=512MB wal_buffers=64MB max_wal_size=8GB checkpoint_timeout=30min
+	checkpoint_completion_target=0.9)
 KEEP=${KEEP:-0}
 PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 
@@ -51,10 +62,24 @@ PG_URL=$(/usr/bin/python3 "$ROOT/tests/api/pgserver.py" start "$WORK/pg")
 PG_SOCK=$WORK/pg/sock
 PG_USER=$( [ "$(id -u)" = 0 ] && echo postgres || id -un)
 psql_egs() { "$PG_BIN/psql" -X -q -At -h "$PG_SOCK" -U "$PG_USER" -d "${2:-egs}" -c "$1"; }
+pg_settings() { # tuned|stock: the server restarted with them (shared_buffers and wal_buffers need it)
+	/usr/bin/python3 "$ROOT/tests/api/pgserver.py" stop "$WORK/pg" >/dev/null
+	EGS_PG_SETTINGS="$([ "$1" = tuned ] && echo "${PG_TUNED[*]}")" \
+		/usr/bin/python3 "$ROOT/tests/api/pgserver.py" start "$WORK/pg" >/dev/null
+	[ "$(psql_egs 'SHOW fsync'),$(psql_egs 'SHOW synchronous_commit'),$(psql_egs 'SHOW full_page_writes')" = on,on,on ] ||
+		die "PostgreSQL durability settings are not all on"
+	log "PostgreSQL $1: shared_buffers=$(psql_egs 'SHOW shared_buffers' postgres) wal_buffers=$(psql_egs 'SHOW wal_buffers' postgres) max_wal_size=$(psql_egs 'SHOW max_wal_size' postgres)"
+}
+PG_NOW=
+pg_settings stock
+PG_NOW=stock
 log "PostgreSQL $("$PG_BIN/postgres" --version | cut -d' ' -f3) on a unix socket: fsync=$(psql_egs 'SHOW fsync'), synchronous_commit=$(psql_egs 'SHOW synchronous_commit'), wal_sync_method=$(psql_egs 'SHOW wal_sync_method')"
 log "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); data on $(findmnt -n -o FSTYPE -T "$WORK")"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# commits | rows written | WAL bytes | WAL full-page images: per create in the table
+PG_COUNTERS="SELECT d.xact_commit, d.tup_inserted + d.tup_updated + d.tup_deleted, w.wal_bytes, w.wal_fpi
+	FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = 'egs'"
 field() { sed -n "s/^BENCH .*\\b$1=\\([^ ]*\\).*/\\1/p" "$2"; }
 api() { # METHOD PATH [BODY] [TOKEN]
 	local out code
@@ -70,7 +95,10 @@ start_egsd() { # STORE ROUND
 	port=$(free_port)
 	URL=http://127.0.0.1:$port
 	mkdir -p "$data"
-	if [ "$1" = postgres ]; then
+	if [ "$1" != sqlite ]; then
+		local want=stock
+		[ "$1" = postgres-tuned ] && want=tuned
+		[ "$PG_NOW" = "$want" ] || { pg_settings "$want"; PG_NOW=$want; }
 		psql_egs 'DROP DATABASE IF EXISTS egs' postgres
 		psql_egs 'CREATE DATABASE egs' postgres
 		args=(--store-url "$PG_URL")
@@ -92,41 +120,46 @@ start_egsd() { # STORE ROUND
 ROWS=()
 BROKEN=0
 for round in $(seq "$ROUNDS"); do
-	for store in sqlite postgres; do
+	stores="sqlite postgres"
+	[ "$PG_COMPARE" = 1 ] && stores+=" postgres-tuned"
+	for store in $stores; do
 		start_egsd "$store" "$round"
 		x0=0
-		[ "$store" = postgres ] && x0=$(psql_egs "SELECT xact_commit FROM pg_stat_database WHERE datname = 'egs'")
+		[ "$store" != sqlite ] && x0=$(psql_egs "$PG_COUNTERS")
 		out=$WORK/wrk-$store-$round.txt
 		log "round $round, $store: wrk -t$THREADS -c$CONNS -d$DURATION -s create.lua"
 		wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H "Authorization: Bearer $ADMIN_KEY" \
 			-s "$ROOT/bench/api/create.lua" "$URL/api/v1/gpr" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
 		ok=$(($(field requests "$out") - $(field non200 "$out")))
 		per_commit=
-		if [ "$store" = postgres ]; then
+		if [ "$store" != sqlite ]; then
 			sleep 1.2 # the statistics are flushed about once a second
-			x1=$(psql_egs "SELECT xact_commit FROM pg_stat_database WHERE datname = 'egs'")
-			per_commit=$(awk -v a="$ok" -v b=$((x1 - x0)) 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }')
+			x1=$(psql_egs "$PG_COUNTERS")
+			per_commit=$(awk -v a="$ok" -v x0="$x0" -v x1="$x1" 'BEGIN { split(x0, p, "|"); split(x1, q, "|");
+				d = q[1] - p[1]; n = (a > 0 ? a : 1)
+				printf "%.1f | %.1f | %.0f | %.2f", (d > 0 ? a / d : 0), (q[2] - p[2]) / n, (q[3] - p[3]) / n, (q[4] - p[4]) / n }')
 		fi
 		kill -9 "$EGSD_PID"
 		wait "$EGSD_PID" 2>/dev/null || true
 		EGSD_PID=
-		if [ "$store" = postgres ]; then
+		if [ "$store" != sqlite ]; then
 			stored=$(psql_egs "SELECT count(*) FROM gprs WHERE name = 'bench'")
 		else
 			stored=$(sqlite3 "$DATA/egs.db" "SELECT count(*) FROM gprs WHERE name = 'bench'")
 		fi
 		verdict=ok
 		if [ "$stored" -lt "$ok" ]; then verdict="LOST $((ok - stored))"; BROKEN=1; fi
-		ROWS+=("| $round | $store | $(field rps "$out") | $(awk -v u="$(field p50_us "$out")" 'BEGIN{printf "%.2f", u/1000}') | $(awk -v u="$(field p99_us "$out")" 'BEGIN{printf "%.2f", u/1000}') | $(field non200 "$out") / $(field errors "$out") | $ok acknowledged, $stored stored: $verdict | ${per_commit:--} |")
+		ROWS+=("| $round | $store | $(field rps "$out") | $(awk -v u="$(field p50_us "$out")" 'BEGIN{printf "%.2f", u/1000}') | $(awk -v u="$(field p99_us "$out")" 'BEGIN{printf "%.2f", u/1000}') | $(field non200 "$out") / $(field errors "$out") | $ok acknowledged, $stored stored: $verdict | ${per_commit:-- | - | - | -} |")
 	done
 done
 
 echo
 echo "### durable GPR creates, SQLite and PostgreSQL, $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo
+echo "PostgreSQL: stock settings (shared_buffers=64MB)$([ "$PG_COMPARE" = 1 ] && echo "; postgres-tuned rows: ${PG_TUNED[*]}")."
 echo "egsd $BUILD --quiet; wrk -t$THREADS -c$CONNS -d$DURATION, POST /api/v1/gpr; $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
-echo "| round | store | creates/s | p50 ms | p99 ms | non-200 / socket errors | after SIGKILL | creates per commit |"
-echo "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: |"
+echo "| round | store | creates/s | p50 ms | p99 ms | non-200 / socket errors | after SIGKILL | creates per commit | rows per create | WAL bytes per create | full-page images per create |"
+echo "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
 printf '%s\n' "${ROWS[@]}"
 exit "$BROKEN"

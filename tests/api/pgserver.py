@@ -8,7 +8,8 @@ as the `postgres` user (Debian's package creates it; created with useradd when m
     srv.restart(); srv.stop()
 
 Also a command line for shell scripts (bench/pg/run.sh):
-    python3 pgserver.py start DIR     # prints the URL of database "egs"
+    python3 pgserver.py start DIR     # prints the URL of database "egs"; with $EGS_PG_SETTINGS
+                                      # ("name=value ...") as server settings
     python3 pgserver.py stop|restart DIR
     python3 pgserver.py cleanup DIR   # stops at once and removes DIR
 """
@@ -80,6 +81,8 @@ class PgServer:
                            "-E", "UTF8", "--locale=C", "--no-sync"])
         opts = "-c listen_addresses='' -c unix_socket_directories=%s -c max_connections=300" \
                " -c shared_buffers=64MB" % self.sock
+        for kv in os.environ.get("EGS_PG_SETTINGS", "").split():  # bench/pg/run.sh: NAME=VALUE ...
+            opts += " -c " + kv
         if not self.fsync:
             opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._as_user([os.path.join(self.bindir, "pg_ctl"), "-D", self.data, "-l", os.path.join(self.base, "log"),
