@@ -131,17 +131,22 @@ for round in $(seq "$ROUNDS"); do
 		wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H "Authorization: Bearer $ADMIN_KEY" \
 			-s "$ROOT/bench/api/create.lua" "$URL/api/v1/gpr" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
 		ok=$(($(field requests "$out") - $(field non200 "$out")))
+		kill -9 "$EGSD_PID"
+		wait "$EGSD_PID" 2>/dev/null || true
+		EGSD_PID=
 		per_commit=
 		if [ "$store" != sqlite ]; then
-			sleep 1.2 # the statistics are flushed about once a second
+			# A backend may hold its statistics up to 10 s; it flushes them when it exits, i.e. once
+			# PostgreSQL saw egsd's connection close.
+			for _ in $(seq 100); do
+				[ "$(psql_egs "SELECT count(*) FROM pg_stat_activity WHERE datname = 'egs' AND pid <> pg_backend_pid()")" = 0 ] && break
+				sleep 0.1
+			done
 			x1=$(psql_egs "$PG_COUNTERS")
 			per_commit=$(awk -v a="$ok" -v x0="$x0" -v x1="$x1" 'BEGIN { split(x0, p, "|"); split(x1, q, "|");
 				d = q[1] - p[1]; n = (a > 0 ? a : 1)
 				printf "%.1f | %.1f | %.0f | %.2f", (d > 0 ? a / d : 0), (q[2] - p[2]) / n, (q[3] - p[3]) / n, (q[4] - p[4]) / n }')
 		fi
-		kill -9 "$EGSD_PID"
-		wait "$EGSD_PID" 2>/dev/null || true
-		EGSD_PID=
 		if [ "$store" != sqlite ]; then
 			stored=$(psql_egs "SELECT count(*) FROM gprs WHERE name = 'bench'")
 		else
