@@ -65,24 +65,6 @@ static bool q_str(struct egs_req *r, const char *name, const char *alias, char *
 	return true;
 }
 
-/* A time bound: RFC 3339, or a duration back from now ("1h" = an hour ago). */
-static bool q_time(struct egs_req *r, const char *name, int64_t now, int64_t *out)
-{
-	const char *v = egs_query(r, name), *why;
-	int64_t secs;
-	*out = 0;
-	if (!v)
-		return true;
-	if (egs_time_parse(v, out))
-		return true;
-	if (egs_duration_parse(v, &secs, &why)) {
-		*out = now - secs;
-		return true;
-	}
-	egs_reply_invalid(r, name, "%s must be an RFC 3339 time (2026-11-23T10:00:00Z) or a duration such as 1h", name);
-	return false;
-}
-
 static bool parse_filter(struct egs_req *r, struct ev_filter *f, int64_t now)
 {
 	memset(f, 0, sizeof(*f));
@@ -90,8 +72,8 @@ static bool parse_filter(struct egs_req *r, struct ev_filter *f, int64_t now)
 	    !q_str(r, "gprId", NULL, f->gpr, sizeof(f->gpr)) || !q_str(r, "node", "gpuNodeName", f->node, sizeof(f->node)) ||
 	    !q_str(r, "clusterName", NULL, f->cluster, sizeof(f->cluster)) ||
 	    !q_str(r, "type", NULL, f->type, sizeof(f->type)) || !q_str(r, "reason", NULL, f->reason, sizeof(f->reason)) ||
-	    !q_str(r, "kind", NULL, f->kind, sizeof(f->kind)) || !q_time(r, "since", now, &f->since) ||
-	    !q_time(r, "until", now, &f->until))
+	    !q_str(r, "kind", NULL, f->kind, sizeof(f->kind)) || !egs_query_time(r, "since", now, &f->since) ||
+	    !egs_query_time(r, "until", now, &f->until))
 		return false;
 	if (f->type[0] && strcmp(f->type, "Normal") != 0 && strcmp(f->type, "Warning") != 0) {
 		egs_reply_invalid(r, "type", "type must be Normal or Warning");

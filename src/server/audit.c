@@ -119,24 +119,6 @@ static json_t *entry_json(const struct egs_audit *a)
 	return o;
 }
 
-/* A time bound: RFC 3339, or a duration back from now. */
-static bool q_time(struct egs_req *r, const char *name, int64_t now, int64_t *out)
-{
-	const char *v = egs_query(r, name), *why;
-	int64_t secs;
-	*out = 0;
-	if (!v)
-		return true;
-	if (egs_time_parse(v, out))
-		return true;
-	if (egs_duration_parse(v, &secs, &why)) {
-		*out = now - secs;
-		return true;
-	}
-	egs_reply_invalid(r, name, "%s must be an RFC 3339 time (2026-11-23T10:00:00Z) or a duration such as 24h", name);
-	return false;
-}
-
 /* A positive integer query field in [1, max]; false after replying 422 naming it. */
 static bool q_int(struct egs_req *r, const char *name, int64_t max, const char *why, int64_t *out)
 {
@@ -169,7 +151,7 @@ static bool parse(struct egs_req *r, struct egs_audit_filter *f)
 		egs_reply_invalid(r, "actor", "actor must be an API key's id or name (1 to %d characters)", EGS_NAME_MAX - 1);
 		return false;
 	}
-	if (!q_time(r, "since", now, &f->since) || !q_time(r, "until", now, &f->until) ||
+	if (!egs_query_time(r, "since", now, &f->since) || !egs_query_time(r, "until", now, &f->until) ||
 	    !q_int(r, "limit", 1000, "must be 1 to 1000", &limit) ||
 	    !q_int(r, "continue", INT64_MAX, "must be the token of a previous page", &f->after_id))
 		return false;

@@ -258,6 +258,23 @@ const char *egs_query(struct egs_req *r, const char *name)
 	return evhttp_find_header(&r->query, name);
 }
 
+bool egs_query_time(struct egs_req *r, const char *name, int64_t now, int64_t *out)
+{
+	const char *v = egs_query(r, name), *why;
+	int64_t secs;
+	*out = 0;
+	if (!v)
+		return true;
+	if (egs_time_parse(v, out))
+		return true;
+	if (egs_duration_parse(v, &secs, &why)) {
+		*out = now - secs;
+		return true;
+	}
+	egs_reply_invalid(r, name, "%s must be an RFC 3339 time (2026-11-23T10:00:00Z) or a duration such as 1h", name);
+	return false;
+}
+
 bool egs_body_required(struct egs_req *r)
 {
 	if (r->body)

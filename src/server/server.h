@@ -213,6 +213,9 @@ bool egs_check_name(struct egs_req *r, const char *field, const char *value, boo
 bool egs_check_text(struct egs_req *r, const char *field, const char *value);
 /* Query parameter (NULL when absent). */
 const char *egs_query(struct egs_req *r, const char *name);
+/* Optional time bound `name`: RFC 3339, or a duration back from `now` ("1h" = an hour ago); 0 when
+ * absent.  Replies 422 naming the parameter and returns false when it is neither. */
+bool egs_query_time(struct egs_req *r, const char *name, int64_t now, int64_t *out);
 
 /* ---- access ---- */
 /* The caller's role is one of `roles` (bit mask of 1u << EGS_ROLE_*); else replies 403. */
