@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import secrets
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -344,6 +343,26 @@ class Cluster:
         Api(self.egsd.port, self.tokens[cluster], self.egsd.ssl_context).ok("POST", "/api/v1/agent/slice-access", {
             "workspace": workspace, "generation": generation, "ok": True, "token": token, "expiresAt": expires})
         return token
+
+    def held_release_setup(self):
+        """The held early release's world (test_planner, test_restart_state): two clusters of two nodes,
+        four 8-GPU holders at priority 300 exiting at +50m, +1000m (c1) and +60m, +65m (c2), then A (one
+        node, any cluster, priority 200, 100m) and B (two nodes of one cluster, priority 100, 10m), both
+        queued. Returns (holders, A, B, {A: estimate, B: estimate})."""
+        self.add_cluster("c1", [("c1-n1", H100), ("c1-n2", H100)])
+        self.add_cluster("c2", [("c2-n1", H100), ("c2-n2", H100)])
+        holds = []
+        for i, (cl, dur) in enumerate([("c1", "50m"), ("c1", "1000m"), ("c2", "60m"), ("c2", "65m")]):
+            self.workspace("hold%d" % i, ["c1", "c2"])
+            holds.append(self.gpr(sliceName="hold%d" % i, clusterName=cl, numberOfGPUs=8, exitDuration=dur,
+                                  priority=300))
+        for g in holds:
+            self.wait_state(g, "Provisioned")
+        self.workspace("wa", ["c1", "c2"])
+        self.workspace("wb", ["c1", "c2"])
+        a = self.gpr(sliceName="wa", numberOfGPUs=8, exitDuration="100m", priority=200)
+        b = self.gpr(sliceName="wb", numberOfGPUs=8, numberOfGPUNodes=2, exitDuration="10m", priority=100)
+        return holds, a, b, {g: self.status(g)["estimatedStartTime"] for g in (a, b)}
 
     def advance(self, duration):
         return self.admin.ok("POST", "/api/v1/debug/clock", {"advance": duration})

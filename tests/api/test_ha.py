@@ -96,6 +96,15 @@ class Creators:
         with self.lock:
             return len(self.acked)
 
+    def more(self, n, what, timeout=60, or_else=lambda: False):
+        """Waits until n more creates than now are acknowledged (or or_else() is true)."""
+        base = self.count()
+        wait_for(lambda: self.count() >= base + n or or_else(), timeout=timeout, interval=0.005, what=what)
+
+    def lost(self, api):
+        """The acknowledged GPRs that api's replica does not list."""
+        return self.acked - {g["gprId"] for g in api.get("/api/v1/gpr/list?sliceName=w")["items"]}
+
     def finish(self):
         self.stop.set()
         for th in self.pool:
@@ -202,19 +211,17 @@ def test_kill9_of_the_leader_hands_over_with_every_acknowledged_gpr(tmpdir_path)
         b = follower_of(a, os.path.join(tmpdir_path, "b"))
         agent = cluster_with_agent(a, b, tmpdir_path)
         creators = Creators([a.port, b.port], a.admin_key)
-        wait_for(lambda: creators.count() >= 300, timeout=60, interval=0.005, what="300 acknowledged creates")
+        creators.more(300, "300 acknowledged creates")
         a.proc.kill()
         killed_at = time.time()
         wait_for(lambda: role(b) == "leader", timeout=5, interval=0.02, what="the follower to lead within 5 s")
         print("failover: %.2f s" % (time.time() - killed_at))
-        before = creators.count()
-        wait_for(lambda: creators.count() >= before + 100, timeout=30, interval=0.005, what="100 creates on the new leader")
+        creators.more(100, "100 creates on the new leader", timeout=30)
         creators.finish()
         a.stop()
 
         api = b.api(a.admin_key)
-        items = api.get("/api/v1/gpr/list?sliceName=w")["items"]
-        missing = creators.acked - {g["gprId"] for g in items}
+        missing = creators.lost(api)
         assert not missing, "%d acknowledged GPRs lost, e.g. %s" % (len(missing), sorted(missing)[:3])
         # The agent (it talked to the follower all along) goes on with the new leader, and windows go
         # on: the one provisioned GPR exits an hour later and the next takes a node.  No node is ever
@@ -285,17 +292,14 @@ def test_postgresql_restarting_under_load_loses_nothing(tmpdir_path):
     try:
         agent = cluster_with_agent(a, a, tmpdir_path, nodes=1)
         creators = Creators([a.port], a.admin_key, n=8)
-        wait_for(lambda: creators.count() >= 100, timeout=60, interval=0.005, what="100 acknowledged creates")
+        creators.more(100, "100 acknowledged creates")
         pg_server().restart()
-        before = creators.count()
-        wait_for(lambda: creators.count() >= before + 100 or a.proc.poll() is not None, timeout=30, interval=0.005,
-                 what="100 creates after the restart")
+        creators.more(100, "100 creates after the restart", timeout=30, or_else=lambda: a.proc.poll() is not None)
         assert a.proc.poll() is None, a.logs()[-3000:]
         creators.finish()
         assert a.proc.poll() is None and role(a) == "leader"  # recovered without a restart of egsd
         assert "reconnected to PostgreSQL" in a.logs()
-        ids = {g["gprId"] for g in a.api().get("/api/v1/gpr/list?sliceName=w")["items"]}
-        assert not creators.acked - ids
+        assert not creators.lost(a.api())
         assert creators.statuses.get(200) == len(creators.acked)
     finally:
         if creators:

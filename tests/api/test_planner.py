@@ -117,20 +117,7 @@ def test_an_early_release_that_would_delay_someone_is_held(cluster):
     at +65m. The holder of c2's first node releases early at +10m. Handed over at once, that node would
     let A start on c2 and keep c2 from B until +110m; the release is held instead (core/held.h): neither
     estimate moves, and both start exactly as first promised."""
-    cluster.add_cluster("c1", [("c1-n1", H100), ("c1-n2", H100)])
-    cluster.add_cluster("c2", [("c2-n1", H100), ("c2-n2", H100)])
-    holds = []
-    for i, (cl, dur) in enumerate([("c1", "50m"), ("c1", "1000m"), ("c2", "60m"), ("c2", "65m")]):
-        cluster.workspace("hold%d" % i, ["c1", "c2"])
-        holds.append(cluster.gpr(sliceName="hold%d" % i, clusterName=cl, numberOfGPUs=8, exitDuration=dur,
-                                 priority=300))
-    for g in holds:
-        cluster.wait_state(g, "Provisioned")
-    cluster.workspace("wa", ["c1", "c2"])
-    cluster.workspace("wb", ["c1", "c2"])
-    a = cluster.gpr(sliceName="wa", numberOfGPUs=8, exitDuration="100m", priority=200)
-    b = cluster.gpr(sliceName="wb", numberOfGPUs=8, numberOfGPUNodes=2, exitDuration="10m", priority=100)
-    start = {g: cluster.status(g)["estimatedStartTime"] for g in (a, b)}
+    holds, a, b, start = cluster.held_release_setup()
     exits = {i: cluster.status(h)["status"]["exitTimestamp"] for i, h in enumerate(holds)}
     assert start[a] == exits[0] and start[b] == exits[3], (start, exits)
     cluster.advance("10m")

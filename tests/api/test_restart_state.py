@@ -3,11 +3,10 @@ the planner's held early releases are in the store. Each test restarts egsd (SIG
 where it costs little) between the two halves of what it checks: raise and resolve, queue and
 delivery, hold and apply."""
 import json
-import os
 
 import pytest
 
-from conftest import H100, Cluster, STORE, store_query, wait_for
+from conftest import Cluster, store_query, wait_for
 from fakeagent import FakeAgent, Receiver, free_port, provisioned
 
 
@@ -135,20 +134,7 @@ def test_a_held_early_release_survives_kill9_and_is_applied_at_its_time(cluster)
     (two nodes of one cluster) on c2 at +65m. c2's first holder releases early: handed over, its node
     would start A on c2 at once and delay B. The hold is stored with the GPR, so after a kill -9 A
     still waits with the same estimate; it ends at the holder's exit."""
-    cluster.add_cluster("c1", [("c1-n1", H100), ("c1-n2", H100)])
-    cluster.add_cluster("c2", [("c2-n1", H100), ("c2-n2", H100)])
-    holds = []
-    for i, (cl, dur) in enumerate([("c1", "50m"), ("c1", "1000m"), ("c2", "60m"), ("c2", "65m")]):
-        cluster.workspace("hold%d" % i, ["c1", "c2"])
-        holds.append(cluster.gpr(sliceName="hold%d" % i, clusterName=cl, numberOfGPUs=8, exitDuration=dur,
-                                 priority=300))
-    for g in holds:
-        cluster.wait_state(g, "Provisioned")
-    cluster.workspace("wa", ["c1", "c2"])
-    cluster.workspace("wb", ["c1", "c2"])
-    a = cluster.gpr(sliceName="wa", numberOfGPUs=8, exitDuration="100m", priority=200)
-    b = cluster.gpr(sliceName="wb", numberOfGPUs=8, numberOfGPUNodes=2, exitDuration="10m", priority=100)
-    start = {g: cluster.status(g)["estimatedStartTime"] for g in (a, b)}
+    holds, a, b, start = cluster.held_release_setup()
     cluster.admin.ok("PUT", "/api/v1/gpr", {"gprId": holds[2], "earlyRelease": True})
     cluster.wait_state(holds[2], "Complete")
     stored = wait_for(lambda: held(cluster, holds[2]), what="the hold in the store")
