@@ -214,7 +214,7 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fno-strict-aliasi
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 $(shell pkg-config --cflags libevent jansson yaml-0.1 2>/dev/null)
 FUZZ_CORE    := src/core/common.c src/core/util.c src/core/share.c
-FUZZ_TARGETS := frame parsers manifest prom http body agent
+FUZZ_TARGETS := frame parsers manifest prom http body agent query
 FUZZ_BINS    := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 # The targets that run a whole egsd in the process (fuzz/egsd_harness.h) link the server, the store and
 # the core built with coverage and the sanitizers into build/fuzz/obj (incremental, like build/obj).
@@ -228,7 +228,7 @@ build/fuzz/obj/%.o: %.c
 	@$(FUZZ_CC) $(FUZZ_EGSD_CFLAGS) -MMD -MP -c $< -o $@
 build/fuzz/libegsd-fuzz.a: $(FUZZ_EGSD_OBJ)
 	@rm -f $@; ar rcs $@ $^
-build/fuzz/fuzz_http build/fuzz/fuzz_body build/fuzz/fuzz_agent: build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/egsd_harness.c \
+build/fuzz/fuzz_http build/fuzz/fuzz_body build/fuzz/fuzz_agent build/fuzz/fuzz_query: build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/egsd_harness.c \
 		fuzz/egsd_harness.h build/fuzz/libegsd-fuzz.a
 	$(FUZZ_CC) $(FUZZ_EGSD_CFLAGS) -fsanitize=fuzzer -o $@ fuzz/fuzz_$*.c fuzz/egsd_harness.c \
 		build/fuzz/libegsd-fuzz.a $(LDLIBS)

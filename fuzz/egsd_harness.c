@@ -120,7 +120,7 @@ static char *exchange(const unsigned char *data, size_t len, size_t *out_len)
 static char *request(const char *method, const char *path, enum egs_fuzz_who who, const unsigned char *body,
 		     size_t len, size_t *out_len)
 {
-	char head[512];
+	char head[1024];
 	const char *cred = who == EGS_FUZZ_ADMIN ? EGS_FUZZ_ADMIN_KEY : who == EGS_FUZZ_AGENT ? agent_token : NULL;
 	int n = snprintf(head, sizeof(head),
 			 "%s %s HTTP/1.1\r\nHost: fuzz\r\nConnection: close\r\nContent-Type: application/json\r\n"
