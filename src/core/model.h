@@ -304,7 +304,7 @@ struct egs_audit {
 	char target[128]; /* the object it named (an id or a name), "" when none */
 	int status;      /* the HTTP status of the answer */
 	char error_key[48]; /* the errorKey of an error answer, "" on success */
-	char peer[64];   /* the client's address */
+	char peer[160];  /* the client's address; "<client> via <follower>" for a forwarded write */
 };
 
 #endif

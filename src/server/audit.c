@@ -54,8 +54,11 @@ static void target_of(const struct egs_req *r, json_t *env, char *out, size_t n)
 	egs_utf8_sanitize(out); /* a cut may split a character; control characters stay (JSON escapes them) */
 }
 
+/* The connection's peer, or the client a follower forwarded for, proven (egs_forward_client). */
 static void peer_of(const struct egs_req *r, char *out, size_t n)
 {
+	if (egs_forward_client(r, out, n))
+		return;
 	struct evhttp_connection *c = evhttp_request_get_connection(r->ev);
 	char *addr = NULL; /* borrowed from the connection (libevent 2.1's signature) */
 	ev_uint16_t port = 0;

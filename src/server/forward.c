@@ -12,6 +12,13 @@
  * written by this replica; the write may or may not have reached the leader when the connection
  * broke after sending, as with any connection that breaks before the answer).
  *
+ * The leader audits a forwarded write under the client's address, not the follower's: the follower sends
+ * it in X-EGS-Client with X-EGS-Client-Proof, an HMAC-SHA-256 over the client's address, the follower's
+ * advertised address, the method and the request target, under a key derived (for this use only) from
+ * kubecreds.key, which every replica shares.  A client cannot claim an address: whatever it sends in
+ * those headers is dropped here, and a leader that cannot verify the proof records the connection's
+ * peer as before (audit.c).
+ *
  * Under TLS (egsd --tls-cert) the follower speaks HTTPS to the leader and verifies it: the chain must
  * end at a certificate of the system's store or at one in this egsd's own --tls-cert file (a partial
  * chain is enough: replicas that share one certificate trust each other), and the certificate must
@@ -34,6 +41,8 @@
 
 #define FORWARD_TIMEOUT_S 75 /* above the longest agent long poll (60 s) */
 #define FORWARDED "X-EGS-Forwarded"
+#define CLIENT "X-EGS-Client"
+#define PROOF "X-EGS-Client-Proof"
 
 struct fwd {
 	struct egs_server *srv;
@@ -52,15 +61,56 @@ bool egs_forward_wanted(enum evhttp_cmd_type method, const char *path)
 	return strncmp(path, "/api/v1/agent/", 14) == 0 || strcmp(path, "/api/v1/slice-workspace/kube-config") == 0;
 }
 
-/* Headers that describe one hop, not the request: never copied. */
+/* Headers that describe one hop, not the request, and the client claims only a replica may make:
+ * never copied. */
 static bool hop_header(const char *name)
 {
 	static const char *const hop[] = { "Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length", "Host",
-					   "Expect", "Upgrade", "TE", "Trailer", "Proxy-Connection", "Date" };
+					   "Expect", "Upgrade", "TE", "Trailer", "Proxy-Connection", "Date",
+					   FORWARDED, CLIENT, PROOF };
 	for (size_t i = 0; i < EGS_ARRAY_LEN(hop); i++)
 		if (strcasecmp(name, hop[i]) == 0)
 			return true;
 	return false;
+}
+
+/* The MAC of a forwarded request's client claim (see the top of the file). */
+static void client_mac(const struct egs_server *srv, const char *client, const char *via, enum evhttp_cmd_type method,
+		       const char *uri, unsigned char mac[crypto_auth_hmacsha256_BYTES])
+{
+	static const char context[] = "egsd forwarded client v1";
+	unsigned char key[crypto_auth_hmacsha256_KEYBYTES];
+	crypto_auth_hmacsha256_state st;
+	char m[16];
+
+	crypto_generichash(key, sizeof(key), (const unsigned char *)context, sizeof(context) - 1, srv->kubecred_key,
+			   sizeof(srv->kubecred_key));
+	snprintf(m, sizeof(m), "%d", (int)method);
+	crypto_auth_hmacsha256_init(&st, key, sizeof(key));
+	const char *parts[] = { client, via, m, uri };
+	for (size_t i = 0; i < EGS_ARRAY_LEN(parts); i++) /* each part NUL-terminated: no two splits agree */
+		crypto_auth_hmacsha256_update(&st, (const unsigned char *)parts[i], strlen(parts[i]) + 1);
+	crypto_auth_hmacsha256_final(&st, mac);
+	sodium_memzero(key, sizeof(key));
+	sodium_memzero(&st, sizeof(st));
+}
+
+bool egs_forward_client(const struct egs_req *r, char *out, size_t n)
+{
+	struct evkeyvalq *in = evhttp_request_get_input_headers(r->ev);
+	const char *client = evhttp_find_header(in, CLIENT), *proof = evhttp_find_header(in, PROOF);
+	const char *via = evhttp_find_header(in, FORWARDED), *uri = evhttp_request_get_uri(r->ev);
+	unsigned char want[crypto_auth_hmacsha256_BYTES], got[crypto_auth_hmacsha256_BYTES];
+	size_t len = 0;
+
+	if (!client || !proof || !via || !uri || strlen(client) > 64 ||
+	    sodium_hex2bin(got, sizeof(got), proof, strlen(proof), NULL, &len, NULL) != 0 || len != sizeof(got))
+		return false;
+	client_mac(r->srv, client, via, r->method, uri, want);
+	if (crypto_verify_32(want, got) != 0)
+		return false;
+	snprintf(out, n, "%s via %s", client, via);
+	return true;
 }
 
 static void copy_headers(struct evkeyvalq *to, const struct evkeyvalq *from)
@@ -158,6 +208,25 @@ static struct evhttp_connection *connect_leader(struct egs_server *srv, const ch
 	return evhttp_connection_base_bufferevent_new(srv->base, NULL, bev, host, port);
 }
 
+/* The client's address and its proof, for the leader's audit log. */
+static void add_client(const struct egs_server *srv, const struct egs_req *r, struct evkeyvalq *out, const char *uri)
+{
+	struct evhttp_connection *c = evhttp_request_get_connection(r->ev);
+	char *addr = NULL; /* borrowed from the connection */
+	ev_uint16_t port = 0;
+	unsigned char mac[crypto_auth_hmacsha256_BYTES];
+	char hex[2 * sizeof(mac) + 1];
+
+	if (c)
+		evhttp_connection_get_peer(c, &addr, &port);
+	if (!addr || !uri || strlen(addr) > 64)
+		return;
+	client_mac(srv, addr, srv->advertised, r->method, uri, mac);
+	sodium_bin2hex(hex, sizeof(hex), mac, sizeof(mac));
+	evhttp_add_header(out, CLIENT, addr);
+	evhttp_add_header(out, PROOF, hex);
+}
+
 void egs_forward(struct egs_req *r)
 {
 	struct egs_server *srv = r->srv;
@@ -199,6 +268,7 @@ void egs_forward(struct egs_req *r)
 	copy_headers(out, in);
 	evhttp_add_header(out, "Host", srv->leader.addr);
 	evhttp_add_header(out, FORWARDED, srv->advertised);
+	add_client(srv, r, out, evhttp_request_get_uri(r->ev));
 	evbuffer_add_buffer(evhttp_request_get_output_buffer(up), evhttp_request_get_input_buffer(r->ev));
 	r->ev = NULL; /* taken: on_answer replies */
 	if (evhttp_make_request(f->up, up, f->method, evhttp_request_get_uri(f->client)) != 0) {

@@ -179,6 +179,9 @@ bool egs_forward_wanted(enum evhttp_cmd_type method, const char *path);
 /* Sends r to the leader and relays its answer; takes the request (r->ev becomes NULL).  503
  * LEADER_UNAVAILABLE when no leader is known or it cannot be reached. */
 void egs_forward(struct egs_req *r);
+/* On the leader: when r came through a follower that proved the client's address (forward.c), writes
+ * "<client> via <follower>" to out and returns true; false for any other request. */
+bool egs_forward_client(const struct egs_req *r, char *out, size_t n);
 
 /* ---- input ---- */
 /* The request schema of a route in openapi.c's notation ("name:s ~count:i? @Other"), by method (any

@@ -43,17 +43,20 @@ def role(e):
 
 
 def follower_of(leader, data_dir, url=None, tls=None):
-    """A second egsd on the leader's database with the leader's admin key: it follows."""
+    """A second egsd on the leader's database with the leader's admin key and slice-token key (as
+    docs/ha.md says to deploy them): it follows."""
     os.makedirs(data_dir)
-    shutil.copy(os.path.join(leader.data_dir, "admin.key"), os.path.join(data_dir, "admin.key"))
+    for key in ("admin.key", "kubecreds.key"):
+        shutil.copy(os.path.join(leader.data_dir, key), os.path.join(data_dir, key))
     b = Egsd(data_dir, extra=url or leader.extra, tls=tls).start()
     assert role(b) == "follower", health(b)
     return b
 
 
-def post(port, key, path, body, timeout=10):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    c.request("POST", path, json.dumps(body), {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+def post(port, key, path, body, timeout=10, source="127.0.0.1", headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
+    c.request("POST", path, json.dumps(body), dict({"Authorization": "Bearer " + key,
+                                                    "Content-Type": "application/json"}, **(headers or {})))
     r = c.getresponse()
     return r.status, json.loads(r.read() or b"null")
 
@@ -170,6 +173,30 @@ def test_a_follower_serves_reads_forwards_writes_and_streams_events(tmpdir_path)
     finally:
         if agent:
             agent.stop()
+        a.stop()
+        if b:
+            b.stop()
+
+
+def test_a_write_through_a_follower_is_audited_under_the_clients_address(tmpdir_path):
+    """The follower proves the client's address to the leader (an HMAC under a key derived from the
+    shared kubecreds.key); a client's own claim, to either replica, is never believed."""
+    url = store_args(os.path.join(tmpdir_path, "shared"))
+    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
+    b = None
+    try:
+        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+        forged = {"X-EGS-Client": "10.9.9.9", "X-EGS-Client-Proof": "00" * 32}
+        assert post(b.port, a.admin_key, "/api/v1/clusters", {"clusterName": "via-b"}, source="127.0.0.2")[0] == 200
+        assert post(b.port, a.admin_key, "/api/v1/clusters", {"clusterName": "forged-via-b"}, source="127.0.0.2",
+                    headers=forged)[0] == 200
+        assert post(a.port, a.admin_key, "/api/v1/clusters", {"clusterName": "forged-at-a"}, source="127.0.0.3",
+                    headers=dict(forged, **{"X-EGS-Forwarded": "127.0.0.1:%d" % b.port}))[0] == 200
+        peers = {e["target"]: e["peer"] for e in a.api().get("/api/v1/audit?limit=100")["items"]}
+        via = "127.0.0.2 via 127.0.0.1:%d" % b.port
+        assert peers["via-b"] == via and peers["forged-via-b"] == via, peers
+        assert peers["forged-at-a"] == "127.0.0.3", peers
+    finally:
         a.stop()
         if b:
             b.stop()
