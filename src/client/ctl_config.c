@@ -219,12 +219,14 @@ out:
 
 int ctl_credentials(struct ctl *c, char *url, size_t urlsz, char *key, size_t keysz)
 {
-	const char *env_server = getenv("EGS_SERVER"), *env_key = getenv("EGS_API_KEY");
+	const char *env_server = getenv("EGS_SERVER"), *env_key = getenv("EGS_API_KEY"), *env_ca = getenv("EGS_CA_FILE");
 	int rc;
 
 	url[0] = key[0] = '\0';
 	if (c->ca_file)
 		egs_strlcpy(c->ca_path, c->ca_file, sizeof(c->ca_path));
+	else if (env_ca && *env_ca && !c->context && !egs_strlcpy(c->ca_path, env_ca, sizeof(c->ca_path)))
+		return ctl_usage(c, "$EGS_CA_FILE is too long to be a path");
 	if (c->server)
 		egs_strlcpy(url, c->server, urlsz);
 	else if (env_server && *env_server && !c->context)

@@ -56,7 +56,7 @@ static void usage(FILE *f)
 	      "  -o, --output FORMAT     table (default), wide, json, yaml or name\n"
 	      "  --request-timeout DUR   bound of each call to the server (default 30s)\n"
 	      "  --ca-file FILE          https: trust the CA certificates (PEM) in FILE instead of the system's\n"
-	      "                          (overrides the context's certificate-authority)\n"
+	      "                          (overrides the context's certificate-authority; $EGS_CA_FILE)\n"
 	      "  --config FILE           the contexts file (default $EGS_CONFIG or ~/.config/egs/config)\n"
 	      "  -h, --help              help; `egsctl COMMAND --help` for a command's\n"
 	      "\n"

@@ -62,9 +62,10 @@ def env():
             c.close()
 
 
-def ctl(tmp, *args):
+def ctl(tmp, *args, env=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith("EGS_")}
     e["EGS_CONFIG"] = os.path.join(tmp, "egs", "config")
+    e.update(env or {})
     return subprocess.run([EGSCTL] + list(args), capture_output=True, text=True, timeout=60, env=e)
 
 
@@ -109,6 +110,15 @@ def test_egsctl_verifies_with_ca_file_or_the_context(env):
     assert p.returncode == 5, (p.returncode, p.stdout, p.stderr)
     assert "TLS failed" in p.stderr and "certificate" in p.stderr and "--ca-file" in p.stderr, p.stderr
     p = ctl(tmp, "get", "clusters", "--server", c.egsd.url, "--key-file", key_file, "--ca-file", env["other_ca"])
+    assert p.returncode == 5 and "certificate" in p.stderr, p.stderr
+    # $EGS_CA_FILE beside $EGS_SERVER and $EGS_API_KEY: a CI job with no config file; the flag wins.
+    with open(key_file) as f:
+        ci = {"EGS_SERVER": c.egsd.url, "EGS_API_KEY": f.readline().strip(), "EGS_CA_FILE": env["ca"]}
+    p = ctl(tmp, "get", "clusters", env=ci)
+    assert p.returncode == 0 and "worker-1" in p.stdout, (p.returncode, p.stdout, p.stderr)
+    p = ctl(tmp, "get", "clusters", "--ca-file", env["other_ca"], env=ci)
+    assert p.returncode == 5 and "certificate" in p.stderr, p.stderr
+    p = ctl(tmp, "get", "clusters", env=dict(ci, EGS_CA_FILE=env["other_ca"]))
     assert p.returncode == 5 and "certificate" in p.stderr, p.stderr
     # An http:// URL to the TLS port does not work either (no answer), and nothing falls back.
     p = ctl(tmp, "get", "clusters", "--server", c.egsd.url.replace("https", "http"), "--key-file", key_file)
