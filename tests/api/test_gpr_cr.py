@@ -129,6 +129,13 @@ def test_apply_shows_the_estimate_update_changes_the_gpr_delete_cancels_and_rele
     ok(fake.kubectl("delete", "gpr", "train", "-n", "ws-dev", "--timeout=30s"))
     assert cr(fake, "ws-dev", "train") is None
     assert cluster.status(gid)["status"]["provisioningStatus"] == "Cancelled"
+    # The audit log has the CR's create, update and delete, made with the cluster's agent key (the
+    # applies authorised as an Owner of the workspace).
+    log = [e for e in cluster.admin.get("/api/v1/audit?limit=1000")["items"] if e["route"] == "/api/v1/agent/gprs"]
+    assert [(e["method"], e["status"], e["actor"]["role"]) for e in log] == \
+        [("POST", 200, "Owner"), ("POST", 200, "Owner"), ("DELETE", 200, "Agent")], log
+    assert len({e["actor"]["keyId"] for e in log}) == 1 and log[0]["actor"]["keyName"].startswith("agent-"), log
+    assert [e["target"] for e in log] == [gid, gid, gid], log
 
 
 
