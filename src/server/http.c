@@ -495,6 +495,7 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_agent_gpr, /* the agents' GPRs for GPUProvisioningRequest custom resources */
 	egs_routes_kubeslice, /* the agents' slice namespaces */
 	egs_routes_audit,    /* the audit log of writes (audit.h) */
+	egs_routes_agent_register, /* the agents' registrations */
 };
 
 bool egs_path_match(const char *pattern, const char *path)

@@ -275,6 +275,7 @@ extern const struct egs_route egs_routes_workspace[];
 extern const struct egs_route egs_routes_inventory[];
 extern const struct egs_route egs_routes_gpr[];
 extern const struct egs_route egs_routes_agent[];
+extern const struct egs_route egs_routes_agent_register[]; /* api_agent_register.c */
 extern const struct egs_route egs_routes_agent_events[]; /* api_agent_events.c: GPR events for agents */
 extern const struct egs_route egs_routes_admin[];
 extern const struct egs_route egs_routes_queue[];   /* api_queue.c */
