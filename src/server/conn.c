@@ -340,6 +340,11 @@ static struct bufferevent *new_bev(struct event_base *base, void *arg)
 	return c->filt;
 }
 
+void egs_conns_set_tls(struct egs_conns *cs, SSL_CTX *tls)
+{
+	cs->tls = tls;
+}
+
 /* ---- accepting ---- */
 
 static void on_resume(evutil_socket_t fd, short what, void *arg)

@@ -42,6 +42,9 @@ struct ssl_ctx_st; /* OpenSSL's SSL_CTX */
  * borrowed.  Returns a new object the caller frees with egs_conns_free after event_base_free. */
 struct egs_conns *egs_conns_new(struct event_base *base, struct evhttp *http, FILE *log, long max_conns,
 				struct ssl_ctx_st *tls);
+/* New connections use tls from now on (a reloaded certificate); those open keep theirs.  Borrowed:
+ * the caller frees the previous context (each SSL holds a reference to its own). */
+void egs_conns_set_tls(struct egs_conns *cs, struct ssl_ctx_st *tls);
 /* Watches the listener of a bound socket for accept() failures (back-off instead of a busy loop). */
 void egs_conns_watch(struct egs_conns *cs, struct evhttp_bound_socket *bs);
 /* Before evhttp_free: accepting is not resumed any more. */

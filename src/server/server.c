@@ -249,6 +249,31 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	fflush(srv->log);
 }
 
+/* SIGHUP: loads --tls-cert and --tls-key again (a renewed certificate) for new connections; open ones
+ * keep the old.  A file that does not load, or a key that does not match, keeps the old pair. */
+static void on_reload(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig, (void)what;
+	struct egs_server *srv = arg;
+	SSL_CTX *fresh = NULL;
+	char msg[768], esc[1024];
+
+	if (!srv->tls) {
+		fprintf(srv->log, "level=info msg=\"SIGHUP: no --tls-cert to reload\"\n");
+		return;
+	}
+	if (egs_tls_server_ctx(srv->tls_cert, srv->tls_key, &fresh, msg, sizeof(msg)) != EGS_OK) {
+		fprintf(srv->log, "level=warn msg=\"SIGHUP: TLS certificate not reloaded; serving the previous one\" "
+			"reason=%s\n", egs_log_escape(msg, esc, sizeof(esc)));
+		return;
+	}
+	egs_conns_set_tls(srv->conns, fresh);
+	SSL_CTX_free(srv->tls); /* connections still on it hold their own reference */
+	srv->tls = fresh;
+	fprintf(srv->log, "level=info msg=\"SIGHUP: TLS certificate reloaded\" cert=%s\n",
+		egs_log_escape(srv->tls_cert, esc, sizeof(esc)));
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
@@ -487,8 +512,10 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	event_add(srv->tick_ev, &sec);
 	srv->sig_ev[0] = evsignal_new(srv->base, SIGTERM, on_signal, srv);
 	srv->sig_ev[1] = evsignal_new(srv->base, SIGINT, on_signal, srv);
+	srv->sig_ev[2] = evsignal_new(srv->base, SIGHUP, on_reload, srv);
 	evsignal_add(srv->sig_ev[0], NULL);
 	evsignal_add(srv->sig_ev[1], NULL);
+	evsignal_add(srv->sig_ev[2], NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	srv->http = evhttp_new(srv->base);

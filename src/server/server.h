@@ -66,7 +66,7 @@ struct egs_server {
 	struct event *commit_ev; /* lowest priority: commit then flush */
 	struct event *plan_ev;   /* timer: run the scheduler */
 	struct event *tick_ev;   /* 1 s housekeeping */
-	struct event *sig_ev[2]; /* SIGTERM, SIGINT */
+	struct event *sig_ev[3]; /* SIGTERM, SIGINT, SIGHUP (reload the TLS certificate) */
 	struct egs_vec held;     /* struct held_reply*, waiting for the commit */
 	struct egs_vec polls;    /* struct egs_poll*, agents' long polls */
 	struct egs_plan *plan;   /* the last walk, for cheap appends */

@@ -7,6 +7,8 @@ and the portal work over TLS."""
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -135,6 +137,45 @@ def test_egsctl_verifies_with_ca_file_or_the_context(env):
     assert p.returncode == 5, p.stderr
     p = ctl(tmp, "get", "clusters", "--ca-file", os.path.join(tmp, "missing.pem"))
     assert p.returncode == 2 and "missing.pem" in p.stderr, p.stderr
+
+
+def test_sighup_reloads_the_certificate_for_new_connections(env):
+    """A renewed certificate (here: signed by another CA) is served after SIGHUP without a restart; a
+    connection opened before keeps working; files that do not load keep the previous pair."""
+    pki, tmp = env["pki"], env["tmp"]
+    d = os.path.join(tmp, "reload")
+    os.makedirs(d)
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    for src, dst in zip(make_cert(pki, "ca", "r1", "IP:127.0.0.1"), (cert, key)):
+        shutil.copy(src, dst)
+    e = Egsd(os.path.join(tmp, "reload-egsd"), tls=(cert, key, env["ca"])).start()
+    try:
+        def answers(ca):
+            try:
+                ctx = ssl.create_default_context(cafile=ca)
+                with socket.create_connection(("127.0.0.1", e.port), timeout=10) as s:
+                    with ctx.wrap_socket(s, server_hostname="127.0.0.1"):
+                        return True
+            except ssl.SSLError:
+                return False
+        old = ssl.create_default_context(cafile=env["ca"]).wrap_socket(
+            socket.create_connection(("127.0.0.1", e.port), timeout=10), server_hostname="127.0.0.1")
+        assert answers(env["ca"]) and not answers(env["other_ca"])
+        for src, dst in zip(make_cert(pki, "other-ca", "r2", "IP:127.0.0.1"), (cert, key)):
+            shutil.copy(src, dst)
+        e.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "TLS certificate reloaded" in e.logs(), what="the reload")
+        assert answers(env["other_ca"]) and not answers(env["ca"])
+        old.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # opened before: still served
+        assert old.recv(65536).startswith(b"HTTP/1.1 200")
+        old.close()
+        with open(key, "w") as f:
+            f.write("not a key\n")
+        e.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "not reloaded" in e.logs(), what="the refused reload")
+        assert answers(env["other_ca"]) and e.proc.poll() is None
+    finally:
+        e.stop()
 
 
 def test_certificate_must_name_the_host(env):
