@@ -270,7 +270,8 @@ static void free_obj(enum egs_kind kind, void *obj)
 	case EGS_KIND_KUBECRED:
 	case EGS_KIND_ALERT:
 	case EGS_KIND_OUTBOX:
-	case EGS_KIND_GPRLINK: egs_doc_free(obj); break;
+	case EGS_KIND_GPRLINK:
+	case EGS_KIND_ENDPOINT: egs_doc_free(obj); break;
 	}
 }
 
@@ -329,6 +330,7 @@ void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg)
 	egs_map_init(&st->alerts);
 	egs_map_init(&st->outbox);
 	egs_map_init(&st->gprlinks);
+	egs_map_init(&st->endpoints);
 	egs_map_init(&st->fair);
 	egs_map_init(&st->capacity);
 	egs_queue_init(&st->queue);
@@ -371,6 +373,7 @@ void egs_state_cleanup(struct egs_state *st)
 	free_map(&st->alerts, EGS_KIND_ALERT);
 	free_map(&st->outbox, EGS_KIND_OUTBOX);
 	free_map(&st->gprlinks, EGS_KIND_GPRLINK);
+	free_map(&st->endpoints, EGS_KIND_ENDPOINT);
 	for (size_t i = 0; i < st->events_len; i++)
 		egs_event_free(st->events[(st->events_head + i) % st->cfg.event_retention]);
 	free(st->events);
@@ -460,6 +463,7 @@ static struct egs_map *doc_map(struct egs_state *st, enum egs_kind kind)
 	case EGS_KIND_ALERT: return &st->alerts;
 	case EGS_KIND_OUTBOX: return &st->outbox;
 	case EGS_KIND_GPRLINK: return &st->gprlinks;
+	case EGS_KIND_ENDPOINT: return &st->endpoints;
 	default: break;
 	}
 	EGS_ASSERT(0);
@@ -555,7 +559,8 @@ static bool *dirty_flag(enum egs_kind kind, void *obj)
 	case EGS_KIND_KUBECRED:
 	case EGS_KIND_ALERT:
 	case EGS_KIND_OUTBOX:
-	case EGS_KIND_GPRLINK: return &((struct egs_doc *)obj)->dirty;
+	case EGS_KIND_GPRLINK:
+	case EGS_KIND_ENDPOINT: return &((struct egs_doc *)obj)->dirty;
 	}
 	EGS_ASSERT(0);
 	return NULL;
@@ -609,7 +614,8 @@ void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj)
 	case EGS_KIND_KUBECRED:
 	case EGS_KIND_ALERT:
 	case EGS_KIND_OUTBOX:
-	case EGS_KIND_GPRLINK: egs_map_del(doc_map(st, kind), ((struct egs_doc *)obj)->name); break;
+	case EGS_KIND_GPRLINK:
+	case EGS_KIND_ENDPOINT: egs_map_del(doc_map(st, kind), ((struct egs_doc *)obj)->name); break;
 	}
 	bool *d = dirty_flag(kind, obj);
 	if (*d) {

@@ -19,7 +19,7 @@
 enum egs_kind { EGS_KIND_PROJECT, EGS_KIND_CLUSTER, EGS_KIND_NODE, EGS_KIND_WORKSPACE, EGS_KIND_GPR,
 		EGS_KIND_APIKEY, EGS_KIND_TEMPLATE, EGS_KIND_BINDING, EGS_KIND_KUBECRED, EGS_KIND_ALERT,
 		EGS_KIND_OUTBOX,
-		EGS_KIND_GPRLINK /* the last six: struct egs_doc */ };
+		EGS_KIND_GPRLINK, EGS_KIND_ENDPOINT /* the last seven: struct egs_doc */ };
 
 struct egs_change {
 	enum egs_kind kind;
@@ -48,6 +48,7 @@ struct egs_state {
 	struct egs_map alerts;    /* struct egs_doc: active alerts as server/alerts.c stores them */
 	struct egs_map outbox;    /* struct egs_doc named by idempotency key: undelivered webhook messages */
 	struct egs_map gprlinks;  /* struct egs_doc named after a GPUProvisioningRequest CR's uid: its GPR */
+	struct egs_map endpoints; /* struct egs_doc named by id: inference endpoints (server/inference.h) */
 	struct egs_map apikeys_by_hash; /* hex of the key hash -> egs_apikey */
 	struct egs_map fair;            /* workspace name -> its usage key (core/fair.h) */
 	struct egs_queue queue;         /* GPRs in EGS_GPR_QUEUED */

@@ -499,6 +499,7 @@ static enum egs_err add_kubecred(struct egs_state *st, void *o) { return egs_sta
 static enum egs_err add_alert(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_ALERT, o); }
 static enum egs_err add_outbox(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_OUTBOX, o); }
 static enum egs_err add_gprlink(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_GPRLINK, o); }
+static enum egs_err add_endpoint(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_ENDPOINT, o); }
 static const char *key_doc(const void *o) { return ((const struct egs_doc *)o)->name; }
 
 #define KIND(k, tbl, cols, order, x)                                                              \
@@ -537,5 +538,7 @@ const struct egs_pg_kind egs__pg_kinds[] = {
 			      free_doc, egs_rows_bind_doc, read_doc, add_outbox, key_doc },
 	[EGS_KIND_GPRLINK] = { "gpr_links", "name,project,spec,created_at,updated_at", "name", alloc_doc, free_doc,
 			       egs_rows_bind_doc, read_doc, add_gprlink, key_doc },
+	[EGS_KIND_ENDPOINT] = { "inference_endpoints", "name,project,spec,created_at,updated_at", "name", alloc_doc,
+				free_doc, egs_rows_bind_doc, read_doc, add_endpoint, key_doc },
 };
 const int egs__pg_nkinds = (int)EGS_ARRAY_LEN(egs__pg_kinds);

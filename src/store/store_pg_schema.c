@@ -171,6 +171,13 @@ const char *const egs__pg_migrations[] = {
 	"  error_key TEXT NOT NULL,"
 	"  peer TEXT NOT NULL);"
 	"CREATE INDEX audit_time ON audit(time);",
+	/* 12 (the twin of SQLite's 12): inference endpoints (struct egs_doc named by id; src/server/api_inference.c) */
+	"CREATE TABLE inference_endpoints ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at BIGINT NOT NULL,"
+	"  updated_at BIGINT NOT NULL);",
 };
 
 const int egs__pg_nmigrations = (int)EGS_ARRAY_LEN(egs__pg_migrations);

@@ -194,6 +194,15 @@ static const char *const migrations[] = {
 	"  error_key TEXT NOT NULL,"
 	"  peer TEXT NOT NULL);"
 	"CREATE INDEX audit_time ON audit(time);",
+	/* 12: inference endpoints (struct egs_doc named by id): spec is the endpoint as
+	 * src/server/api_inference.c keeps it (workspace, cluster, namespace, GPR, rendered objects, what the
+	 * agent observed) */
+	"CREATE TABLE inference_endpoints ("
+	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+	"  project TEXT NOT NULL,"
+	"  spec TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL);",
 };
 
 int egs_store_schema_version(void)
@@ -616,6 +625,7 @@ static void *alloc_template(void) { return egs_calloc(1, sizeof(struct egs_doc))
 #define alloc_alert alloc_template
 #define alloc_outbox alloc_template
 #define alloc_gprlink alloc_template
+#define alloc_endpoint alloc_template
 static void free_project(void *o) { egs_project_free(o); }
 static void free_cluster(void *o) { egs_cluster_free(o); }
 static void free_node(void *o) { egs_node_free(o); }
@@ -628,6 +638,7 @@ static void free_template(void *o) { egs_doc_free(o); }
 #define free_alert free_template
 #define free_outbox free_template
 #define free_gprlink free_template
+#define free_endpoint free_template
 static enum egs_err add_project(struct egs_state *st, void *o) { return egs_state_add_project(st, o); }
 static enum egs_err add_cluster(struct egs_state *st, void *o) { return egs_state_add_cluster(st, o); }
 static enum egs_err add_node(struct egs_state *st, void *o) { return egs_state_add_node(st, o); }
@@ -640,6 +651,7 @@ static enum egs_err add_kubecred(struct egs_state *st, void *o) { return egs_sta
 static enum egs_err add_alert(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_ALERT, o); }
 static enum egs_err add_outbox(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_OUTBOX, o); }
 static enum egs_err add_gprlink(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_GPRLINK, o); }
+static enum egs_err add_endpoint(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_ENDPOINT, o); }
 static const char *key_project(const void *o) { return ((const struct egs_project *)o)->name; }
 static const char *key_cluster(const void *o) { return ((const struct egs_cluster *)o)->name; }
 static const char *key_node(const void *o) { return ((const struct egs_node *)o)->key; }
@@ -664,6 +676,9 @@ static const char *key_template(const void *o) { return ((const struct egs_doc *
 #define key_gprlink key_template
 #define egs_rows_bind_gprlink egs_rows_bind_doc
 #define read_gprlink read_doc
+#define key_endpoint key_template
+#define egs_rows_bind_endpoint egs_rows_bind_doc
+#define read_endpoint read_doc
 
 struct kind_ops {
 	const char *table;
@@ -707,6 +722,7 @@ static const struct kind_ops kinds[] = {
 	KIND(EGS_KIND_ALERT, "alerts", "name,project,spec,created_at,updated_at", "name", alert),
 	KIND(EGS_KIND_OUTBOX, "webhook_outbox", "name,project,spec,created_at,updated_at", "created_at, name", outbox),
 	KIND(EGS_KIND_GPRLINK, "gpr_links", "name,project,spec,created_at,updated_at", "name", gprlink),
+	KIND(EGS_KIND_ENDPOINT, "inference_endpoints", "name,project,spec,created_at,updated_at", "name", endpoint),
 };
 #define NKINDS ((int)EGS_ARRAY_LEN(kinds))
 

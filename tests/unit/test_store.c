@@ -705,6 +705,10 @@ static void test_docs_roundtrip(void **unused)
 				    "{\"gprId\":\"gpr-00000001-abcd\",\"cluster\":\"worker-1\"}", 1700000060);
 	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_GPRLINK, l1), EGS_OK);
 	egs_state_touch(&a, EGS_KIND_GPRLINK, l1);
+	/* migration 12: an inference endpoint, named by its id */
+	struct egs_doc *e1 = mk_doc("iep-0a1b2c3d-4e5f", "{\"endpointName\":\"llm\",\"cluster\":\"worker-1\"}", 1700000070);
+	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_ENDPOINT, e1), EGS_OK);
+	egs_state_touch(&a, EGS_KIND_ENDPOINT, e1);
 	struct egs_doc *dup = mk_doc("train", "{}", 1);
 	assert_int_equal(egs_state_add_doc(&a, EGS_KIND_TEMPLATE, dup), EGS_ERR_EXISTS);
 	egs_doc_free(dup);
@@ -726,6 +730,8 @@ static void test_docs_roundtrip(void **unused)
 	assert_int_equal(b.bindings.len, 1);
 	assert_int_equal(b.kubecreds.len, 1);
 	assert_int_equal(b.gprlinks.len, 1);
+	assert_int_equal(b.endpoints.len, 1);
+	cmp_doc(egs_state_doc(&a, EGS_KIND_ENDPOINT, "iep-0a1b2c3d-4e5f"), egs_state_doc(&b, EGS_KIND_ENDPOINT, "iep-0a1b2c3d-4e5f"));
 	cmp_doc(egs_state_doc(&a, EGS_KIND_GPRLINK, "0b6c2f9e-5d4e-4b8a-9a37-2f1d3c4b5a69"),
 		egs_state_doc(&b, EGS_KIND_GPRLINK, "0b6c2f9e-5d4e-4b8a-9a37-2f1d3c4b5a69"));
 	cmp_doc(egs_state_doc(&a, EGS_KIND_KUBECRED, "team-a"), egs_state_doc(&b, EGS_KIND_KUBECRED, "team-a"));
