@@ -88,7 +88,7 @@ portal-test: all tests/portal/node_modules/.package-lock.json
 bench-portal: all
 	node bench/portal/size.mjs
 
-$(BUILD)/bin/egsd: $(call obj,src/server/main.c) $(PORTAL_OBJ) $(LIBSERVER) $(LIBCORE)
+$(BUILD)/bin/egsd: $(call obj,src/server/main.c src/client/manifest.c) $(PORTAL_OBJ) $(LIBSERVER) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/bin/egs-agent: $(call obj,src/agent/main.c) $(LIBAGENT) $(LIBCLIENT) $(LIBCORE)
@@ -221,7 +221,7 @@ FUZZ_BINS    := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_EGSD_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) -Iinclude -Isrc -fno-strict-aliasing \
                 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
                 $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -I/usr/include/postgresql
-FUZZ_EGSD_OBJ := $(patsubst %.c,build/fuzz/obj/%.o,$(CORE_SRC) $(STORE_SRC) $(SERVER_SRC))
+FUZZ_EGSD_OBJ := $(patsubst %.c,build/fuzz/obj/%.o,$(CORE_SRC) $(STORE_SRC) $(SERVER_SRC) src/client/manifest.c)
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC (fuzz) $<"

@@ -274,7 +274,7 @@ static struct egs_gpr *find_gpr(struct egs_req *r, const char *id, bool write)
 	return g;
 }
 
-struct egs_gpr *egs_gpr_api_create(struct egs_req *r)
+struct egs_gpr *egs_gpr_api_submit(struct egs_req *r)
 {
 	struct egs_server *srv = r->srv;
 	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER)) || !egs_body_only(r, request_fields))
@@ -313,11 +313,18 @@ struct egs_gpr *egs_gpr_api_create(struct egs_req *r)
 		else if (t != EGS_NEVER && t != EGS_NEVER - 1)
 			egs_server_wake_at(srv, t);
 	}
-	egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
 	return g;
 fail:
 	egs_gpr_free(g);
 	return NULL;
+}
+
+struct egs_gpr *egs_gpr_api_create(struct egs_req *r)
+{
+	struct egs_gpr *g = egs_gpr_api_submit(r);
+	if (g)
+		egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+	return g;
 }
 
 static void gpr_create(struct egs_req *r)

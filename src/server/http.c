@@ -488,7 +488,8 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_openapi, /* GET /api/v1/openapi.json */
 	egs_routes_policy,  /* workspace policies and the global limits */
 	egs_routes_template, egs_routes_template_binding, /* GPR templates and bindings of the public SDK */
-	egs_routes_inference, /* the public SDK's inference endpoints (501) */
+	egs_routes_inference, /* the public SDK's inference endpoints */
+	egs_routes_agent_infer, /* the agents' inference endpoints (objects to apply, readiness) */
 	egs_routes_portal,  /* whoami and the per-node schedule the portal shows */
 	egs_routes_kubecred, /* kubeconfigs, their regeneration, the agents' slice tokens */
 	egs_routes_agent_events, /* GPR events the agents mirror into their clusters */

@@ -38,6 +38,7 @@ struct schema_def {
 	const char *props;
 };
 
+#define INFER_STATE "e(Queued|Provisioning|Ready|Failed|Released|Deleting)"
 #define STATE "e(Pending|Queued|Provisioning|Provisioned|Releasing|Complete|Cancelled|Rejected|Error|Failed)"
 #define GPR_REQUEST_FIELDS                                                                                        \
 	"~gprName:s ~requestName:s ~sliceName:s ~clusterName:s? ~numberOfGPUs:n ~numberOfGPUNodes:i "             \
@@ -75,6 +76,21 @@ static const struct schema_def schemas[] = {
 	{"GprTemplateList", "items:[GprTemplate]"},
 	{"GprTemplateRef", "gprTemplateName:s"},
 	{"BindingClusterRequest", "clusterName:s ~defaultTemplateName:s? ~templates:[s]?"},
+	/* inference endpoints (the public SDK's shapes; src/server/api_inference.c) */
+	{"InferenceEndpointRequest", "clusterName:s endpointName:s workspace:s ~modelSpec:obj? ~gpuSpec:obj? "
+				     "~rawModelSpec:s?"},
+	{"InferenceEndpointName", "endpointName:s"},
+	{"InferenceEndpointRef", "endpoint:s workspace:s ~cluster:s"},
+	{"InferenceEndpointBrief", "endpointName:s modelName:s status:" INFER_STATE " endpoint:s clusterName:s namespace:s"},
+	{"InferenceEndpointList", "endpoints:[InferenceEndpointBrief]"},
+	{"InferenceDnsRecord", "dns:s type:s value:s"},
+	{"InferenceGpuRequest", "gprName:s gprId:s instanceType:s gpuShape:s numberOfGPUs:i numberOfGPUNodes:i "
+				"memoryPerGPU:s status:s"},
+	{"InferenceEndpoint", "@InferenceEndpointBrief predictStatus:e(Ready|NotReady) ingressStatus:s tryCommand:[s] "
+			      "dnsRecords:[InferenceDnsRecord] gpuRequests:[InferenceGpuRequest] message:s readyReplicas:i "
+			      "replicas:i"},
+	{"InferenceEndpointAnswer", "endpoint:InferenceEndpoint"},
+	{"Empty", ""},
 	{"GprTemplateBindingRequest", "workspaceName:s ~clusters:[BindingClusterRequest]? ~enableAutoGPR:b?"},
 	{"BindingCluster", "clusterName:s defaultTemplateName:s templates:[s] defaultTemplateStatus:s templateStatus:m(s)"},
 	{"GprTemplateBinding", "name:s clusters:[BindingCluster] enableAutoGPR:b"},
@@ -254,6 +270,11 @@ static const struct schema_def schemas[] = {
 	{"AgentGprEvent", "type:s reason:s message:s time:t"},
 	{"AgentGprLink", "uid:s namespace:s name:s generation:i gprId:s gpr:Gpr? events:[AgentGprEvent]"},
 	{"AgentGprList", "items:[AgentGprLink]"},
+	{"AgentEndpointObserved", "present:b ready:b readyReplicas:i replicas:i message:s"},
+	{"AgentEndpoint", "id:s namespace:s endpointName:s want:e(present|absent) objects:[obj] observed:AgentEndpointObserved"},
+	{"AgentEndpointList", "items:[AgentEndpoint]"},
+	{"AgentEndpointReport", "id:s present:b ~ready:b ~readyReplicas:i ~replicas:i ~message:s"},
+	{"AgentEndpointRef", "id:s"},
 	{"KubeConfigRegenerate", "workspaceName:s ~clusterName:s"},
 	{"KubeConfigGeneration", "clusterName:s generation:i agentMintsTokens:b"},
 	{"KubeConfigRegenerated", "workspaceName:s clusters:[KubeConfigGeneration]"},
@@ -415,8 +436,6 @@ struct op {
 	const char *summary;
 };
 
-#define INFERENCE_501                                                                                             \
-	"Inference endpoints of the public SDK: 501 NOT_IMPLEMENTED until egsd runs the Kubernetes backend"
 #define EV_FILTERS "workspace sliceName gprId node gpuNodeName clusterName type reason kind since until"
 
 static const struct op ops[] = {
@@ -556,12 +575,16 @@ static const struct op ops[] = {
 	 JSON_ENVELOPE, "One workspace's template binding"},
 	{"get", "/api/v1/gpr-template-binding/list", "Templates", ALL, NULL, NULL, "GprTemplateBindingList",
 	 JSON_ENVELOPE, "The template bindings of the workspaces the caller sees"},
-	{"get", "/api/v1/inference-endpoint/list", "Inference", ALL, "workspace", NULL, NULL, JSON_ENVELOPE,
-	 INFERENCE_501},
-	{"get", "/api/v1/inference-endpoint", "Inference", ALL, "workspace endpoint cluster", NULL, NULL, JSON_ENVELOPE,
-	 INFERENCE_501},
-	{"post", "/api/v1/inference-endpoint", "Inference", WRITERS, NULL, NULL, NULL, JSON_ENVELOPE, INFERENCE_501},
-	{"delete", "/api/v1/inference-endpoint", "Inference", WRITERS, NULL, NULL, NULL, JSON_ENVELOPE, INFERENCE_501},
+	{"get", "/api/v1/inference-endpoint/list", "Inference", ALL, "workspace!", NULL, "InferenceEndpointList",
+	 JSON_ENVELOPE, "The inference endpoints of a workspace"},
+	{"get", "/api/v1/inference-endpoint", "Inference", ALL, "workspace! endpoint! cluster", NULL,
+	 "InferenceEndpointAnswer", JSON_ENVELOPE, "One inference endpoint: status, URL, readiness, its GPR"},
+	{"post", "/api/v1/inference-endpoint", "Inference", WRITERS, NULL, "InferenceEndpointRequest",
+	 "InferenceEndpointName", JSON_ENVELOPE,
+	 "Create an inference endpoint: a GPR and a model server (modelSpec) or the given manifests (rawModelSpec) "
+	 "in the workspace's namespace on the cluster, on the GPR's nodes"},
+	{"delete", "/api/v1/inference-endpoint", "Inference", WRITERS, NULL, "InferenceEndpointRef", "Empty",
+	 JSON_ENVELOPE, "Delete an inference endpoint: its GPR ends and the agent removes its objects"},
 	{"post", "/api/v1/debug/clock", "Admin", ADMIN, NULL, "ClockRequest", "Clock", JSON_ENVELOPE,
 	 "Move the clock forward (egsd --dev-clock only; 404 otherwise)"},
 	{"get", "/healthz", "Admin", PUBLIC, NULL, NULL, "Health", JSON_ENVELOPE, "200 when ready"},
@@ -584,6 +607,10 @@ static const struct op ops[] = {
 	 "A custom resource was deleted: cancel its waiting GPR or release its running one, and forget the link"},
 	{"get", "/api/v1/agent/gprs", "Agent", AGENT, NULL, NULL, "AgentGprList", JSON_ENVELOPE,
 	 "The custom resources' GPRs of the agent's cluster with their status and recent events"},
+	{"get", "/api/v1/agent/inference-endpoints", "Agent", AGENT, NULL, NULL, "AgentEndpointList", JSON_ENVELOPE,
+	 "The inference endpoints of the agent's cluster: the objects to apply or remove"},
+	{"post", "/api/v1/agent/inference-endpoints", "Agent", AGENT, NULL, "AgentEndpointReport", "AgentEndpointRef",
+	 JSON_ENVELOPE, "What the agent observed of an endpoint's objects: present, readiness, a failure"},
 	{"post", "/api/v1/agent/slice-namespaces", "Agent", AGENT, NULL, "SliceNamespacesReport", "SliceNamespacesAck",
 	 JSON_ENVELOPE, "The slice namespaces the agent set up and the pods running in each"},
 	{"get", "/api/v1/openapi.json", "Meta", PUBLIC, NULL, NULL, NULL, RAW_JSON, "This document"},

@@ -287,7 +287,8 @@ extern const struct egs_route egs_routes_openapi[]; /* openapi.c */
 extern const struct egs_route egs_routes_policy[];  /* api_policy.c */
 extern const struct egs_route egs_routes_template[];         /* api_template.c */
 extern const struct egs_route egs_routes_template_binding[]; /* api_template_binding.c */
-extern const struct egs_route egs_routes_inference[]; /* api_inference.c: 501 until the Kubernetes backend */
+extern const struct egs_route egs_routes_inference[]; /* api_inference.c: the public SDK's inference endpoints */
+extern const struct egs_route egs_routes_agent_infer[]; /* api_agent_infer.c: inference endpoints for agents */
 extern const struct egs_route egs_routes_kubecred[]; /* kubecred.c: kubeconfigs, slice tokens */
 extern const struct egs_route egs_routes_kubeslice[]; /* kubeslice.c: the agents' slice namespaces */
 extern const struct egs_route egs_routes_portal[];  /* api_portal.c: whoami, schedule */
@@ -298,6 +299,9 @@ extern const struct egs_route egs_routes_agent_gpr[]; /* api_agent_gpr.c: GPRs o
  * after an error reply.  api_agent_gpr.c calls them with the agent acting for a workspace. */
 struct egs_gpr *egs_gpr_api_create(struct egs_req *r);
 void egs_gpr_api_update(struct egs_req *r);
+/* egs_gpr_api_create() without the success reply: the caller (api_inference.c) replies once it has stored
+ * what the GPR belongs to.  Refusals are replied as by create. */
+struct egs_gpr *egs_gpr_api_submit(struct egs_req *r);
 extern const struct egs_route egs_routes_audit[];   /* audit.c: GET /api/v1/audit */
 
 /* Agent long polls: wakes the polls of clusters that now have actions (after a commit). */
