@@ -14,6 +14,7 @@
 #include "agent/checks.h"
 #include "agent/devices.h"
 #include "agent/k8s_gprcr.h"
+#include "agent/k8s_infer.h"
 #include "agent/log.h"
 #include "agent/peer.h"
 #include "agent/report.h"
@@ -579,6 +580,7 @@ static int run_kubernetes(const struct options *o, const char *token, const char
 	struct egs_webhook *wh = NULL;
 	struct egs_k8s_gpr_events *ev = NULL;
 	struct egs_gprcr *crc = NULL; /* the GPUProvisioningRequest controller */
+	struct egs_infer *inf = NULL; /* the inference endpoint controller */
 	char err[1024];
 	int rc = 1, sig = 0;
 	bool said = false;
@@ -618,11 +620,17 @@ static int run_kubernetes(const struct options *o, const char *token, const char
 		EGS_LOG_ERROR("%s", err);
 		rc = 1;
 	}
+	struct egs_infer_config ic = { .backend = be, .server_url = o->server, .token = token, .ca_file = o->ca_file };
+	if (!sig && rc == 0 && egs_infer_start(&ic, &inf, err, sizeof(err)) != EGS_OK) {
+		EGS_LOG_ERROR("%s", err);
+		rc = 1;
+	}
 	while (!sig && rc == 0)
 		rc = run_view(o, be, token, address, checks_dir, sigs, &sig);
 	if (sig)
 		EGS_LOG_INFO("%s received; stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	egs_k8s_gpr_events_free(ev);
+	egs_infer_free(inf);
 	egs_gprcr_free(crc);
 	egs_webhook_free(wh);
 	egs_backend_free(be);
