@@ -97,7 +97,7 @@ def test_controller_ha_overlay():
 # What the agent may do, rule by rule; a change to the ClusterRole must change this table and the docs.
 AGENT_RULES = {
     ("", "nodes"): {"get", "list", "watch", "patch"},
-    ("", "pods"): {"list", "watch", "delete"},
+    ("", "pods"): {"list", "watch", "delete", "get", "create"},
     ("", "pods/eviction"): {"create"},
     ("", "events"): {"create", "patch"},
     ("", "namespaces"): {"get", "list", "watch", "create", "patch", "delete"},
@@ -107,6 +107,10 @@ AGENT_RULES = {
     ("rbac.authorization.k8s.io", "clusterroles"): {"bind"},
     ("egs.kubeslice.io", "gpuprovisioningrequests"): {"get", "list", "watch", "patch", "update"},
     ("egs.kubeslice.io", "gpuprovisioningrequests/status"): {"get", "patch", "update"},
+    ("apps", "deployments"): {"get", "create", "delete"},
+    ("apps", "statefulsets"): {"get", "create", "delete"},
+    ("", "services"): {"get", "create", "delete"},
+    ("", "configmaps"): {"get", "create", "delete"},
 }
 
 

@@ -133,13 +133,13 @@ def test_templates_bindings_and_inference_in_the_public_style(env):
     egs.delete_gpr_template("t2", auth)
 
     spec = GpuSpec(SHAPE, ITYPE, 40, 1, 1, "1h", 101)
-    calls = [lambda: egs.list_inference_endpoint("ws1", auth),
-             lambda: egs.create_inference_endpoint("worker-1", "ep", "ws1", ModelSpec("m", "s3://m"), spec, auth),
-             lambda: egs.create_inference_endpoint_with_custom_model_spec("worker-1", "ep", "ws1", "kind: X", spec,
-                                                                          auth),
-             lambda: egs.describe_inference_endpoint("ws1", "ep", "worker-1", auth),
-             lambda: egs.delete_inference_endpoint("ws1", "ep", "worker-1", auth)]
-    for call in calls:  # not served yet: a clear 501 in the envelope
-        with pytest.raises(exceptions.ServerError) as e:
-            call()
-        assert e.value.status_code == 501 and e.value.error_key == "NOT_IMPLEMENTED"
+    made = egs.create_inference_endpoint("worker-1", "ep", "ws1", ModelSpec("huggingface", "hf://org/model"), spec,
+                                         auth)
+    assert made["endpointName"] == "ep"
+    with pytest.raises(exceptions.BadParameters):  # "kind: X" is no Kubernetes object an endpoint may hold
+        egs.create_inference_endpoint_with_custom_model_spec("worker-1", "ep2", "ws1", "kind: X", spec, auth)
+    [brief] = egs.list_inference_endpoint("ws1", auth)["endpoints"]
+    assert (brief["endpointName"], brief["modelName"], brief["namespace"]) == ("ep", "huggingface", "ns1")
+    d = egs.describe_inference_endpoint("ws1", "ep", "worker-1", auth)["endpoint"]
+    assert d["endpoint"] == "http://ep.ns1.svc.cluster.local" and d["gpuRequests"][0]["gprName"] == "ep"
+    assert egs.delete_inference_endpoint("ws1", "ep", "worker-1", auth) == {}

@@ -126,9 +126,16 @@ BASES = {
     ("POST", "/api/v1/agent/gprs"): ("agent", {"namespace": "w-ns", "name": "wt-cr", "uid": "wt-uid-1",
                                                "generation": 1, "spec": {"numberOfGPUNodes": 1}}),
     ("DELETE", "/api/v1/agent/gprs"): ("agent", {"uid": "wt-uid-1"}),
+    ("POST", "/api/v1/inference-endpoint"): ("admin", {
+        "clusterName": "c1", "endpointName": "wt-ep", "workspace": "w",
+        "modelSpec": {"modelName": "huggingface", "storageURI": "hf://m"}, "rawModelSpec": None,
+        "gpuSpec": {"numberOfGPUs": 1, "numberOfGPUNodes": 1, "exitDuration": "1h"}}),
+    ("DELETE", "/api/v1/inference-endpoint"): ("admin", {"endpoint": "wt-ep", "workspace": "w", "cluster": "c1"}),
+    ("POST", "/api/v1/agent/inference-endpoints"): ("agent", {"id": "iep-0", "present": True, "ready": True,
+                                                              "readyReplicas": 1, "replicas": 1, "message": "m"}),
 }
 # POST/PUT/DELETE routes that take no JSON body (their answers do not depend on one).
-NO_BODY = {("POST", "/api/v1/inference-endpoint"), ("DELETE", "/api/v1/inference-endpoint")}
+NO_BODY = set()
 # Fields whose type is free (any JSON value the agent sends is checked by hand): skipped.
 FREE = {"attachedGpr", "attachedShared"}
 

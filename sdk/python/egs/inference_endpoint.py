@@ -1,8 +1,6 @@
-"""Inference endpoints (functions of the public EGS SDK).
-
-egsd answers these routes with 501 NOT_IMPLEMENTED until it runs the Kubernetes backend, so each
-function raises egs.exceptions.ServerError (error_key "NOT_IMPLEMENTED") against it; against a server
-that serves them they return the answer's data.
+"""Inference endpoints (functions of the public EGS SDK): a GPR plus a model server on its nodes
+(docs/kubernetes.md, "Inference endpoints").  Each function returns the answer's data; a refusal raises
+the exception of its status (BadParameters naming the field for a 422).
 """
 
 from typing import Any, Optional
