@@ -169,6 +169,9 @@ const char *egs_manifest_kind_short(enum egs_manifest_kind k)
 }
 
 static void errs_vadd(struct errs *e, const char *src, size_t line, const char *fmt, va_list ap)
+	__attribute__((format(printf, 4, 0)));
+
+static void errs_vadd(struct errs *e, const char *src, size_t line, const char *fmt, va_list ap)
 {
 	int n;
 
