@@ -96,10 +96,28 @@ void egs_gpr_set_state(struct egs_state *st, struct egs_gpr *g, enum egs_gpr_sta
 	egs_state_event(st, now, warn ? "Warning" : "Normal", reason, "GPR", g->id, g->workspace, "%s", msg);
 }
 
+/* Notes g, just queued, as an arrival for the planner (state.h: arrivals): gen0 is the generation
+ * before its submission.  Shared GPRs are not noted: the planner walks for them afresh. */
+static void note_arrival(struct egs_state *st, const struct egs_gpr *g, uint64_t gen0)
+{
+	if (g->state != EGS_GPR_QUEUED || g->share_centi)
+		return;
+	st->arrivals.bumps += st->generation - gen0;
+	if (st->arrivals.any &&
+	    (g->priority < st->arrivals.priority ||
+	     (g->priority == st->arrivals.priority && g->fair >= st->arrivals.fair)))
+		return; /* goes after the first one (its seq is the newest) */
+	st->arrivals.any = true;
+	st->arrivals.priority = g->priority;
+	st->arrivals.fair = g->fair;
+	st->arrivals.seq = g->seq;
+}
+
 enum egs_err egs_gpr_submit(struct egs_state *st, struct egs_gpr *g, int64_t now)
 {
 	if (egs_state_gpr(st, g->id))
 		return EGS_ERR_EXISTS;
+	uint64_t gen0 = st->generation;
 	g->created_at = now;
 	g->seq = st->next_seq++;
 	g->fair = egs_fair_key(st, g->workspace);
@@ -113,6 +131,7 @@ enum egs_err egs_gpr_submit(struct egs_state *st, struct egs_gpr *g, int64_t now
 	else
 		egs_state_event(st, now, "Normal", "Queued", "GPR", g->id, g->workspace,
 				"GPR %s created and queued at priority %d", g->name, g->priority);
+	note_arrival(st, g, gen0);
 	return EGS_OK;
 }
 

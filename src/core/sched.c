@@ -18,6 +18,14 @@
 struct pool;
 struct snap;
 
+/* A GPR the plan started, at order[pos]; or, carried over by a resumed walk (walk_resume), one
+ * an earlier walk started at or after pos, the place the walk resumed from (it is not in the
+ * order any more: provisioning, it left the queue). */
+struct started {
+	size_t pos;
+	struct egs_gpr *g;
+};
+
 /* Bounds of the backfill search (sched.h): holes kept per pool and per workspace.  A hole that
  * finds no room is not recorded: the time is lost to backfill, never double-booked. */
 #define POOL_HOLES 32
@@ -94,7 +102,7 @@ struct egs_plan {
 	const struct egs_gpr *last; /* the last GPR placed, in queue order */
 	struct egs_gpr **order;    /* every GPR placed, in queue order (the walk's, then appended) */
 	size_t norder, caporder;
-	size_t *started;           /* positions in order of the GPRs this plan started, ascending */
+	struct started *started;   /* the GPRs this plan started, by position, ascending */
 	size_t nstarted, capstarted;
 	struct snap *snaps;        /* the walk's state every SNAP_EVERY GPRs (wait-time queries) */
 	size_t nsnaps;
@@ -107,6 +115,14 @@ struct egs_plan {
 	int64_t base_next; /* the due transitions' next time (a walk after preemption starts from it) */
 	int64_t run_next;  /* base_next and the walk's own due times so far */
 	uint64_t gen_seen; /* st->generation when the walk last ran */
+	/* Incremental planning (walk_resume): the walk began at order[from] (0: a full walk); when
+	 * splice, its first step takes only the queue's order after order[from - 1]. */
+	size_t from;
+	bool splice;
+	uint64_t arr_seen; /* st->arrivals.bumps when gen_seen was taken */
+	bool foreign;      /* a change other than queued creates came while the walk went on */
+	bool stuck;        /* a GPR was placed at now without starting: the plan holds for its now only */
+	int64_t hole_end_min; /* the earliest end of a backfill hole the walk recorded */
 	/* The first nws_fixed entries of wsv are the state's workspaces in its map's order, the same
 	 * in every plan of one serial (st->inventory_gen + 1): GPRs cache their index under it. */
 	uint64_t serial;
@@ -121,6 +137,9 @@ struct egs_plan {
 #define SNAP_EVERY 2048
 struct snap {
 	size_t pos;
+	int64_t run_next; /* the walk's run_next there */
+	bool stuck;       /* the plan's stuck there */
+	int64_t hole_end_min; /* and its hole_end_min */
 	int64_t *free_at;
 	bool *free_now;
 	uint32_t *heaps; /* every pool's heap in turn, p->pools[j].n entries each */
@@ -605,6 +624,7 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 	memset(p, 0, sizeof(*p));
 	p->st = st;
 	p->now = now;
+	p->hole_end_min = INT64_MAX;
 	p->serial = st->inventory_gen + 1; /* workspaces come and go only with inventory_gen */
 	p->slots = egs_calloc(st->nodes.len + 1, sizeof(*p->slots));
 	p->capws = 2 * (st->workspaces.len + st->active.len) + 16;
@@ -659,6 +679,17 @@ static void plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 	}
 }
 
+static void snap_free(struct snap *s)
+{
+	free(s->free_at);
+	free(s->free_now);
+	free(s->heaps);
+	free(s->heap_n);
+	free(s->wsv);
+	free(s->holes);
+	free(s->nholes);
+}
+
 static void plan_cleanup(struct egs_plan *p)
 {
 	for (size_t i = 0; i < p->nslots; i++)
@@ -682,16 +713,8 @@ static void plan_cleanup(struct egs_plan *p)
 	free(p->hok);
 	free(p->wsv);
 	egs_map_cleanup(&p->ws);
-	for (size_t i = 0; i < p->nsnaps; i++) {
-		struct snap *s = &p->snaps[i];
-		free(s->free_at);
-		free(s->free_now);
-		free(s->heaps);
-		free(s->heap_n);
-		free(s->wsv);
-		free(s->holes);
-		free(s->nholes);
-	}
+	for (size_t i = 0; i < p->nsnaps; i++)
+		snap_free(&p->snaps[i]);
 	free(p->snaps);
 	free(p->order);
 	free(p->started);
@@ -704,6 +727,9 @@ static void snap_take(struct egs_plan *p, size_t pos)
 		p->snaps = egs_realloc(p->snaps, (p->nsnaps + 16) * sizeof(*p->snaps));
 	struct snap *s = &p->snaps[p->nsnaps++];
 	s->pos = pos;
+	s->run_next = p->run_next;
+	s->stuck = p->stuck;
+	s->hole_end_min = p->hole_end_min;
 	s->free_at = egs_malloc((p->nslots + 1) * sizeof(*s->free_at));
 	s->free_now = egs_malloc(p->nslots + 1);
 	s->heaps = egs_malloc((p->nslots + 1) * sizeof(*s->heaps));
@@ -735,6 +761,7 @@ static void snap_restore(struct egs_plan *q, const struct egs_plan *p, const str
 	memset(q, 0, sizeof(*q));
 	q->st = p->st;
 	q->now = now;
+	q->hole_end_min = INT64_MAX;
 	q->serial = p->serial; /* the snapshot's wsv starts with the same fixed entries */
 	q->nws_fixed = p->nws_fixed;
 	q->nslots = p->nslots;
@@ -786,13 +813,13 @@ static void order_push(struct egs_plan *p, struct egs_gpr *g)
 	p->order[p->norder++] = g;
 }
 
-static void started_push(struct egs_plan *p, size_t pos)
+static void started_push(struct egs_plan *p, size_t pos, struct egs_gpr *g)
 {
 	if (p->nstarted == p->capstarted) {
 		p->capstarted = p->capstarted ? 2 * p->capstarted : 64;
 		p->started = egs_realloc(p->started, p->capstarted * sizeof(*p->started));
 	}
-	p->started[p->nstarted++] = pos;
+	p->started[p->nstarted++] = (struct started){ pos, g };
 }
 
 static size_t preferred_rank(const struct egs_gpr *g, const char *cluster)
@@ -930,23 +957,25 @@ static void start_shared(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w
  * if it ends by the hole's end, so it delays no GPR placed before it.  Holes live in their pool
  * (POOL_HOLES) and in their workspace (WS_HOLES); one that finds no room is not recorded.
  */
-static void hole_add(struct hole *v, size_t *n, size_t cap, int64_t s, int64_t e, uint32_t slot, int64_t now)
+static void hole_add(struct hole *v, size_t *n, size_t cap, int64_t s, int64_t e, uint32_t slot, struct egs_plan *p)
 {
-	if (e <= s || e <= now || *n == cap) /* empty, past, or no room: the time is not offered */
+	if (e <= s || e <= p->now || *n == cap) /* empty, past, or no room: the time is not offered */
 		return;
 	v[(*n)++] = (struct hole){ s, e, slot };
+	if (e < p->hole_end_min)
+		p->hole_end_min = e;
 }
 
 /* Takes [t, end) out of the hole of v (of `slot`) that holds t, keeping what is left on each side. */
-static void hole_take(struct hole *v, size_t *n, size_t cap, uint32_t slot, int64_t t, int64_t end, int64_t now)
+static void hole_take(struct hole *v, size_t *n, size_t cap, uint32_t slot, int64_t t, int64_t end, struct egs_plan *p)
 {
 	for (size_t i = 0; i < *n; i++) {
 		if (v[i].slot != slot || v[i].s > t || t >= v[i].e)
 			continue;
 		struct hole h = v[i];
 		v[i] = v[--*n];
-		hole_add(v, n, cap, h.s, t, slot, now);
-		hole_add(v, n, cap, end, h.e, slot, now);
+		hole_add(v, n, cap, h.s, t, slot, p);
+		hole_add(v, n, cap, end, h.e, slot, p);
 		return;
 	}
 }
@@ -1199,24 +1228,24 @@ static void reserve(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *
 		struct slot *s = p->chosen[i];
 		uint32_t idx = (uint32_t)(s - p->slots);
 		if (s->free_at > t) { /* backfilled into a hole: the node's later reservations stay */
-			hole_take(s->pool->holes, &s->pool->nholes, POOL_HOLES, idx, t, end, p->now);
+			hole_take(s->pool->holes, &s->pool->nholes, POOL_HOLES, idx, t, end, p);
 			continue;
 		}
 		if (p->backfill)
-			hole_add(s->pool->holes, &s->pool->nholes, POOL_HOLES, s->free_at, t, idx, p->now);
+			hole_add(s->pool->holes, &s->pool->nholes, POOL_HOLES, s->free_at, t, idx, p);
 		s->free_at = s->ded_free_at = end;
 		s->free_now = false;
 		heap_down(s->pool, s->hidx); /* it only moved later */
 		seg_set(s);
 	}
 	if (t < w->until && end <= w->until) { /* backfilled into a hole of the workspace */
-		hole_take(w->holes, &w->nholes, WS_HOLES, 0, t, end, p->now);
+		hole_take(w->holes, &w->nholes, WS_HOLES, 0, t, end, p);
 		return;
 	}
 	/* (t < until here only for one started a moment ago, replayed on a plan of now, whose
 	 * workspace counts as free from now) */
 	if (p->backfill)
-		hole_add(w->holes, &w->nholes, WS_HOLES, w->until, t, 0, p->now);
+		hole_add(w->holes, &w->nholes, WS_HOLES, w->until, t, 0, p);
 	w->until = end;
 }
 
@@ -1510,51 +1539,94 @@ static int64_t ghost_one(struct egs_plan *p, struct egs_gpr *g, bool real)
 /* Sets up in p (zeroed) a walk over the queue at now (see egs_sched_run): the plan's first state
  * and the walk's order; base_next is the due transitions' next time.  Kept (keep) walks take
  * snapshots and stay in p as the kept plan when they end. */
+/* The earliest of base and the times at which a node of p goes stale (unheard from). */
+static int64_t stale_next(const struct egs_plan *p, int64_t base)
+{
+	for (size_t i = 0; i < p->nslots; i++) {
+		int64_t stale = p->slots[i].n->last_heartbeat + p->st->cfg.heartbeat_timeout_s + 1;
+		if (stale < base)
+			base = stale;
+	}
+	return base;
+}
+
 static void walk_begin(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next, bool keep)
 {
 	plan_init(p, st, now);
 	p->keep = keep;
-	p->base_next = p->run_next = base_next;
-	for (size_t i = 0; i < p->nslots; i++) {
-		int64_t stale = p->slots[i].n->last_heartbeat + st->cfg.heartbeat_timeout_s + 1;
-		if (stale < p->run_next)
-			p->run_next = stale;
-	}
+	p->base_next = base_next;
+	p->run_next = stale_next(p, base_next);
 	p->walking = true; /* the order comes with the first step (plan_order is O(queue)) */
 	p->gen_seen = st->generation;
+	p->arr_seen = st->arrivals.bumps;
+}
+
+/* The first step of a walk resumed at order[from] (walk_resume): the queue's order after the
+ * GPRs kept, order[0 .. from). */
+static void splice_order(struct egs_plan *p)
+{
+	size_t n, lo = 0, hi;
+	struct egs_gpr **all = plan_order(p->st, &n);
+	const struct egs_gpr *last = p->order[p->from - 1];
+	for (hi = n; lo < hi;) { /* the first that goes after last */
+		size_t mid = lo + (hi - lo) / 2;
+		if (egs_queue_before(last, all[mid]))
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	p->norder = p->from + (n - lo);
+	if (p->norder + 1 > p->caporder) {
+		p->caporder = p->norder + 1;
+		p->order = egs_realloc(p->order, p->caporder * sizeof(*p->order));
+	}
+	memcpy(p->order + p->from, all + lo, (n - lo) * sizeof(*all));
+	free(all);
+	p->splice = false;
 }
 
 /* Places at most max more GPRs of p's walk; returns true when the walk is complete. */
 static bool walk_step(struct egs_plan *p, size_t max)
 {
 	struct egs_state *st = p->st;
-	if (st->generation != p->gen_seen)
+	if (st->generation != p->gen_seen) {
 		p->stale = true; /* requests changed the state between two slices */
-	if (!p->order) { /* the first step: the queue as it stands now */
-		p->order = plan_order(st, &p->norder);
-		p->caporder = p->norder + 1;
+		if (st->generation - p->gen_seen != st->arrivals.bumps - p->arr_seen)
+			p->foreign = true; /* not only creates: the next run walks afresh */
+	}
+	if (!p->order || p->splice) { /* the first step: the queue as it stands now */
+		if (p->splice) {
+			splice_order(p);
+		} else {
+			p->order = plan_order(st, &p->norder);
+			p->caporder = p->norder + 1;
+		}
 		if (max < SIZE_MAX) {
 			p->gen_seen = st->generation;
+			p->arr_seen = st->arrivals.bumps;
 			return false;
 		}
 	}
 	size_t end = p->norder - p->cursor > max ? p->cursor + max : p->norder;
 	for (size_t i = p->cursor; i < end; i++) {
 		struct egs_gpr *g = p->order[i];
-		if (p->keep && i % SNAP_EVERY == 0)
+		if (p->keep && i % (st->cfg.plan_snap_every ? st->cfg.plan_snap_every : SNAP_EVERY) == 0)
 			snap_take(p, i);
 		int64_t t = g->ghost ? ghost_one(p, g, true) : plan_one(p, g);
 		/* A GPR started just now is due again at its provisioning time-out. */
 		if (g->state == EGS_GPR_PROVISIONING && t == p->now) {
 			t = p->now + st->cfg.provision_timeout_s;
 			if (p->keep)
-				started_push(p, i);
+				started_push(p, i, g);
+		} else if (t == p->now) {
+			p->stuck = true;
 		}
 		if (t != EGS_NEVER && t > p->now && t < p->run_next)
 			p->run_next = t;
 	}
 	p->cursor = end;
 	p->gen_seen = st->generation;
+	p->arr_seen = st->arrivals.bumps;
 	if (end < p->norder)
 		return false;
 	p->walking = false;
@@ -1626,13 +1698,111 @@ static void held_resolve(struct egs_state *st, int64_t now)
 	free(trial);
 }
 
-/* egs_sched_begin for a plan kept (keep) or not. */
+static bool started_nodes(struct egs_plan *p, const struct egs_gpr *g);
+
+/* The first position of p's order that does not go before the first of st's arrivals. */
+static size_t arrival_pos(const struct egs_plan *p, const struct egs_state *st)
+{
+	size_t lo = 0, hi = p->norder;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct egs_gpr *g = p->order[mid];
+		bool before = g->priority != st->arrivals.priority ? g->priority > st->arrivals.priority
+			      : g->fair != st->arrivals.fair      ? g->fair < st->arrivals.fair
+								  : g->seq < st->arrivals.seq;
+		if (before)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Incremental planning.  When the only changes since the kept plan p was made are creates (queued,
+ * not shared), nothing before the first of them in queue order can change: that part of the walk
+ * would place the same GPRs on the same state.  So p is rebuilt from its last snapshot before
+ * that place (as a wait-time query does: the GPRs the walk started after the snapshot hold their
+ * nodes from their start) and the walk goes on from there over the queue as it is now.  Also
+ * required: p still holds at now (no due time has come; if a GPR was placed at p's now without
+ * starting, now is p's now), no held releases (their trial walks compare whole walks), no share
+ * timelines.  Returns false (p untouched) when p cannot serve; tests/unit/test_sched_incr.c
+ * checks that the result equals a full walk's.
+ */
+static bool walk_resume(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next)
+{
+	if (!p->valid || p->walking || p->st != st || p->shared || p->foreign || !st->arrivals.any ||
+	    st->held.len || now < p->now || p->serial != st->inventory_gen + 1 ||
+	    st->generation - p->gen_seen != st->arrivals.bumps - p->arr_seen)
+		return false;
+	size_t lo = arrival_pos(p, st), si = p->nsnaps, nst = 0;
+	while (si > 0 && p->snaps[si - 1].pos > lo)
+		si--;
+	if (si == 0 || p->snaps[si - 1].pos == 0)
+		return false; /* the first change comes before the first snapshot worth having */
+	const struct snap *s = &p->snaps[si - 1];
+	/* Something before it is due now, or was placed at p's now; or a hole it recorded is past
+	 * now: a walk at now would not have recorded it, and holes are bounded (it took room). */
+	if (now >= s->run_next || (now != p->now && (s->stuck || s->hole_end_min <= now)))
+		return false;
+	for (; nst < p->nstarted && p->started[nst].pos < s->pos; nst++)
+		;
+	for (size_t j = nst; j < p->nstarted; j++)
+		if (p->started[j].g->state != EGS_GPR_PROVISIONING)
+			return false;
+	struct egs_plan q;
+	snap_restore(&q, p, s, now);
+	for (size_t j = nst; j < p->nstarted; j++) { /* as a full walk sees them: provisioning */
+		const struct egs_gpr *g = p->started[j].g;
+		struct wsinfo *w = ws_get(&q, g->workspace);
+		if (g->share_centi || !started_nodes(&q, g)) {
+			plan_cleanup(&q);
+			return false;
+		}
+		reserve(&q, g, w, g->phase_since);
+		w->active = true;
+		p->started[j].pos = s->pos; /* carried: for a snapshot up to s, it started after it */
+	}
+	q.layout = p->layout;
+	q.keep = true;
+	q.walking = q.splice = true;
+	q.from = q.cursor = q.norder = s->pos;
+	q.order = p->order; /* the GPRs before s->pos keep their places and estimates */
+	q.caporder = p->caporder;
+	q.last = q.order[s->pos - 1];
+	q.started = p->started;
+	q.nstarted = p->nstarted;
+	q.capstarted = p->capstarted;
+	for (size_t i = si; i < p->nsnaps; i++)
+		snap_free(&p->snaps[i]);
+	q.snaps = p->snaps;
+	q.nsnaps = si;
+	q.stuck = s->stuck;
+	q.hole_end_min = s->hole_end_min;
+	q.base_next = base_next;
+	q.run_next = stale_next(&q, base_next < s->run_next ? base_next : s->run_next);
+	q.gen_seen = st->generation;
+	q.arr_seen = st->arrivals.bumps;
+	p->order = NULL;
+	p->started = NULL;
+	p->snaps = NULL;
+	p->nsnaps = 0;
+	plan_cleanup(p);
+	*p = q;
+	return true;
+}
+
+/* egs_sched_begin for a plan kept (keep) or not: a walk resumed from the kept plan p when only
+ * creates came since it was made (walk_resume), else a full one. */
 static void run_begin(struct egs_state *st, int64_t now, struct egs_plan *p, bool keep)
 {
-	plan_cleanup(p);
 	int64_t next = due_transitions(st, now);
 	held_resolve(st, now);
-	walk_begin(p, st, now, next, keep);
+	if (!keep || !walk_resume(p, st, now, next)) {
+		plan_cleanup(p);
+		walk_begin(p, st, now, next, keep);
+	}
+	st->arrivals.any = false; /* the walk takes them (and those that come before its first step) */
 }
 
 /* egs_sched_end for a plan kept or not. */
@@ -1688,6 +1858,11 @@ size_t egs_sched_progress(const struct egs_plan *p)
 	return p->cursor;
 }
 
+size_t egs_sched_from(const struct egs_plan *p)
+{
+	return p->from;
+}
+
 bool egs_sched_walking(const struct egs_plan *p)
 {
 	return p && p->walking;
@@ -1710,11 +1885,21 @@ int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, s
 	    (p->last && !egs_queue_before(p->last, g)) || g->state != EGS_GPR_QUEUED ||
 	    g->priority >= EGS_PRIORITY_HIGH) /* it may preempt: egs_sched_run decides */
 		return EGS_NEVER - 1;
+	/* Only creates since the plan was made (g among them): a later run may resume from it. */
+	bool arrivals_only = st->generation - p->gen_seen == st->arrivals.bumps - p->arr_seen;
 	p->now = now;
 	order_push(p, g);
 	int64_t t = plan_one(p, g);
 	if (g->state == EGS_GPR_PROVISIONING)
-		started_push(p, p->norder - 1);
+		started_push(p, p->norder - 1, g);
+	else if (t == now)
+		p->stuck = true;
+	else if (t != EGS_NEVER && t < p->run_next)
+		p->run_next = t;
+	p->foreign |= !arrivals_only;
+	p->gen_seen = st->generation; /* g's own start, if it started, is the plan's doing */
+	p->arr_seen = st->arrivals.bumps;
+	st->arrivals.any = false; /* the plan holds g */
 	return t;
 }
 
@@ -1808,9 +1993,9 @@ static bool estimate_kept(struct egs_plan *kept, const struct egs_gpr *const *pr
 	 * own nodes from when they started: a full plan now sees them provisioning since then, before
 	 * it places anyone. */
 	for (size_t j = 0; j < kept->nstarted; j++) {
-		if (kept->started[j] < s->pos)
+		if (kept->started[j].pos < s->pos)
 			continue;
-		const struct egs_gpr *g = kept->order[kept->started[j]];
+		const struct egs_gpr *g = kept->started[j].g;
 		if (g->state != EGS_GPR_PROVISIONING)
 			continue;
 		if (!started_nodes(&q, g)) {

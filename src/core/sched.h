@@ -95,6 +95,10 @@ bool egs_sched_step(struct egs_plan *keep, size_t max);
 bool egs_sched_end(struct egs_plan *keep, int64_t *next);
 bool egs_sched_walking(const struct egs_plan *p); /* NULL: false */
 size_t egs_sched_progress(const struct egs_plan *p); /* GPRs the walk in progress has placed */
+/* Where the last walk began in queue order: 0 for a full walk, else the place of the kept plan's
+ * snapshot it resumed from, when only creates came since the plan was made (the estimates and
+ * starts of the GPRs before it cannot change). */
+size_t egs_sched_from(const struct egs_plan *p);
 bool egs_sched_stale(const struct egs_plan *keep);
 void egs_sched_abort(struct egs_plan *p); /* a walk in progress; else a no-op */
 

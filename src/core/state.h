@@ -38,6 +38,8 @@ struct egs_state_config {
 					* 600); negative: at once */
 	int backfill;                 /* conservative backfill in the plan (core/sched.h): positive on,
 				       * 0 or negative off (a zeroed config; egsd and egs-sim set it on) */
+	size_t plan_snap_every;       /* GPRs between the kept plan's snapshots (0: 2,048; tests take
+				       * fewer, to resume walks from many places in a short queue) */
 };
 
 struct egs_state {
@@ -63,6 +65,16 @@ struct egs_state {
 	uint64_t next_seq;
 	int64_t next_event_id;
 	uint64_t generation; /* bumped on every change that can move the plan */
+	/* Queued creates since the planner last took them (egs_gpr_submit notes them): the generation
+	 * bumps they made, and the queue key of the one that goes first.  When they are the only
+	 * changes since its kept plan, the planner walks from that GPR's place (core/sched.c). */
+	struct {
+		uint64_t bumps;
+		bool any;
+		int priority;
+		double fair;
+		uint64_t seq;
+	} arrivals;
 	uint64_t held_gen;   /* generation when the planner last tried the held releases */
 	int64_t held_settle; /* after a restart: until then, or every node reports, the planner only expires
 			      * holds (core/held.h); 0 once over */
