@@ -18,6 +18,77 @@ static double secs(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* CPU time of this thread: on a loaded machine wall time also counts the time others ran. */
+static double cpu_secs(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A run in slices as egsd walks it: egs_sched_begin, steps of `slice` GPRs, egs_sched_end, each
+ * piece timed alone (CPU).  Returns the run's CPU time; *longest gets the longest piece and
+ * *what its kind ("set-up", "first step", "step", "end"). */
+struct piece {
+	double longest;
+	const char *what;
+};
+
+static double sliced_run(struct egs_state *st, struct egs_plan *plan, int64_t now, size_t slice, struct piece *pc)
+{
+	double t0 = cpu_secs(), total = 0;
+	egs_sched_begin(st, now, plan);
+	double d = cpu_secs() - t0;
+	total += d;
+	if (d > pc->longest)
+		*pc = (struct piece){ d, "set-up (due transitions, held releases, plan)" };
+	int64_t next;
+	bool first = true;
+	do {
+		for (bool walked = false; !walked; first = false) {
+			t0 = cpu_secs();
+			walked = egs_sched_step(plan, slice);
+			d = cpu_secs() - t0;
+			total += d;
+			if (d > pc->longest)
+				*pc = (struct piece){ d, first ? "first step (the queue's order)" : "step" };
+		}
+		t0 = cpu_secs();
+		bool ended = egs_sched_end(plan, &next);
+		d = cpu_secs() - t0;
+		total += d;
+		if (d > pc->longest)
+			*pc = (struct piece){ d, "end (preemption)" };
+		if (ended)
+			break;
+	} while (1);
+	egs_state_clear_changes(st);
+	return total;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* A GPR like the queue's, at a random priority 1-300. */
+static struct egs_gpr *random_gpr(long i, long pools, long workspaces)
+{
+	struct egs_gpr *g = egs_gpr_new();
+	long pool = rand() % pools;
+	snprintf(g->id, sizeof(g->id), "gpr-%08lx-0000", (unsigned long)i & 0xffffffffUL);
+	snprintf(g->name, sizeof(g->name), "job-%ld", i);
+	snprintf(g->workspace, sizeof(g->workspace), "ws-%ld", rand() % workspaces);
+	snprintf(g->gpu_shape, sizeof(g->gpu_shape), "shape-%ld", pool);
+	g->gpus_per_node = 1 + rand() % 8;
+	g->node_count = 1 + (rand() % 10 == 0 ? rand() % 8 : 0);
+	g->exit_duration_s = 600 * (1 + rand() % 48);
+	g->priority = 1 + rand() % 300;
+	g->memory_mib = 1024;
+	return g;
+}
+
 int main(int argc, char **argv)
 {
 	long nodes = argc > 1 ? strtol(argv[1], NULL, 10) : 10000;
@@ -52,20 +123,8 @@ int main(int argc, char **argv)
 		}
 		egs_state_add_workspace(&st, ws);
 	}
-	for (long i = 0; i < gprs; i++) {
-		struct egs_gpr *g = egs_gpr_new();
-		long pool = rand() % pools;
-		snprintf(g->id, sizeof(g->id), "gpr-%08lx-0000", (unsigned long)i & 0xffffffffUL);
-		snprintf(g->name, sizeof(g->name), "job-%ld", i);
-		snprintf(g->workspace, sizeof(g->workspace), "ws-%ld", rand() % workspaces);
-		snprintf(g->gpu_shape, sizeof(g->gpu_shape), "shape-%ld", pool);
-		g->gpus_per_node = 1 + rand() % 8;
-		g->node_count = 1 + (rand() % 10 == 0 ? rand() % 8 : 0);
-		g->exit_duration_s = 600 * (1 + rand() % 48);
-		g->priority = 1 + rand() % 300;
-		g->memory_mib = 1024;
-		egs_gpr_submit(&st, g, now);
-	}
+	for (long i = 0; i < gprs; i++)
+		egs_gpr_submit(&st, random_gpr(i, pools, workspaces), now);
 	egs_state_clear_changes(&st);
 	struct egs_plan *plan = egs_plan_new();
 	double t0 = secs();
@@ -180,6 +239,33 @@ int main(int argc, char **argv)
 		held = st.held.len;
 		egs_state_clear_changes(&st);
 	}
+	/* What egsd meets under creates at mixed priorities: a run after each burst of creates (1 or
+	 * 64 at random priorities), in slices of 2,000 GPRs; the walk resumes from the kept plan's
+	 * snapshot before the first of them (core/sched.c walk_resume). */
+	static const int bursts[] = { 1, 64 };
+	double burst_med[2], burst_walked[2];
+	struct piece longest = { 0, "" };
+	long next_id = gprs;
+	for (int b = 0; b < 2; b++) {
+		enum { ROUNDS = 15 };
+		double runs[ROUNDS], walked = 0;
+		for (int r = 0; r < ROUNDS; r++) {
+			for (int k = 0; k < bursts[b]; k++)
+				egs_gpr_submit(&st, random_gpr(next_id++, pools, workspaces), now + 1);
+			runs[r] = sliced_run(&st, plan, now + 1, 2000, &longest);
+			walked += (double)(egs_sched_progress(plan) - egs_sched_from(plan));
+		}
+		qsort(runs, ROUNDS, sizeof(runs[0]), cmp_double);
+		burst_med[b] = runs[ROUNDS / 2];
+		burst_walked[b] = walked / ROUNDS;
+	}
+	/* The longest piece of a plain run and of a run after an early release, sliced the same way. */
+	struct piece plain = { 0, "" }, after_rel = { 0, "" };
+	sliced_run(&st, plan, now + 1, 2000, &plain);
+	if (st.active.len) {
+		egs_gpr_release(&st, st.active.items[st.active.len - 1], now + 2);
+		sliced_run(&st, plan, now + 2, 2000, &after_rel);
+	}
 	printf("nodes=%ld pools=%ld backfill=%d queued=%zu active=%zu\n", nodes, pools, backfill, egs_queue_len(&st.queue), st.active.len);
 	printf("first walk (starts GPRs): %.1f ms; checksum of estimates, states and nodes %016llx\n", first * 1e3,
 	       (unsigned long long)sum);
@@ -191,6 +277,12 @@ int main(int argc, char **argv)
 	       kbest[0] * 1e3, kbest[1] * 1e3, kbest[2] * 1e3);
 	printf("wait-time query from the kept plan, all %ld pools at once, priority 150: %.2f ms\n", pools, abest * 1e3);
 	printf("run after one early release (trial walks; release %s): %.1f ms\n", held ? "held" : "applied", rel * 1e3);
+	for (int b = 0; b < 2; b++)
+		printf("run after %d create(s) at random priorities, in slices of 2,000 (median of 15, CPU): %.1f ms, "
+		       "%.0f GPRs walked on average\n", bursts[b], burst_med[b] * 1e3, burst_walked[b]);
+	printf("longest piece of a sliced run (CPU): after creates %.2f ms (%s); plain run %.2f ms (%s); "
+	       "after an early release %.2f ms (%s)\n", longest.longest * 1e3, longest.what, plain.longest * 1e3,
+	       plain.what, after_rel.longest * 1e3, after_rel.what);
 	egs_gpr_free(probe);
 	egs_plan_free(plan);
 	egs_state_cleanup(&st);
