@@ -31,9 +31,10 @@ static const char get_help[] =
 	"  gprtemplates (template) GPR templates: request shapes (docs/templates.md)\n"
 	"  gprtemplatebindings     which templates each workspace may use (NAME is a workspace)\n"
 	"  audit                   the audit log of writes, oldest first (admins without a project)\n"
+	"  inference-endpoints (ie) a workspace's inference endpoints (-w; docs/kubernetes.md)\n"
 	"\n"
 	"options:\n"
-	"  -w, --workspace NAME    only this workspace (gprs, events, queue)\n"
+	"  -w, --workspace NAME    only this workspace (gprs, events, queue; inference-endpoints need it)\n"
 	"  --status STATE          only GPRs in this state (Queued, Provisioned, ...)\n"
 	"  --cluster NAME          only this cluster (nodes, gpus)\n"
 	"  --gpr ID                only events of this GPR\n"
@@ -615,6 +616,44 @@ static int get_audit(struct ctl *c, struct egs_client *cl, const struct get_opts
 	return CTL_OK;
 }
 
+/* ---- inference endpoints ---- */
+
+static int get_endpoints(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
+{
+	static const char *const headers[] = {"NAME", "STATUS", "MODEL", "CLUSTER", "NAMESPACE", "ENDPOINT"};
+	json_t *answer = NULL, *items, *e;
+	const char *why = NULL;
+	char path[160];
+	size_t i;
+
+	if (!o->workspace)
+		return ctl_usage(c, "get inference-endpoints needs -w WORKSPACE");
+	if (!egs_dns_label_valid(o->workspace, &why))
+		return ctl_usage(c, "-w %s: a workspace name %s", o->workspace, why);
+	snprintf(path, sizeof(path), "/api/v1/inference-endpoint/list?workspace=%s", o->workspace);
+	enum egs_err err = egs_client_call(cl, "GET", path, NULL, c->request_timeout_s, NULL, &answer);
+	if (err)
+		return ctl_fail(c, err, "list inference endpoints");
+	items = json_object_get(answer, "endpoints");
+	for (i = json_array_size(items); o->nnames > 0 && i-- > 0;) { /* keep the named ones */
+		bool keep = false;
+		for (int j = 0; j < o->nnames; j++)
+			keep = keep || !strcmp(ctl_str(json_array_get(items, i), "endpointName"), o->names[j]);
+		if (!keep)
+			json_array_remove(items, i);
+	}
+	if (!print_structured(c, items, false, "inferenceendpoint", "endpointName")) {
+		struct ctl_table *t = ctl_table_new(headers, c->format == CTL_OUT_WIDE ? 6 : 5);
+		json_array_foreach(items, i, e)
+			ctl_table_add(t, ctl_str(e, "endpointName"), ctl_str(e, "status"), ctl_str(e, "modelName"),
+				      ctl_str(e, "clusterName"), ctl_str(e, "namespace"), or_dash(ctl_str(e, "endpoint")));
+		ctl_table_print(t, stdout);
+		ctl_table_free(t);
+	}
+	json_decref(answer);
+	return CTL_OK;
+}
+
 /* ---- GPR templates and bindings (ctl_template.c) ---- */
 
 static int get_templates(struct ctl *c, struct egs_client *cl, const struct get_opts *o)
@@ -647,6 +686,7 @@ static const struct resource resources[] = {
 	{{"gprtemplates", "gprtemplate", "templates", "template"}, get_templates, true},
 	{{"gprtemplatebindings", "gprtemplatebinding", "templatebindings", "templatebinding"}, get_bindings, true},
 	{{"audit", "auditlog", NULL, NULL}, get_audit, false},
+	{{"inference-endpoints", "inference-endpoint", "inferenceendpoints", "ie"}, get_endpoints, true},
 };
 
 static const struct resource *find_resource(const char *name)
@@ -693,7 +733,7 @@ int ctl_cmd_get(struct ctl *c, int argc, char **argv)
 	if (rc || help)
 		return ctl_help(rc, help, get_help);
 	if (npos == 0)
-		return ctl_usage(c, "name a resource: gprs, workspaces, nodes, gpus, clusters, events, queue, policies, gprtemplates, gprtemplatebindings or audit (see --help)");
+		return ctl_usage(c, "name a resource: gprs, workspaces, nodes, gpus, clusters, events, queue, policies, gprtemplates, gprtemplatebindings, audit or inference-endpoints (see --help)");
 	if (npos == 1 && strchr(pos[0], '/')) { /* get gpr/ID: the resource and one name */
 		size_t n = (size_t)(strchr(pos[0], '/') - pos[0]);
 		r = NULL;
@@ -710,7 +750,7 @@ int ctl_cmd_get(struct ctl *c, int argc, char **argv)
 	}
 	r = find_resource(pos[0]);
 	if (!r)
-		return ctl_usage(c, "unknown resource '%s': use gprs, workspaces, nodes, gpus, clusters, events, queue, policies, gprtemplates, gprtemplatebindings or audit",
+		return ctl_usage(c, "unknown resource '%s': use gprs, workspaces, nodes, gpus, clusters, events, queue, policies, gprtemplates, gprtemplatebindings, audit or inference-endpoints",
 				 pos[0]);
 	if (npos > 1 && !r->named)
 		return ctl_usage(c, "get %s takes no names (filter with the options of --help)", r->names[0]);

@@ -387,3 +387,20 @@ def test_roles_and_scopes(mock):
     k1.ok("POST", "/api/v1/agent/inference-endpoints", {"id": item["id"], "present": False})
     assert owner.get(PATH + "/list?workspace=ws")["endpoints"] == []
     assert k1.get("/api/v1/agent/inference-endpoints")["items"] == []
+
+
+def test_egsctl_lists_a_workspaces_endpoints(mock):
+    """`egsctl get inference-endpoints -w ws` prints the endpoints as a table (name, status, model, cluster,
+    namespace), -o json the list, a name keeps that one; without -w it is a usage error (exit 2)."""
+    from test_egsctl import Ctl, USAGE
+    mock.admin.ok("POST", PATH, body())
+    ctl = Ctl(mock.tmp)
+    ctl.ok("login", mock.egsd.url, "--key-file", os.path.join(mock.egsd.data_dir, "admin.key"), "--name", "main")
+    lines = ctl.ok("get", "inference-endpoints", "-w", "ws").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "STATUS", "MODEL", "CLUSTER", "NAMESPACE"]
+    assert lines[1].split()[0] == "llm" and lines[1].split()[2:] == ["huggingface", "k1", NS]
+    items = ctl.json("get", "ie", "-w", "ws")["items"]
+    assert [e["endpointName"] for e in items] == ["llm"] and items[0]["endpoint"].startswith("http://llm.")
+    assert ctl.json("get", "ie", "nope", "-w", "ws")["items"] == []
+    assert ctl("get", "inference-endpoints").returncode == USAGE
+    assert ctl("get", "ie", "-w", "a&b").returncode == USAGE
