@@ -163,8 +163,8 @@ int ctl_cmd_regenerate(struct ctl *c, int argc, char **argv); /* ctl_kubeconfig.
  * the named ones, or every one when nnames is 0; exit codes as the other commands. */
 int ctl_get_templates(struct ctl *c, struct egs_client *cl, bool binding, const char *const *names, int nnames);
 int ctl_describe_template(struct ctl *c, bool binding, const char *name);
-/* delete -f (ctl_apply.c), reached from ctl_cmd_delete. */
-int ctl_delete_files(struct ctl *c, const char *const *files, bool release, bool ignore_missing);
+/* delete -f (ctl_apply.c), reached from ctl_cmd_delete; force deletes workspaces whose namespaces run pods. */
+int ctl_delete_files(struct ctl *c, const char *const *files, bool release, bool ignore_missing, bool force);
 
 /* ---- waiting with progress (ctl_wait.c) ---- */
 

@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 static const char apply_help[] =
-	"usage: egsctl apply -f FILE|DIR|- [-f ...] [--wait [--timeout DURATION]] [--token-dir DIR]\n"
+	"usage: egsctl apply -f FILE|DIR|- [-f ...] [--wait [--timeout DURATION]] [--token-dir DIR] [--force]\n"
 	"\n"
 	"Creates or updates what YAML manifests describe (GPUProvisioningRequest, SliceWorkspace,\n"
 	"Cluster, WorkspacePolicy, GPRTemplate, GPRTemplateBinding; several documents per file separated\n"
@@ -49,6 +49,7 @@ static const char apply_help[] =
 	"  --timeout DURATION    bound of --wait for all GPRs together (default 30m)\n"
 	"  --token-dir DIR       write a new cluster's agent token to DIR/NAME.token (mode 0600) instead of\n"
 	"                        printing it on stderr\n"
+	"  --force               remove a workspace's namespaces or clusters even while pods run there (else 409)\n"
 	"  -o json|yaml|name     what was done, for scripts ({\"items\": [{kind, name, action, gprId}]})\n"
 	"\n"
 	"example manifest (docs/egsctl.md has one of each kind):\n"
@@ -71,6 +72,7 @@ struct run {
 	struct ctl *c;
 	const char *token_dir;
 	bool deleting, release, ignore_missing;
+	bool force;       /* --force: remove slice namespaces even while pods run in them */
 	json_t *results;  /* [{kind, name, action, gprId?, message?}] */
 	json_t *clusters; /* GET /api/v1/clusters, fetched once */
 	struct egs_vec wait_ids; /* char* (owned): GPRs to wait for */
@@ -135,8 +137,9 @@ static int call_failed(struct run *r, const struct egs_manifest_obj *o, enum egs
 		r->rc = r->rc ? r->rc : code;
 		return code;
 	}
-	return failed(r, o, ctl_exit_of(err), *egs_client_errfield(cl) ? egs_client_errfield(cl) : NULL, "%s: %s", doing,
-		      egs_client_errmsg(cl));
+	return failed(r, o, ctl_exit_of(err), *egs_client_errfield(cl) ? egs_client_errfield(cl) : NULL, "%s: %s%s", doing,
+		      egs_client_errmsg(cl),
+		      !strcmp(egs_client_errkey(cl), "NAMESPACE_HAS_PODS") ? " (egsctl: add --force)" : "");
 }
 
 /* ---- clusters ---- */
@@ -243,6 +246,8 @@ static int apply_workspace(struct run *r, const struct egs_manifest_obj *o)
 	json_decref(cur);
 	if (!body)
 		return failed(r, o, CTL_CONFLICT, "projectName", "%s", why);
+	if (changed && r->force)
+		json_object_set_new(body, "force", json_true());
 	if (changed && (err = egs_client_workspace_update(r->c->client, body, NULL)) != EGS_OK) {
 		json_decref(body);
 		return call_failed(r, o, err, "update");
@@ -251,6 +256,22 @@ static int apply_workspace(struct run *r, const struct egs_manifest_obj *o)
 	report(r, o, changed ? "configured" : "unchanged", NULL, changed ? "%s" : NULL, keys);
 	json_decref(body);
 	return CTL_OK;
+}
+
+/* DELETE /api/v1/slice-workspace, with force when --force was given (namespaces with running pods go too). */
+static enum egs_err delete_workspace(struct run *r, const char *name)
+{
+	json_t *body, *data = NULL;
+	enum egs_err err;
+
+	if (!r->force)
+		return egs_client_workspace_delete(r->c->client, name);
+	body = json_pack("{s:s, s:b}", "workspaceName", name, "force", 1);
+	err = egs_client_call(r->c->client, "DELETE", "/api/v1/slice-workspace", body, r->c->request_timeout_s, NULL,
+			      &data);
+	json_decref(body);
+	json_decref(data);
+	return err;
 }
 
 static int apply_policy(struct run *r, const struct egs_manifest_obj *o)
@@ -512,11 +533,11 @@ static int delete_one(struct run *r, const struct egs_manifest_obj *o)
 		report(r, o, "kept", NULL, "this server has no route to delete a cluster");
 		return CTL_OK;
 	default:
-		err = egs_client_workspace_delete(r->c->client, o->name);
+		err = delete_workspace(r, o->name);
 		/* A GPR released just now holds the workspace until its agent has detached the nodes. */
 		for (double until = ctl_mono() + RELEASE_GRACE_S; err == EGS_ERR_BUSY && r->released && ctl_mono() < until;) {
 			usleep(250 * 1000);
-			err = egs_client_workspace_delete(r->c->client, o->name);
+			err = delete_workspace(r, o->name);
 		}
 		if (err == EGS_ERR_NOT_FOUND)
 			return missing(r, o);
@@ -613,7 +634,7 @@ int ctl_cmd_apply(struct ctl *c, int argc, char **argv)
 	bool wait = false, help;
 	const struct ctl_opt opts[] = {{"filename", 'f', NULL, NULL, &files}, {"wait", 0, NULL, &wait, NULL},
 				       {"timeout", 0, &timeout, NULL, NULL}, {"token-dir", 0, &r.token_dir, NULL, NULL},
-				       {NULL, 0, NULL, NULL, NULL}};
+				       {"force", 0, NULL, &r.force, NULL}, {NULL, 0, NULL, NULL, NULL}};
 	int npos, rc;
 
 	rc = ctl_args(c, argc, argv, 1, opts, pos, 0, &npos, &help);
@@ -634,9 +655,9 @@ int ctl_cmd_apply(struct ctl *c, int argc, char **argv)
 	return rc;
 }
 
-int ctl_delete_files(struct ctl *c, const char *const *files, bool release, bool ignore_missing)
+int ctl_delete_files(struct ctl *c, const char *const *files, bool release, bool ignore_missing, bool force)
 {
-	struct run r = {.c = c, .deleting = true, .release = release, .ignore_missing = ignore_missing,
+	struct run r = {.c = c, .deleting = true, .release = release, .ignore_missing = ignore_missing, .force = force,
 			.results = json_array()};
 	int rc = run_files(&r, files, NULL);
 

@@ -351,7 +351,7 @@ int ctl_cmd_delete(struct ctl *c, int argc, char **argv)
 {
 	static const char help_text[] =
 		"usage: egsctl delete gpr ID...\n"
-		"       egsctl delete -f FILE|DIR|- [--release] [--ignore-not-found]\n"
+		"       egsctl delete -f FILE|DIR|- [--release] [--ignore-not-found] [--force]\n"
 		"\n"
 		"The first form cancels waiting GPRs (Pending or Queued).  The second deletes what the manifests\n"
 		"describe, in reverse apply order: GPRs of that name in their workspace are cancelled (with\n"
@@ -361,11 +361,13 @@ int ctl_cmd_delete(struct ctl *c, int argc, char **argv)
 		"options:\n"
 		"  -f, --filename PATH   a manifest file, a directory of them, or - (repeatable)\n"
 		"  --release             release provisioned GPRs early instead of refusing\n"
-		"  --ignore-not-found    an object that does not exist is not an error\n";
+		"  --ignore-not-found    an object that does not exist is not an error\n"
+		"  --force               delete workspaces even while pods run in their namespaces (else 409)\n";
 	struct ctl_list files = {0};
-	bool release = false, ignore = false, help;
+	bool release = false, ignore = false, force = false, help;
 	const struct ctl_opt opts[] = {{"filename", 'f', NULL, NULL, &files}, {"release", 0, NULL, &release, NULL},
-				       {"ignore-not-found", 0, NULL, &ignore, NULL}, {NULL, 0, NULL, NULL, NULL}};
+				       {"ignore-not-found", 0, NULL, &ignore, NULL}, {"force", 0, NULL, &force, NULL},
+				       {NULL, 0, NULL, NULL, NULL}};
 	const char *pos[33], *ids[33];
 	int npos, n, rc;
 
@@ -377,7 +379,7 @@ int ctl_cmd_delete(struct ctl *c, int argc, char **argv)
 		if (npos > 0)
 			return ctl_usage(c, "give either -f FILE or gpr ID..., not both");
 		files.v[files.n] = NULL;
-		return ctl_delete_files(c, files.v, release, ignore);
+		return ctl_delete_files(c, files.v, release, ignore, force);
 	}
 	if (!gpr_ids(c, pos, npos, ids, &n, "usage: egsctl delete gpr ID... | egsctl delete -f FILE"))
 		return CTL_USAGE;

@@ -14,7 +14,9 @@ import time
 import pytest
 import yaml
 
-from conftest import BIN, H100, T4, Cluster, Egsd, wait_for
+from conftest import BIN, H100, T4, Api, Cluster, Egsd, wait_for
+
+import egs  # sdk/python, put on sys.path by conftest
 
 EGSCTL = os.path.join(BIN, "egsctl")
 
@@ -566,3 +568,42 @@ def test_templates_and_bindings_apply_get_describe_delete(env):
     out = ctl.ok("delete", "-f", files[1], "--ignore-not-found").stdout
     assert "gprtemplatebinding/tpl-ws deleted" in out and "gprtemplate/tpl-a deleted" in out, out
     assert c.admin.get("/api/v1/gpr-template/list")["items"] == []
+
+
+def test_force_removes_namespaces_that_run_pods(env):
+    """With pods reported running in a slice namespace, `apply` of the SliceWorkspace without that namespace
+    and `delete -f` are refused (exit 7, the namespace and the --force hint named) and change nothing; with --force both go
+    through.  The SDK's delete_workspace takes force=True the same way."""
+    c, ctl = env
+    agent = Api(c.egsd.port, c.tokens["worker-1"], c.egsd.ssl_context)
+
+    def pods_in(*namespaces):
+        agent.ok("POST", "/api/v1/agent/slice-namespaces", {"namespaces": [
+            {"name": ns, "workspace": ws, "createdByAgent": True, "runningPods": 2} for ws, ns in namespaces]})
+
+    path = ctl.write("force-ws.yaml", ws_doc("force-ws", namespaces=["force-a", "force-b"]))
+    ctl.ok("apply", "-f", path)
+    pods_in(("force-ws", "force-a"), ("force-ws", "force-b"))
+    smaller = ctl.write("force-ws-smaller.yaml", ws_doc("force-ws", namespaces=["force-a"]))
+    p = ctl("apply", "-f", smaller)
+    assert p.returncode == CONFLICT and "force-b on cluster worker-1 still runs 2 pods" in p.stderr, p.stderr
+    assert "(egsctl: add --force)" in p.stderr
+    names = lambda: [n["namespace"] for n in ctl.json("get", "workspaces", "force-ws")["namespaces"]]  # noqa: E731
+    assert names() == ["force-a", "force-b"]
+    ctl.ok("apply", "-f", smaller, "--force")
+    assert names() == ["force-a"]
+    p = ctl("delete", "-f", smaller)
+    assert p.returncode == CONFLICT and "force-a" in p.stdout + p.stderr
+    assert ctl.json("get", "workspaces", "force-ws")["name"] == "force-ws"
+    ctl.ok("delete", "-f", smaller, "--force")
+    assert ctl("get", "workspaces", "force-ws").returncode == NOT_FOUND
+
+    auth = egs.authenticate(c.egsd.url, c.egsd.admin_key, sdk_default=False)
+    egs.create_workspace("force-sdk", ["worker-1"], ["force-c"], "u", "u@example.com", auth)
+    pods_in(("force-sdk", "force-c"))
+    with pytest.raises(egs.exceptions.EgsException):
+        egs.delete_workspace("force-sdk", auth)
+    egs.delete_workspace("force-sdk", auth, force=True)
+    assert "force-sdk" not in [w.name for w in egs.list_workspaces(auth).workspaces]
+    agent.ok("POST", "/api/v1/agent/slice-namespaces", {"namespaces": []})
+    auth.close()

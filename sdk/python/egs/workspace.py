@@ -34,11 +34,18 @@ def create_workspace(
 
 
 def delete_workspace(
-    workspace_name: str, authenticated_session: Optional[AuthenticatedSession] = None
+    workspace_name: str, authenticated_session: Optional[AuthenticatedSession] = None, force: bool = False
 ) -> None:
-    """Delete a workspace.  Raises WorkspaceNotFound for an unknown name."""
+    """Delete a workspace.  Raises WorkspaceNotFound for an unknown name.
+
+    A workspace whose slice namespaces still run pods is refused (409) unless ``force`` is true: then
+    the namespaces, and the pods in them, are removed too (docs/kubernetes.md, "Slice access").
+    """
     auth = get_authenticated_session(authenticated_session)
-    auth.client.call("DELETE", WORKSPACE_PATH, {"workspaceName": workspace_name})
+    body = {"workspaceName": workspace_name}
+    if force:
+        body["force"] = True
+    auth.client.call("DELETE", WORKSPACE_PATH, body)
 
 
 def list_workspaces(
