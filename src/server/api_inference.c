@@ -387,6 +387,34 @@ static void endpoint_create(struct egs_req *r)
 	egs_reply_ok(r, json_pack("{s:s}", "endpointName", c.name));
 }
 
+void egs_infer_forget_workspace(struct egs_server *srv, const char *ws)
+{
+	struct egs_state *st = &srv->st;
+	struct egs_vec gone = { 0 };
+	const char *k;
+	void *v;
+
+	for (size_t i = 0; egs_map_next(&st->endpoints, &i, &k, &v);) {
+		struct egs_doc *d = v;
+		json_t *s = egs_doc_spec(d);
+		if (!strcmp(str_at(s, "workspace"), ws)) {
+			if (json_is_true(json_object_get(s, "offered")) && !json_is_true(json_object_get(s, "deleting"))) {
+				json_object_set_new(s, "deleting", json_true()); /* the agent removes the objects first */
+				free(d->spec);
+				d->spec = egs_doc_dump(s);
+				d->updated_at = egs_now(srv);
+				egs_state_touch(st, EGS_KIND_ENDPOINT, d);
+			} else if (!json_is_true(json_object_get(s, "offered"))) {
+				egs_vec_push(&gone, d);
+			}
+		}
+		json_decref(s);
+	}
+	for (size_t i = 0; i < gone.len; i++) /* not while iterating the map */
+		egs_state_del(st, EGS_KIND_ENDPOINT, gone.items[i]);
+	egs_vec_cleanup(&gone);
+}
+
 const struct egs_route egs_routes_inference[] = {
 	{ EVHTTP_REQ_GET, "/api/v1/inference-endpoint/list", endpoint_list, false },
 	{ EVHTTP_REQ_GET, "/api/v1/inference-endpoint", endpoint_get, false },

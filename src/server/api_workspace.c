@@ -3,6 +3,7 @@
  * kubecred.c's.
  */
 #include "server/server.h"
+#include "server/inference.h"
 #include "server/kubecred.h"
 #include "server/kubeslice.h"
 #include "server/template.h"
@@ -225,6 +226,7 @@ static void ws_delete(struct egs_req *r)
 			name);
 	egs_template_forget_workspace(srv, name); /* its template binding goes with it */
 	egs_kubecred_forget_workspace(srv, name);  /* and its sealed slice tokens */
+	egs_infer_forget_workspace(srv, name);     /* and its inference endpoints */
 	egs_state_del(&srv->st, EGS_KIND_WORKSPACE, w);
 	egs_reply_ok(r, json_pack("{s:s}", "workspaceName", name));
 }

@@ -55,4 +55,8 @@ const char *egs_infer_status(const struct egs_state *st, json_t *spec);
 /* Whether the agent should have the objects applied now: not deleting, and the GPR (if any) Provisioned. */
 bool egs_infer_wanted(const struct egs_state *st, json_t *spec);
 
+/* A deleted workspace's endpoints: those whose objects the agent may have created are marked deleting (it
+ * removes them, then they go), the others are forgotten at once. */
+void egs_infer_forget_workspace(struct egs_server *srv, const char *ws);
+
 #endif

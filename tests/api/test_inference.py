@@ -404,3 +404,19 @@ def test_egsctl_lists_a_workspaces_endpoints(mock):
     assert ctl.json("get", "ie", "nope", "-w", "ws")["items"] == []
     assert ctl("get", "inference-endpoints").returncode == USAGE
     assert ctl("get", "ie", "-w", "a&b").returncode == USAGE
+
+
+def test_deleting_the_workspace_takes_its_endpoints(mock):
+    """Deleting a workspace forgets its endpoints: one whose objects the agent was told to apply is listed to
+    the agent as absent until it reports them gone, then it leaves the store; one never offered goes at once."""
+    raw = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {a: b}\n"
+    k1 = Api(mock.egsd.port, mock.tokens["k1"], mock.egsd.ssl_context)
+    mock.admin.ok("POST", PATH, body(endpointName="early", modelSpec=None, gpuSpec=None, rawModelSpec=raw % "e"))
+    [item] = k1.get("/api/v1/agent/inference-endpoints")["items"]  # offered: the agent may create it now
+    mock.admin.ok("POST", PATH, body(endpointName="late", modelSpec=None, gpuSpec=None, rawModelSpec=raw % "l"))
+    mock.admin.ok("DELETE", "/api/v1/slice-workspace", {"workspaceName": "ws"})
+    items = k1.get("/api/v1/agent/inference-endpoints")["items"]
+    assert [(i["endpointName"], i["want"]) for i in items] == [("early", "absent")]
+    k1.ok("POST", "/api/v1/agent/inference-endpoints", {"id": item["id"], "present": False})
+    assert k1.get("/api/v1/agent/inference-endpoints")["items"] == []
+    assert mock.admin.call("GET", PATH + "/list?workspace=ws")[0] == 404
