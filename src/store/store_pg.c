@@ -6,10 +6,12 @@
  * row schema_version of the meta table, and each migration runs in its own transaction under a
  * transaction-scoped advisory lock, so two egsd starting on a new database do not both run one.
  *
- * Group commit: a loop turn's changes go in one transaction, sent in pipeline mode (BEGIN, one
- * prepared upsert or delete per change, one upsert per event, COMMIT, Sync), so the turn costs
- * one round trip per 256 statements rather than one per row.  The session runs with
- * synchronous_commit = on: COMMIT returns only once the WAL is flushed on the server (and on
+ * Group commit: a loop turn's changes go in one transaction, sent in pipeline mode: BEGIN, per
+ * table one prepared delete and one prepared upsert carrying all of the turn's rows of that table
+ * as array parameters (store_pg_batch.c), one upsert of the turn's events and one of its audit
+ * entries, COMMIT, Sync.  So a turn costs one round trip and a handful of statements however many
+ * rows it writes (the server's cost per statement was most of its cost per create).  The session
+ * runs with synchronous_commit = on: COMMIT returns only once the WAL is flushed on the server (and on
  * synchronous standbys, if the server is configured with them), which is what lets egsd answer
  * 2xx after egs_store_commit_changes().
  *
@@ -132,59 +134,7 @@ fail:
 	return EGS_ERR_STORE;
 }
 
-/* A tiny appender for the SQL built once per connection; running out is a bug. */
-struct sqlbuf {
-	char b[2048];
-	size_t n;
-};
-
-static void sql_add(struct sqlbuf *q, const char *str, size_t len)
-{
-	EGS_ASSERT(q->n + len < sizeof(q->b));
-	memcpy(q->b + q->n, str, len);
-	q->n += len;
-	q->b[q->n] = '\0';
-}
-
-static void sql_str(struct sqlbuf *q, const char *str)
-{
-	sql_add(q, str, strlen(str));
-}
-
-/* INSERT INTO t(c1,..) VALUES($1,..) ON CONFLICT(c1) DO UPDATE SET c2=excluded.c2, .. */
-static void upsert_sql(struct sqlbuf *q, const char *table, const char *cols)
-{
-	size_t keylen = strcspn(cols, ",");
-	int ncols = 1;
-	char num[16];
-	for (const char *p = cols; *p; p++)
-		ncols += *p == ',';
-	q->n = 0;
-	sql_str(q, "INSERT INTO ");
-	sql_str(q, table);
-	sql_str(q, "(");
-	sql_str(q, cols);
-	sql_str(q, ") VALUES(");
-	for (int i = 0; i < ncols; i++) {
-		snprintf(num, sizeof(num), "%s$%d", i ? "," : "", i + 1);
-		sql_str(q, num);
-	}
-	sql_str(q, ") ON CONFLICT(");
-	sql_add(q, cols, keylen);
-	sql_str(q, ") DO UPDATE SET ");
-	for (const char *p = cols + keylen; *p;) {
-		p++; /* the comma */
-		size_t len = strcspn(p, ",");
-		if (p != cols + keylen + 1)
-			sql_str(q, ",");
-		sql_add(q, p, len);
-		sql_str(q, "=excluded.");
-		sql_add(q, p, len);
-		p += len;
-	}
-}
-
-static bool prepare(struct pg_store *s, const char *name, const char *sql)
+bool egs__pg_prepare(struct pg_store *s, const char *name, const char *sql)
 {
 	PGresult *res = NULL, *next;
 	bool sent = PQsendPrepare(s->conn, name, sql, 0, NULL) == 1;
@@ -201,45 +151,24 @@ static bool prepare(struct pg_store *s, const char *name, const char *sql)
 	return ok;
 }
 
-/* Prepared statement names: put<kind>, del<kind>, ev, mget, mset, pmark, prune, turn. */
+/* Prepared statement names: put<kind>, del<kind>, ev, au (store_pg_batch.c), mget, mset, pmark,
+ * prune, turn. */
 static bool prepare_all(struct pg_store *s)
 {
-	struct sqlbuf q;
-	char name[16];
-	for (int i = 0; i < egs__pg_nkinds; i++) {
-		const struct egs_pg_kind *k = &egs__pg_kinds[i];
-		upsert_sql(&q, k->table, k->cols);
-		snprintf(name, sizeof(name), "put%d", i);
-		if (!prepare(s, name, q.b))
-			return false;
-		q.n = 0;
-		sql_str(&q, "DELETE FROM ");
-		sql_str(&q, k->table);
-		sql_str(&q, " WHERE ");
-		sql_add(&q, k->cols, strcspn(k->cols, ","));
-		sql_str(&q, " = $1");
-		snprintf(name, sizeof(name), "del%d", i);
-		if (!prepare(s, name, q.b))
-			return false;
-	}
-	upsert_sql(&q, "events", EGS_PG_EVENT_COLS);
-	if (!prepare(s, "ev", q.b))
-		return false;
-	upsert_sql(&q, "audit", EGS_AUDIT_COLS); /* an upsert: a turn sent again must not fail on its ids */
-	return prepare(s, "au", q.b) && prepare(s, "mget", "SELECT value FROM meta WHERE key = $1") &&
-	       prepare(s, "mset",
-		       "INSERT INTO meta(key, value) VALUES($1, $2) "
-		       "ON CONFLICT(key) DO UPDATE SET value = excluded.value") &&
-	       prepare(s, "pmark",
-		       "INSERT INTO meta(key, value) SELECT '" META_EVENT_FLOOR "', m::text FROM "
-		       "(SELECT MAX(id) AS m FROM events WHERE time < $1 OR id < $2) x WHERE m IS NOT NULL "
-		       "ON CONFLICT(key) DO UPDATE SET "
-		       "value = GREATEST(meta.value::bigint, excluded.value::bigint)::text") &&
-	       prepare(s, "prune", "DELETE FROM events WHERE time < $1 OR id < $2") &&
-	       prepare(s, "turn",
-		       "UPDATE meta SET value = CASE key WHEN 'leader.turn' THEN (value::bigint + 1)::text "
-		       "ELSE (" EGS_PG_DB_NOW_MS " + " EGS_PG_STR(EGS_PG_LEASE_MS) ")::text END "
-		       "WHERE key IN ('leader.turn', 'leader.lease')");
+	return egs__pg_prepare_batches(s) && egs__pg_prepare(s, "mget", "SELECT value FROM meta WHERE key = $1") &&
+	       egs__pg_prepare(s, "mset",
+			       "INSERT INTO meta(key, value) VALUES($1, $2) "
+			       "ON CONFLICT(key) DO UPDATE SET value = excluded.value") &&
+	       egs__pg_prepare(s, "pmark",
+			       "INSERT INTO meta(key, value) SELECT '" META_EVENT_FLOOR "', m::text FROM "
+			       "(SELECT MAX(id) AS m FROM events WHERE time < $1 OR id < $2) x WHERE m IS NOT NULL "
+			       "ON CONFLICT(key) DO UPDATE SET "
+			       "value = GREATEST(meta.value::bigint, excluded.value::bigint)::text") &&
+	       egs__pg_prepare(s, "prune", "DELETE FROM events WHERE time < $1 OR id < $2") &&
+	       egs__pg_prepare(s, "turn",
+			       "UPDATE meta SET value = CASE key WHEN 'leader.turn' THEN (value::bigint + 1)::text "
+			       "ELSE (" EGS_PG_DB_NOW_MS " + " EGS_PG_STR(EGS_PG_LEASE_MS) ")::text END "
+			       "WHERE key IN ('leader.turn', 'leader.lease')");
 }
 
 static void quiet_notices(void *arg, const char *msg)
@@ -273,6 +202,9 @@ static void pg_free(struct pg_store *s)
 	PQfinish(s->conn);
 	free(s->url);
 	free(s->fail_path);
+	if (s->batch)
+		egs__pg_batch_cleanup(s->batch);
+	free(s->batch);
 	free(s);
 }
 
@@ -283,6 +215,7 @@ enum egs_err egs_store_open_pg(const char *url, struct egs_store **out)
 	*out = NULL;
 	s->base.ops = &pg_ops;
 	s->url = egs_strdup(url);
+	s->batch = egs_calloc(1, sizeof(*s->batch));
 	if (NMIGRATIONS != egs_store_schema_version()) {
 		/* A SQLite migration without its PostgreSQL twin (or the reverse): the two stores
 		 * would no longer hold the same columns. */
@@ -440,9 +373,9 @@ enum turn { TURN_OK, TURN_FAILED, TURN_BROKEN };
 struct pipe {
 	struct pg_store *s;
 	int pending;
-	const char *table[PIPE_MAX];
-	const char *key[PIPE_MAX]; /* borrowed from the change's object; NULL for events */
-	int64_t id[PIPE_MAX];      /* an event's id */
+	const char *verb[PIPE_MAX];  /* "put", "delete", "BEGIN", "COMMIT", ..: string literals */
+	const char *table[PIPE_MAX]; /* the table it writes (static), or NULL */
+	int rows[PIPE_MAX];          /* rows it writes (0: a statement without rows) */
 	bool failed;
 };
 
@@ -458,12 +391,11 @@ static void report(struct pipe *p, int i, const PGresult *res)
 	const char *msg = res ? PQresultErrorMessage(res) : egs__pg_errmsg(p->s);
 	if (!*msg)
 		msg = "statement skipped\n";
-	if (p->key[i])
-		fprintf(stderr, "store: put %s '%s': %s", p->table[i], p->key[i], msg);
-	else if (p->id[i])
-		fprintf(stderr, "store: put %s %lld: %s", p->table[i], (long long)p->id[i], msg);
+	if (p->rows[i])
+		fprintf(stderr, "store: %s %s (%d rows): %s", p->verb[i], p->table[i], p->rows[i], msg);
 	else
-		fprintf(stderr, "store: %s: %s", p->table[i], msg);
+		fprintf(stderr, "store: %s%s%s: %s", p->verb[i], p->table[i] ? " " : "", p->table[i] ? p->table[i] : "",
+			msg);
 }
 
 /* Reads the results of the statements in flight; the first failure is reported. */
@@ -482,7 +414,7 @@ static enum turn collect(struct pipe *p, bool synced)
 			p->s->full = state && strcmp(state, "53100") == 0; /* disk_full */
 			report(p, i, res);
 			t = connection_error(p->s, res) ? TURN_BROKEN : TURN_FAILED;
-		} else if (st == PGRES_COMMAND_OK && strcmp(p->table[i], "COMMIT") == 0 &&
+		} else if (st == PGRES_COMMAND_OK && strcmp(p->verb[i], "COMMIT") == 0 &&
 			   strcmp(PQcmdStatus(res), "COMMIT") != 0) {
 			fprintf(stderr, "store: COMMIT answered %s\n", PQcmdStatus(res));
 			t = TURN_FAILED;
@@ -502,14 +434,21 @@ static enum turn collect(struct pipe *p, bool synced)
 	return t;
 }
 
-static enum turn send_one(struct pipe *p, const char *stmt, const struct egs_pg_params *prm, const char *table,
-			  const char *key, int64_t id)
+/* What a statement of the turn writes, for its error line (every string static). */
+struct what {
+	const char *verb, *table;
+	int rows;
+};
+
+/* Queues one statement: prepared stmt with n text parameters v (borrowed: libpq copies them), or
+ * (v NULL) the SQL stmt alone, without parameters. */
+static enum turn send_one(struct pipe *p, const char *stmt, int n, const char *const *v, struct what w)
 {
-	int ok = prm ? PQsendQueryPrepared(p->s->conn, stmt, prm->n, prm->v, prm->len, prm->fmt, 0)
-		     : PQsendQueryParams(p->s->conn, stmt, 0, NULL, NULL, NULL, NULL, 0);
-	p->table[p->pending] = table;
-	p->key[p->pending] = key;
-	p->id[p->pending] = id;
+	int ok = v ? PQsendQueryPrepared(p->s->conn, stmt, n, v, NULL, NULL, 0)
+		   : PQsendQueryParams(p->s->conn, stmt, 0, NULL, NULL, NULL, NULL, 0);
+	p->verb[p->pending] = w.verb;
+	p->table[p->pending] = w.table;
+	p->rows[p->pending] = w.rows;
 	p->pending++;
 	if (!ok) {
 		report(p, p->pending - 1, NULL);
@@ -518,30 +457,91 @@ static enum turn send_one(struct pipe *p, const char *stmt, const struct egs_pg_
 	return p->pending == PIPE_MAX ? collect(p, false) : TURN_OK;
 }
 
-static enum turn send_change(struct pipe *p, const struct egs_change *c, struct egs_pg_params *prm)
+/* Sends the rows gathered in the store's batch as statement stmt (nothing when there are none),
+ * and empties the batch for more rows of the same shape. */
+static enum turn send_batch(struct pipe *p, const char *stmt, const char *verb, const char *table)
 {
-	EGS_ASSERT((int)c->kind >= 0 && (int)c->kind < egs__pg_nkinds);
-	const struct egs_pg_kind *k = &egs__pg_kinds[c->kind];
-	const char *key = k->key(c->obj);
+	struct egs_pg_batch *b = p->s->batch;
+	enum turn t = TURN_OK;
+	if (b->nrows > 0)
+		t = send_one(p, stmt, b->ncols, egs__pg_batch_finish(b), (struct what){ verb, table, b->nrows });
+	egs__pg_batch_start(b, b->ncols);
+	return t;
+}
+
+/* One statement (or one per EGS_PG_BATCH_ROWS rows) deleting, then one upserting, the rows of
+ * kind k among the turn's last changes refs[0..n). */
+static enum turn send_kind(struct pipe *p, int k, const struct egs_pg_ref *refs, size_t n)
+{
+	const struct egs_pg_kind *kind = &egs__pg_kinds[k];
+	struct egs_pg_batch *b = p->s->batch;
+	struct egs_row_binder rb = egs__pg_batch_binder(b);
 	char stmt[16];
-	enum turn t;
-	egs__pg_params_clear(prm);
-	if (c->deleted) {
-		snprintf(stmt, sizeof(stmt), "del%d", (int)c->kind);
-		prm->v[0] = key;
-		prm->fmt[0] = 0;
-		prm->n = 1;
-	} else {
-		snprintf(stmt, sizeof(stmt), "put%d", (int)c->kind);
-		struct egs_row_binder rb = egs__pg_row_binder(prm);
-		k->bind(&rb, c->obj);
-		if (prm->why) {
-			fprintf(stderr, "store: put %s '%s': %s\n", k->table, key, prm->why);
-			return TURN_FAILED;
+	enum turn t = TURN_OK;
+	for (int del = 1; del >= 0 && t == TURN_OK; del--) {
+		snprintf(stmt, sizeof(stmt), "%s%d", del ? "del" : "put", k);
+		egs__pg_batch_start(b, del ? 1 : egs__pg_ncols(kind->cols));
+		for (size_t i = 0; i < n && t == TURN_OK; i++) {
+			if (refs[i].c->deleted != (del == 1))
+				continue;
+			if (del) {
+				egs__pg_batch_key(b, refs[i].key);
+			} else {
+				egs__pg_batch_row_begin(b);
+				kind->bind(&rb, refs[i].c->obj);
+				if (!egs__pg_batch_row_end(b)) {
+					fprintf(stderr, "store: put %s '%s': %s\n", kind->table, refs[i].key, b->why);
+					return TURN_FAILED;
+				}
+			}
+			if (b->nrows == EGS_PG_BATCH_ROWS)
+				t = send_batch(p, stmt, del ? "delete" : "put", kind->table);
 		}
+		if (t == TURN_OK)
+			t = send_batch(p, stmt, del ? "delete" : "put", kind->table);
 	}
-	t = send_one(p, stmt, prm, k->table, key, 0);
-	egs__pg_params_clear(prm); /* libpq copied the values into its buffer */
+	return t;
+}
+
+/* The turn's changes: per kind, its deletions and its upserts, the last change of each object. */
+static enum turn send_changes(struct pipe *p, const struct egs_state *st)
+{
+	struct egs_pg_ref *refs = egs_calloc(st->changes.len + 1, sizeof(*refs));
+	size_t n = egs__pg_turn_rows(st, refs), from = 0;
+	enum turn t = TURN_OK;
+	while (from < n && t == TURN_OK) {
+		size_t to = from;
+		while (to < n && refs[to].kind == refs[from].kind)
+			to++;
+		t = send_kind(p, refs[from].kind, refs + from, to - from);
+		from = to;
+	}
+	free(refs);
+	return t;
+}
+
+/* The turn's events and audit entries: one upsert each (or one per EGS_PG_BATCH_ROWS rows). */
+static enum turn send_log(struct pipe *p, const struct egs_state *st)
+{
+	struct egs_pg_batch *b = p->s->batch;
+	struct egs_row_binder rb = egs__pg_batch_binder(b);
+	enum turn t = TURN_OK;
+	egs__pg_batch_start(b, egs__pg_ncols(EGS_PG_EVENT_COLS));
+	for (size_t i = 0; t == TURN_OK && i < st->new_events.len; i++) {
+		egs__pg_batch_row_begin(b);
+		egs_rows_bind_event(&rb, st->new_events.items[i]);
+		egs__pg_batch_row_end(b); /* text and numbers only: nothing fails */
+		if (b->nrows == EGS_PG_BATCH_ROWS || i + 1 == st->new_events.len)
+			t = send_batch(p, "ev", "put", "events");
+	}
+	egs__pg_batch_start(b, egs__pg_ncols(EGS_AUDIT_COLS));
+	for (size_t i = 0; t == TURN_OK && i < st->new_audit.len; i++) {
+		egs__pg_batch_row_begin(b);
+		egs_rows_bind_audit(&rb, st->new_audit.items[i]);
+		egs__pg_batch_row_end(b);
+		if (b->nrows == EGS_PG_BATCH_ROWS || i + 1 == st->new_audit.len)
+			t = send_batch(p, "au", "put", "audit");
+	}
 	return t;
 }
 
@@ -550,43 +550,28 @@ static enum turn send_change(struct pipe *p, const struct egs_change *c, struct 
 static enum turn send_turn(struct pg_store *s, struct egs_state *st, bool rollback)
 {
 	struct pipe *p = egs_calloc(1, sizeof(*p));
-	struct egs_pg_params *prm = egs_calloc(1, sizeof(*prm));
 	enum turn t = TURN_BROKEN;
 	p->s = s;
 	if (PQenterPipelineMode(s->conn) != 1)
 		goto out;
-	t = send_one(p, "BEGIN", NULL, "BEGIN", NULL, 0);
-	for (size_t i = 0; t == TURN_OK && i < st->changes.len; i++)
-		t = send_change(p, st->changes.items[i], prm);
-	for (size_t i = 0; t == TURN_OK && i < st->new_events.len; i++) {
-		const struct egs_event *ev = st->new_events.items[i];
-		egs__pg_params_clear(prm);
-		struct egs_row_binder rb = egs__pg_row_binder(prm);
-		egs_rows_bind_event(&rb, ev);
-		t = send_one(p, "ev", prm, "events", NULL, ev->id);
-		egs__pg_params_clear(prm);
-	}
-	for (size_t i = 0; t == TURN_OK && i < st->new_audit.len; i++) {
-		const struct egs_audit *a = st->new_audit.items[i];
-		struct egs_row_binder rb = egs__pg_row_binder(prm);
-		egs_rows_bind_audit(&rb, a);
-		t = send_one(p, "au", prm, "audit", NULL, a->id);
-		egs__pg_params_clear(prm);
-	}
-	if (t == TURN_OK && s->leader && !rollback) { /* followers see the turn (docs/internals/store.md) */
-		egs__pg_params_clear(prm);
-		t = send_one(p, "turn", prm, "meta", "leader.turn", 0);
-	}
+	t = send_one(p, "BEGIN", 0, NULL, (struct what){ "BEGIN", NULL, 0 });
 	if (t == TURN_OK)
-		t = rollback ? send_one(p, "ROLLBACK", NULL, "ROLLBACK", NULL, 0)
-			     : send_one(p, "COMMIT", NULL, "COMMIT", NULL, 0);
+		t = send_changes(p, st);
+	if (t == TURN_OK)
+		t = send_log(p, st);
+	if (t == TURN_OK && s->leader && !rollback) { /* followers see the turn (docs/internals/store.md) */
+		static const char *const none[1] = { NULL };
+		t = send_one(p, "turn", 0, none, (struct what){ "update", "meta", 0 });
+	}
+	if (t == TURN_OK) {
+		const char *end = rollback ? "ROLLBACK" : "COMMIT";
+		t = send_one(p, end, 0, NULL, (struct what){ end, NULL, 0 });
+	}
 	if (t == TURN_OK)
 		t = PQpipelineSync(s->conn) == 1 ? collect(p, true) : TURN_BROKEN;
 	if (t == TURN_OK && PQexitPipelineMode(s->conn) != 1)
 		t = TURN_BROKEN;
 out:
-	egs__pg_params_clear(prm); /* a row that failed to bind may still own values */
-	free(prm);
 	free(p);
 	return t;
 }

@@ -1,13 +1,15 @@
 /*
  * store_pg.h: what the PostgreSQL store's files share (store_pg.c: connection, leadership, group
- * commit, load; store_pg_rows.c: the binder for store_rows.c and one read function per object kind;
+ * commit, load; store_pg_batch.c: a turn's rows as one statement per table, through the binder of
+ * store_rows.c; store_pg_rows.c: one read function per object kind;
  * store_pg_schema.c: the migrations).
  * Internal to src/store.
  *
- * Parameters travel in text format (numbers printed, JSON as text) except the API key hash,
- * which is sent as binary bytea; results are read in text format.  The column lists in
- * egs__pg_kinds are the single source of the bind order and of the load's column order, like
- * kinds[] in store_sqlite.c (the same tables and columns: a new column goes into both files).
+ * A turn's rows travel as text-format array parameters, one per column (store_pg_batch.c: numbers
+ * printed, JSON as text, the API key hash as bytea hex); results are read in text format.  The
+ * column lists in egs__pg_kinds are the single source of the bind order and of the load's column
+ * order, like kinds[] in store_sqlite.c (the same tables and columns: a new column goes into both
+ * files).
  */
 #ifndef EGS_STORE_PG_H
 #define EGS_STORE_PG_H
@@ -43,6 +45,7 @@ struct pg_store {
 	int64_t loaded_turn;    /* meta leader.turn in the snapshot of the last load */
 	bool full;       /* the last failed turn failed for lack of disk (SQLSTATE 53100) */
 	char *fail_path; /* EGS_STORE_FAIL_IF_EXISTS (store.h): commits fail as on a full disk meanwhile */
+	struct egs_pg_batch *batch; /* the turn's statement being filled (store_pg_batch.c) */
 };
 
 /* ---- store_pg.c: the session ---- */
@@ -53,6 +56,8 @@ const char *egs__pg_errmsg(struct pg_store *s);
  * Caller PQclears. */
 PGresult *egs__pg_run(struct pg_store *s, const char *sql, bool want_rows);
 bool egs__pg_exec(struct pg_store *s, const char *sql);
+/* Prepares sql as statement name on the session; false (reported) on failure. */
+bool egs__pg_prepare(struct pg_store *s, const char *name, const char *sql);
 /* The session is unusable: never connected, broken, or it timed out. */
 bool egs__pg_broken(struct pg_store *s);
 /* The session is usable, reconnecting first when it is not (a leader takes the lock again);
@@ -89,17 +94,6 @@ enum egs_err egs__pg_leader(struct egs_store *b, struct egs_store_leader *out);
 enum egs_err egs__pg_renew(struct egs_store *b);
 bool egs__pg_deposed(struct egs_store *b);
 
-/* One row's parameters for PQexecPrepared / PQsendQueryPrepared. */
-struct egs_pg_params {
-	int n;
-	const char *v[EGS_PG_MAX_COLS]; /* NULL is SQL NULL */
-	int len[EGS_PG_MAX_COLS];       /* only for binary parameters */
-	int fmt[EGS_PG_MAX_COLS];       /* 0 text, 1 binary */
-	char *own[EGS_PG_MAX_COLS];     /* allocated values, freed by egs__pg_params_clear */
-	char num[EGS_PG_MAX_COLS][32];  /* printed numbers */
-	const char *why;                /* the first failure of ours (e.g. unencodable JSON), or NULL */
-};
-
 /* Reads columns 0, 1, ... of one result row in order; the first failure names its column. */
 struct egs_pg_reader {
 	const PGresult *res; /* borrowed */
@@ -133,10 +127,51 @@ void egs__pg_read_event(struct egs_pg_reader *r, struct egs_event *ev);
 extern const char *const egs__pg_migrations[];
 extern const int egs__pg_nmigrations;
 
-/* The binder that appends store_rows.c's column values to p (ctx is p). */
-struct egs_row_binder egs__pg_row_binder(struct egs_pg_params *p);
+/* ---- store_pg_batch.c: a turn's rows of one table in one statement ---- */
+#define EGS_PG_BATCH_ROWS 1024 /* rows per statement at most (a larger turn sends several) */
 
-/* Frees the values the binds allocated and empties p for the next row. */
-void egs__pg_params_clear(struct egs_pg_params *p);
+struct egs_pg_text { /* a growable string */
+	char *b;
+	size_t n, cap;
+};
+
+/* The rows of one statement, as one text-format array literal per column ({"a","b\"c",NULL}). */
+struct egs_pg_batch {
+	int ncols, nrows;
+	int col; /* the next column of the row being bound */
+	struct egs_pg_text cols[EGS_PG_MAX_COLS];
+	const char *params[EGS_PG_MAX_COLS]; /* egs__pg_batch_finish's result */
+	const char *why; /* the first failure of ours (e.g. unencodable JSON), or NULL */
+};
+
+/* Empties b for rows of ncols columns (the buffers are kept for the next statement). */
+void egs__pg_batch_start(struct egs_pg_batch *b, int ncols);
+/* Around the binds of one row: bind every column through egs__pg_batch_binder(b) between them.
+ * row_end returns false when the row could not be encoded (b->why says why). */
+void egs__pg_batch_row_begin(struct egs_pg_batch *b);
+bool egs__pg_batch_row_end(struct egs_pg_batch *b);
+/* The binder that appends store_rows.c's column values to the row being bound (ctx is b). */
+struct egs_row_binder egs__pg_batch_binder(struct egs_pg_batch *b);
+/* A one-column row: a key to delete. */
+void egs__pg_batch_key(struct egs_pg_batch *b, const char *key);
+/* Closes the arrays; returns b->ncols text parameters, borrowed from b until its next start. */
+const char *const *egs__pg_batch_finish(struct egs_pg_batch *b);
+/* Frees the buffers (b may be started again). */
+void egs__pg_batch_cleanup(struct egs_pg_batch *b);
+/* Columns in a comma-separated column list. */
+int egs__pg_ncols(const char *cols);
+/* Prepares put<kind>, del<kind>, ev and au: the batch upsert and delete of every table. */
+bool egs__pg_prepare_batches(struct pg_store *s);
+
+/* One change of a turn that the commit writes: the last one of its object in the turn. */
+struct egs_pg_ref {
+	int kind;
+	const char *key; /* borrowed from the object */
+	size_t pos;      /* in st->changes */
+	const struct egs_change *c;
+};
+/* Fills out (st->changes.len entries) with the turn's changes ordered by kind and key, one per
+ * object: the last.  Returns how many. */
+size_t egs__pg_turn_rows(const struct egs_state *st, struct egs_pg_ref *out);
 
 #endif

@@ -1,8 +1,8 @@
 /*
- * store_pg_rows.c: the PostgreSQL store's row codec: the binder through which store_rows.c turns
- * every object kind into the parameters of the upsert, and how a loaded row becomes the object
- * again.  The read functions mirror those of store_sqlite.c column for column
- * (docs/internals/store.md), with values in PostgreSQL's text format.  Load trusts nothing: a
+ * store_pg_rows.c: the PostgreSQL store's row reader: how a loaded row becomes the object again
+ * (store_pg_batch.c writes rows, through store_rows.c's binders).  The read functions mirror those
+ * of store_sqlite.c column for column (docs/internals/store.md), with values in PostgreSQL's text
+ * format.  Load trusts nothing: a
  * JSON column that does not parse, an unknown enum name, a number that is not one or a string
  * longer than its field fails the row, naming the column.
  */
@@ -17,76 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- binding ---- */
-
-void egs__pg_params_clear(struct egs_pg_params *p)
-{
-	for (int i = 0; i < p->n; i++)
-		free(p->own[i]);
-	memset(p->own, 0, sizeof(p->own));
-	p->n = 0;
-	p->why = NULL;
-}
-
-static int slot(struct egs_pg_params *p)
-{
-	EGS_ASSERT(p->n < EGS_PG_MAX_COLS);
-	int i = p->n++;
-	p->fmt[i] = 0;
-	p->len[i] = 0;
-	p->own[i] = NULL;
-	return i;
-}
-
-static void b_text(void *ctx, const char *s /* borrowed until the send; NULL is NULL */)
-{
-	struct egs_pg_params *p = ctx;
-	p->v[slot(p)] = s;
-}
-
-static void b_int(void *ctx, int64_t v)
-{
-	struct egs_pg_params *p = ctx;
-	int i = slot(p);
-	snprintf(p->num[i], sizeof(p->num[i]), "%" PRId64, v);
-	p->v[i] = p->num[i];
-}
-
-static void b_real(void *ctx, double v)
-{
-	struct egs_pg_params *p = ctx;
-	int i = slot(p);
-	snprintf(p->num[i], sizeof(p->num[i]), "%.17g", v); /* round-trips every finite double */
-	p->v[i] = p->num[i];
-}
-
-static void b_blob(void *ctx, const void *data, int n)
-{
-	struct egs_pg_params *p = ctx;
-	int i = slot(p);
-	p->v[i] = data;
-	p->len[i] = n;
-	p->fmt[i] = 1;
-}
-
-/* Binds v as compact JSON text (takes ownership of v; NULL means encoding failed already). */
-static void b_json(void *ctx, json_t *v)
-{
-	struct egs_pg_params *p = ctx;
-	int i = slot(p);
-	char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
-	json_decref(v);
-	if (!s && !p->why)
-		p->why = "a list cannot be encoded as JSON (invalid UTF-8?)";
-	p->own[i] = s;
-	p->v[i] = s ? s : "[]";
-}
-
-struct egs_row_binder egs__pg_row_binder(struct egs_pg_params *p)
-{
-	return (struct egs_row_binder){ p, b_text, b_int, b_real, b_blob, b_json };
-}
 
 /* ---- reading ---- */
 
