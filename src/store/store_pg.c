@@ -47,24 +47,25 @@ const char *egs__pg_errmsg(struct pg_store *s)
 	return m && *m ? m : "unknown error\n";
 }
 
-PGresult *egs__pg_run(struct pg_store *s, const char *sql, bool want_rows)
+PGresult *egs__pg_result(struct pg_store *s, bool sent, const char *what, ExecStatusType want)
 {
 	PGresult *res = NULL, *next;
-	if (!s->conn || PQsendQuery(s->conn, sql) != 1) {
-		fprintf(stderr, "store: %.60s: %s", sql, egs__pg_errmsg(s));
-		return NULL;
-	}
 	int64_t deadline = egs__pg_deadline(s);
-	while ((next = egs__pg_wait(s, deadline))) { /* the last result is the one that counts */
+	while (sent && (next = egs__pg_wait(s, deadline))) { /* the last result is the one that counts */
 		PQclear(res);
 		res = next;
 	}
-	ExecStatusType st = PQresultStatus(res);
-	if (!s->timed_out && st == (want_rows ? PGRES_TUPLES_OK : PGRES_COMMAND_OK))
+	if (sent && !s->timed_out && PQresultStatus(res) == want)
 		return res;
-	fprintf(stderr, "store: %.60s: %s", sql, res && !s->timed_out ? PQresultErrorMessage(res) : egs__pg_errmsg(s));
+	fprintf(stderr, "store: %.60s: %s", what, res && !s->timed_out ? PQresultErrorMessage(res) : egs__pg_errmsg(s));
 	PQclear(res);
 	return NULL;
+}
+
+PGresult *egs__pg_run(struct pg_store *s, const char *sql, bool want_rows)
+{
+	bool sent = s->conn && PQsendQuery(s->conn, sql) == 1;
+	return egs__pg_result(s, sent, sql, want_rows ? PGRES_TUPLES_OK : PGRES_COMMAND_OK);
 }
 
 bool egs__pg_exec(struct pg_store *s, const char *sql)
@@ -136,19 +137,10 @@ fail:
 
 bool egs__pg_prepare(struct pg_store *s, const char *name, const char *sql)
 {
-	PGresult *res = NULL, *next;
-	bool sent = PQsendPrepare(s->conn, name, sql, 0, NULL) == 1;
-	int64_t deadline = egs__pg_deadline(s);
-	while (sent && (next = egs__pg_wait(s, deadline))) {
-		PQclear(res);
-		res = next;
-	}
-	bool ok = sent && !s->timed_out && PQresultStatus(res) == PGRES_COMMAND_OK;
-	if (!ok)
-		fprintf(stderr, "store: preparing %.80s: %s", sql,
-			res && !s->timed_out ? PQresultErrorMessage(res) : egs__pg_errmsg(s));
+	bool sent = s->conn && PQsendPrepare(s->conn, name, sql, 0, NULL) == 1;
+	PGresult *res = egs__pg_result(s, sent, sql, PGRES_COMMAND_OK);
 	PQclear(res);
-	return ok;
+	return res != NULL;
 }
 
 /* Prepared statement names: put<kind>, del<kind>, ev, au (store_pg_batch.c), mget, mset, pmark,
@@ -623,18 +615,8 @@ static PGresult *run_prepared(struct pg_store *s, const char *stmt, int n, const
 {
 	if (!egs__pg_ready(s))
 		return NULL;
-	PGresult *res = NULL, *next;
 	bool sent = PQsendQueryPrepared(s->conn, stmt, n, v, NULL, NULL, 0) == 1;
-	int64_t deadline = egs__pg_deadline(s);
-	while (sent && (next = egs__pg_wait(s, deadline))) {
-		PQclear(res);
-		res = next;
-	}
-	if (sent && !s->timed_out && PQresultStatus(res) == want)
-		return res;
-	fprintf(stderr, "store: %s: %s", stmt, res && !s->timed_out ? PQresultErrorMessage(res) : egs__pg_errmsg(s));
-	PQclear(res);
-	return NULL;
+	return egs__pg_result(s, sent, stmt, want);
 }
 
 static enum egs_err pg_meta_get(struct pg_store *s, const char *key, char **value)

@@ -51,6 +51,10 @@ struct pg_store {
 /* ---- store_pg.c: the session ---- */
 /* The session's last error message (never empty). */
 const char *egs__pg_errmsg(struct pg_store *s);
+/* Collects the results of the query just sent on the session (sent: whether sending it worked),
+ * waiting at most until egs__pg_deadline(s); returns the last result when its status is want (caller
+ * PQclears), else NULL after printing "store: <what>: <error>" (a timeout included). */
+PGresult *egs__pg_result(struct pg_store *s, bool sent, const char *what, ExecStatusType want);
 /* Runs one or more statements with no parameters and expects no rows back (or rows, when
  * want_rows); prints "store: <sql>: <error>" and returns NULL on failure (a timeout included).
  * Caller PQclears. */

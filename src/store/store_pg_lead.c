@@ -95,23 +95,6 @@ bool egs__pg_within_lease(struct pg_store *s)
 	return !s->deposed;
 }
 
-/* Runs sql with text parameters; the last result when it has status want, else NULL (reported). */
-static PGresult *run_params(struct pg_store *s, const char *sql, int n, const char *const *v, ExecStatusType want)
-{
-	PGresult *res = NULL, *next;
-	bool sent = s->conn && PQsendQueryParams(s->conn, sql, n, NULL, v, NULL, NULL, 0) == 1;
-	int64_t deadline = egs__pg_deadline(s);
-	while (sent && (next = egs__pg_wait(s, deadline))) {
-		PQclear(res);
-		res = next;
-	}
-	if (sent && !s->timed_out && PQresultStatus(res) == want)
-		return res;
-	fprintf(stderr, "store: %.60s: %s", sql, res && !s->timed_out ? PQresultErrorMessage(res) : egs__pg_errmsg(s));
-	PQclear(res);
-	return NULL;
-}
-
 /* Tries the leader lock on the current session: 1 taken, 0 held by another session, -1 error. */
 static int try_lock(struct pg_store *s)
 {
@@ -231,8 +214,7 @@ enum egs_err egs__pg_try_lead(struct egs_store *b, const char *addr, bool *led)
 	if (got != 1)
 		return got == 0 ? end_expired(s) : EGS_ERR_STORE;
 	int64_t t0 = egs__pg_mono_us();
-	PGresult *res = run_params(
-		s,
+	static const char sql[] =
 		"WITH e AS (INSERT INTO meta(key, value) VALUES('leader.epoch', '1') ON CONFLICT(key) DO UPDATE "
 		"SET value = (meta.value::bigint + 1)::text RETURNING value), "
 		"a AS (INSERT INTO meta(key, value) VALUES('leader.addr', $1) ON CONFLICT(key) DO UPDATE "
@@ -240,8 +222,9 @@ enum egs_err egs__pg_try_lead(struct egs_store *b, const char *addr, bool *led)
 		"l AS (INSERT INTO meta(key, value) VALUES('leader.lease', (" EGS_PG_DB_NOW_MS " + " EGS_PG_STR(EGS_PG_LEASE_MS) ")::text) "
 		"ON CONFLICT(key) DO UPDATE SET value = excluded.value), "
 		"t AS (INSERT INTO meta(key, value) VALUES('leader.turn', '0') ON CONFLICT(key) DO NOTHING) "
-		"SELECT value FROM e",
-		1, v, PGRES_TUPLES_OK);
+		"SELECT value FROM e";
+	bool sent = s->conn && PQsendQueryParams(s->conn, sql, 1, NULL, v, NULL, NULL, 0) == 1;
+	PGresult *res = egs__pg_result(s, sent, sql, PGRES_TUPLES_OK);
 	if (!res || PQntuples(res) != 1) {
 		PQclear(res);
 		PQfinish(s->conn); /* with the session goes the lock: never hold it without leading */
