@@ -325,7 +325,8 @@ def test_postgresql_restarting_under_load_loses_nothing(tmpdir_path):
         assert a.proc.poll() is None, a.logs()[-3000:]
         creators.finish()
         assert a.proc.poll() is None and role(a) == "leader"  # recovered without a restart of egsd
-        assert "reconnected to PostgreSQL" in a.logs()
+        # egsd flushes its log once a tick: wait for the line rather than race the flush.
+        wait_for(lambda: "reconnected to PostgreSQL" in a.logs(), timeout=10, what="the reconnect in the log")
         assert not creators.lost(a.api())
         assert creators.statuses.get(200) == len(creators.acked)
     finally:
