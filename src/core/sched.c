@@ -17,6 +17,7 @@
 
 struct pool;
 struct snap;
+struct trial;
 
 /* A GPR the plan started, at order[pos]; or, carried over by a resumed walk (walk_resume), one
  * an earlier walk started at or after pos, the place the walk resumed from (it is not in the
@@ -123,6 +124,11 @@ struct egs_plan {
 	bool foreign;      /* a change other than queued creates came while the walk went on */
 	bool stuck;        /* a GPR was placed at now without starting: the plan holds for its now only */
 	int64_t hole_end_min; /* the earliest end of a backfill hole the walk recorded */
+	/* Held releases tried before the walk (held_trial_*): while trial is set, p only holds st,
+	 * now, keep and base_next, and the steps walk the trial; trial_void: a change came during
+	 * it, so the holds are tried again at the next run. */
+	struct trial *trial;
+	bool trial_void;
 	/* The first nws_fixed entries of wsv are the state's workspaces in its map's order, the same
 	 * in every plan of one serial (st->inventory_gen + 1): GPRs cache their index under it. */
 	uint64_t serial;
@@ -690,8 +696,12 @@ static void snap_free(struct snap *s)
 	free(s->nholes);
 }
 
+static void trial_free(struct trial *t);
+
 static void plan_cleanup(struct egs_plan *p)
 {
+	if (p->trial)
+		trial_free(p->trial);
 	for (size_t i = 0; i < p->nslots; i++)
 		if (p->slots[i].sh) {
 			egs_share_timeline_cleanup(p->slots[i].sh);
@@ -1585,10 +1595,16 @@ static void splice_order(struct egs_plan *p)
 	p->splice = false;
 }
 
+static void trial_step(struct egs_plan *p, size_t max);
+
 /* Places at most max more GPRs of p's walk; returns true when the walk is complete. */
 static bool walk_step(struct egs_plan *p, size_t max)
 {
 	struct egs_state *st = p->st;
+	if (p->trial) { /* held releases' trials first (their last step begins the walk) */
+		trial_step(p, max);
+		return false;
+	}
 	if (st->generation != p->gen_seen) {
 		p->stale = true; /* requests changed the state between two slices */
 		if (st->generation - p->gen_seen != st->arrivals.bumps - p->arr_seen)
@@ -1653,49 +1669,163 @@ static bool held_settled(struct egs_state *st, int64_t now)
 }
 
 /*
- * Applies the held early releases (core/held.h) that move no queued GPR later: all of them when a
- * walk with all of them applied moves no one later than a walk with none, else the oldest ones
- * that pass one at a time (at most HELD_TRIES per run, a failed one goes to the back of the list).
+ * Held early releases (core/held.h) are applied when lifting them moves no queued GPR later: all
+ * of them when a walk with all of them lifted moves no one later than a walk with none, else the
+ * oldest ones that pass one at a time (at most HELD_TRIES per run, a failed one goes to the back
+ * of the list).  Each try is a trial: the walk with the holds as they are (base) and the walk with
+ * the tried ones lifted (lift) go side by side over the queue's order, in the run's slices, until
+ * a GPR starts later in lift (fail) or the order ends (pass).  A change to the state during a
+ * trial voids it (its walks compared another state): the run goes on to its walk and the holds
+ * are tried again at the next run.
  */
-static void held_resolve(struct egs_state *st, int64_t now)
+struct trial {
+	struct egs_plan base, lift;
+	struct egs_gpr **order; /* the queue's order with the ghosts (plan_order), holds on */
+	size_t n, cursor;
+	int phase; /* what the next step does: 0 base's plan, 1 lift's, 2 the order, 3 walk */
+	struct egs_gpr **tried; /* the holds lifted: every one, or the first alone */
+	size_t ntried;
+	bool all;
+	size_t tries, nheld; /* one-at-a-time tries made, and the holds there were before them */
+	uint64_t gen;        /* st->generation when the trial began */
+};
+
+static void trial_free(struct trial *t)
+{
+	plan_cleanup(&t->base);
+	plan_cleanup(&t->lift);
+	free(t->order);
+	free(t->tried);
+	free(t);
+}
+
+/* The place of hold g in st->held, SIZE_MAX when it is not there. */
+static size_t held_index(const struct egs_state *st, const struct egs_gpr *g)
+{
+	for (size_t i = 0; i < st->held.len; i++)
+		if (st->held.items[i] == g)
+			return i;
+	return SIZE_MAX;
+}
+
+/* The checks before any trial: expires holds whose time has come, drops them all when nobody
+ * waits; true when there are holds to try (something changed since the last tries). */
+static bool held_pending(struct egs_state *st, int64_t now)
 {
 	egs_held_expire(st, now);
 	if (st->held_settle && !held_settled(st, now))
-		return; /* just restarted: the walks would compare nodes not heard from yet (core/held.h) */
+		return false; /* just restarted: the walks would compare nodes not heard from yet (core/held.h) */
 	if (st->held.len && st->generation == st->held_gen)
-		return; /* nothing changed since the last try: the same walks would give the same answer */
-	size_t nq = egs_queue_len(&st->queue);
-	if (!st->held.len || !nq) {
+		return false; /* nothing changed since the last try: the same walks would give the same answer */
+	if (!st->held.len || !egs_queue_len(&st->queue)) {
 		while (st->held.len) /* nobody waits: nobody can be delayed */
 			egs_held_drop(st, 0);
+		return false;
+	}
+	return true;
+}
+
+/* Sets up the next trial in p->trial: all holds lifted, or the first one alone. */
+static void trial_begin(struct egs_plan *p, bool all)
+{
+	struct trial *t = p->trial;
+	struct egs_state *st = p->st;
+	plan_cleanup(&t->base);
+	plan_cleanup(&t->lift);
+	free(t->order);
+	t->order = NULL;
+	t->n = t->cursor = 0;
+	t->phase = 0;
+	t->all = all;
+	t->tried = egs_realloc(t->tried, (st->held.len + 1) * sizeof(*t->tried));
+	t->ntried = all ? st->held.len : 1;
+	memcpy(t->tried, st->held.items, t->ntried * sizeof(*t->tried));
+	t->gen = st->generation;
+}
+
+/* The real walk, after the trials (void: a change came during one). */
+static void trial_end(struct egs_plan *p, bool void_)
+{
+	struct egs_state *st = p->st;
+	int64_t now = p->now, next = p->base_next;
+	bool keep = p->keep;
+	plan_cleanup(p);
+	walk_begin(p, st, now, next, keep);
+	p->trial_void = void_;
+}
+
+/* A trial has walked to its end or to the first GPR it starts later (later): applies it and
+ * begins the next trial, or the real walk. */
+static void trial_done(struct egs_plan *p, bool later)
+{
+	struct trial *t = p->trial;
+	struct egs_state *st = p->st;
+	if (!later) {
+		for (size_t i = 0; i < t->ntried; i++) {
+			size_t k = held_index(st, t->tried[i]);
+			if (k != SIZE_MAX)
+				egs_held_drop(st, k);
+		}
+	} else if (!t->all) {
+		egs_held_rotate(st); /* the next run tries the others first */
+	}
+	if (t->all) { /* one at a time; with a single hold its own try would repeat this one */
+		t->tries = 0;
+		t->nheld = st->held.len;
+	} else {
+		t->tries++;
+	}
+	if (t->nheld > 1 && t->tries < HELD_TRIES && t->tries < t->nheld && st->held.len)
+		trial_begin(p, false);
+	else
+		trial_end(p, false);
+}
+
+/* Lifts (on: false) or restores the holds the trial tries. */
+static void trial_set(struct trial *t, struct egs_state *st, bool on)
+{
+	for (size_t i = 0; i < t->ntried; i++)
+		egs_held_set(st, held_index(st, t->tried[i]), on);
+}
+
+/* One step of the trial in progress: a plan, the order, or at most max GPRs walked side by side. */
+static void trial_step(struct egs_plan *p, size_t max)
+{
+	struct trial *t = p->trial;
+	struct egs_state *st = p->st;
+	if (st->generation != t->gen) {
+		trial_end(p, true);
 		return;
 	}
-	int64_t *base = egs_malloc(nq * sizeof(*base)), *trial = egs_malloc(nq * sizeof(*trial));
-	dry_walk(st, now, base, NULL, NULL);
-	for (size_t i = 0; i < st->held.len; i++)
-		egs_held_set(st, i, false);
-	bool all = !dry_walk(st, now, trial, NULL, base);
-	for (size_t i = 0; i < st->held.len; i++)
-		egs_held_set(st, i, true);
-	if (all) {
-		while (st->held.len)
-			egs_held_drop(st, 0);
+	for (; t->phase < 3; t->phase++) { /* the set-up, a piece a step when sliced */
+		if (t->phase == 0) {
+			plan_init(&t->base, st, p->now);
+		} else if (t->phase == 1) {
+			trial_set(t, st, false);
+			plan_init(&t->lift, st, p->now);
+			trial_set(t, st, true);
+		} else {
+			t->order = plan_order(st, &t->n);
+		}
+		if (max < SIZE_MAX) {
+			t->phase++;
+			return;
+		}
 	}
-	/* One at a time; with a single hold its own try would repeat the walk that just failed. */
-	for (size_t tries = 0, n = st->held.len; n > 1 && tries < HELD_TRIES && tries < n; tries++) {
-		egs_held_set(st, 0, false);
-		if (dry_walk(st, now, trial, NULL, base)) {
-			egs_held_set(st, 0, true);
-			egs_held_rotate(st); /* the next run tries the others first */
+	size_t end = t->n - t->cursor > max ? t->cursor + max : t->n;
+	bool later = false;
+	for (; t->cursor < end && !later; t->cursor++) {
+		struct egs_gpr *g = t->order[t->cursor];
+		int64_t tb = place_dry(&t->base, g);
+		if (g->ghost) { /* reserves, is not compared; out of lift's order when it is lifted */
+			if (!t->all && g != t->tried[0])
+				place_dry(&t->lift, g);
 			continue;
 		}
-		egs_held_drop(st, 0);
-		int64_t *x = base; /* the new baseline */
-		base = trial;
-		trial = x;
+		later = place_dry(&t->lift, g) > tb;
 	}
-	free(base);
-	free(trial);
+	if (later || t->cursor == t->n)
+		trial_done(p, later);
 }
 
 static bool started_nodes(struct egs_plan *p, const struct egs_gpr *g);
@@ -1797,8 +1927,16 @@ static bool walk_resume(struct egs_plan *p, struct egs_state *st, int64_t now, i
 static void run_begin(struct egs_state *st, int64_t now, struct egs_plan *p, bool keep)
 {
 	int64_t next = due_transitions(st, now);
-	held_resolve(st, now);
-	if (!keep || !walk_resume(p, st, now, next)) {
+	if (held_pending(st, now)) { /* the trials come first, in the run's steps */
+		plan_cleanup(p);
+		p->st = st;
+		p->now = now;
+		p->keep = keep;
+		p->base_next = next;
+		p->walking = true;
+		p->trial = egs_calloc(1, sizeof(*p->trial));
+		trial_begin(p, true);
+	} else if (!keep || !walk_resume(p, st, now, next)) {
 		plan_cleanup(p);
 		walk_begin(p, st, now, next, keep);
 	}
@@ -1819,7 +1957,7 @@ static bool run_end(struct egs_plan *p, int64_t *next)
 		walk_begin(p, st, now, base, keep);
 		return false;
 	}
-	if (!p->stale && st->generation == p->gen_seen)
+	if (!p->stale && !p->trial_void && st->generation == p->gen_seen)
 		st->held_gen = st->generation;
 	*next = p->run_next;
 	return true;
@@ -1831,7 +1969,8 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep)
 	run_begin(st, now, p, keep != NULL);
 	int64_t next;
 	do
-		walk_step(p, SIZE_MAX);
+		while (!walk_step(p, SIZE_MAX)) /* the trials of held releases, then the walk */
+			;
 	while (!run_end(p, &next));
 	if (!keep)
 		plan_cleanup(&local);
@@ -1855,7 +1994,7 @@ bool egs_sched_end(struct egs_plan *p, int64_t *next)
 
 size_t egs_sched_progress(const struct egs_plan *p)
 {
-	return p->cursor;
+	return p->trial ? p->trial->cursor : p->cursor;
 }
 
 size_t egs_sched_from(const struct egs_plan *p)

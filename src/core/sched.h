@@ -19,11 +19,11 @@
  * the walk sees the GPR's nodes and workspace busy until its old exit, exactly as before the
  * release; a cancelled queued GPR stays in the walk as a ghost (placed, never started) and becomes
  * a held release of its planned nodes when its planned start comes.  Each run
- * (held_resolve) applies the held releases when a walk with them moves no queued GPR later than a
+ * (the trials before its walk, in its steps) applies the held releases when a walk with them moves no queued GPR later than a
  * walk without them: all at once, else one at a time, oldest first.  A release that fails now is
  * tried again when something else changes (e.g. the GPR it would delay has started) and lapses at
  * the old exit.  The cost: a held node may stay idle that a smarter plan could use without
- * delaying anyone, and each run with holds pending walks the queue two to four times more.
+ * delaying anyone, and each run with holds pending walks the queue two to six times more.
  *
  * Conservative backfill (egs_state_config.backfill; egsd and egs-sim turn it on).  A reservation that starts
  * after a node's or the workspace's previous free time leaves a hole in front of it; a GPR later in
@@ -77,9 +77,10 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep);
 
 /*
  * The same run in slices, so that walking a deep queue never holds up egsd's loop for long:
- * egs_sched_begin does what egs_sched_run does before the walk (due transitions, held releases) and
- * sets the walk up in keep; egs_sched_step places at most max more GPRs and returns true when the
- * walk is complete; egs_sched_end then preempts, returning false when that began another walk
+ * egs_sched_begin does what egs_sched_run does before the walk (due transitions) and sets the walk
+ * up in keep; egs_sched_step places at most max more GPRs and returns true when the walk is
+ * complete (with held releases pending, the first steps walk their trials: a plan, the order, or
+ * max GPRs on two side-effect-free walks a step; a change between them voids the trial); egs_sched_end then preempts, returning false when that began another walk
  * (step again), else true with the next due time in *next (egs_sched_run's value).  keep becomes
  * the kept plan at the end.  Between steps the caller may serve requests: the walk goes on over
  * the queue as it was when it began (a GPR cancelled since keeps its place, like a ghost; one

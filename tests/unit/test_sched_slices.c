@@ -2,7 +2,8 @@
  * test_sched_slices.c: the scheduler's walk run in slices (egs_sched_begin/step/end), with the
  * state changing between slices the way requests change it in egsd: a cancel, a node going
  * unhealthy, a new GPR.  The walk must not start what is no longer startable, must leave what came
- * after it began to the next walk, and must say it is stale.  (tests/unit/test_sched.c reruns the
+ * after it began to the next walk, and must say it is stale; a trial of held releases that a
+ * change interrupts must apply nothing and be tried again.  (tests/unit/test_sched.c reruns the
  * exactness tests with every run sliced and nothing in between.)
  */
 #include <setjmp.h>
@@ -156,11 +157,62 @@ static void test_abort(void **state)
 	assert_true(egs_sched_append(st, gpr("d", "ws4", 1, now), now, plan) != EGS_NEVER - 1);
 }
 
+/* Attaches every node assigned to a GPR (the agents' acks): the GPRs become Provisioned. */
+static void attach_all(int64_t now)
+{
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);) {
+		struct egs_node *n = v;
+		char id[EGS_ID_MAX];
+		if (n->gpr_id[0] && !n->attached_gpr[0]) {
+			egs_strlcpy(id, n->gpr_id, sizeof(id));
+			egs_gpr_attach_result(st, n, id, true, NULL, now);
+		}
+	}
+}
+
+/*
+ * A held early release is tried in the run's slices (a walk with it and one without, side by
+ * side) before the walk.  A change during the trial voids it: the hold stays, and the next run
+ * tries it again and applies it (e, waiting behind four running GPRs, gets a's node at once).
+ */
+static void test_held_trial_between_slices(void **state)
+{
+	(void)state;
+	int64_t now = T0;
+	struct egs_gpr *a = gpr("a", "ws1", 100, now);
+	gpr("b", "ws2", 100, now);
+	gpr("c", "ws3", 100, now);
+	gpr("d", "ws4", 100, now);
+	struct egs_gpr *e = gpr("e", "ws5", 50, now);
+	egs_sched_run(st, now, plan);
+	attach_all(now);
+	egs_sched_run(st, now, plan);
+	assert_int_equal(a->state, EGS_GPR_PROVISIONED);
+	assert_int_equal(e->est_start, now + 3600);
+	now += 600;
+	assert_int_equal(egs_gpr_release(st, a, now), EGS_OK);
+	assert_int_equal(st->held.len, 1);
+
+	egs_sched_begin(st, now, plan);
+	assert_false(egs_sched_step(plan, 1)); /* the trial's first piece: a plan */
+	gpr("f", "ws6", 1, now);               /* a change: the trial compared another state */
+	finish();
+	assert_int_equal(st->held.len, 1);
+	assert_int_equal(e->est_start, now + 3000); /* a's nodes held until its old exit */
+
+	egs_sched_begin(st, now, plan);
+	finish();
+	assert_int_equal(st->held.len, 0); /* lifting it moves no one later: applied */
+	assert_int_equal(e->est_start, now); /* on a's node, once its agent has detached */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_requests_between_slices, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_abort, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_held_trial_between_slices, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
