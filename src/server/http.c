@@ -481,6 +481,7 @@ bool egs_can_write_ws(struct egs_req *r, const struct egs_workspace *ws)
 
 /* ---- dispatch ---- */
 
+/* The route tables, in lookup order (route.c finds the route of a request). */
 static const struct egs_route *const route_tables[] = {
 	egs_routes_auth, egs_routes_workspace, egs_routes_inventory, egs_routes_gpr, egs_routes_agent,
 	egs_routes_admin, egs_routes_queue,
@@ -499,47 +500,10 @@ static const struct egs_route *const route_tables[] = {
 	egs_routes_agent_register, /* the agents' registrations */
 };
 
-bool egs_path_match(const char *pattern, const char *path)
+const struct egs_route *const *egs__route_tables(size_t *n)
 {
-	while (*pattern && *path) {
-		if (pattern[0] == '{') {
-			const char *close = strchr(pattern, '}');
-			EGS_ASSERT(close); /* route tables are code */
-			if (*path == '/')
-				return false;
-			while (*path && *path != '/')
-				path++;
-			pattern = close + 1;
-			continue;
-		}
-		if (*pattern++ != *path++)
-			return false;
-	}
-	return !*pattern && !*path;
-}
-
-const char *egs_route_pattern(const char *path)
-{
-	for (size_t t = 0; t < EGS_ARRAY_LEN(route_tables); t++)
-		for (const struct egs_route *rt = route_tables[t]; rt->fn; rt++)
-			if (egs_path_match(rt->path, path))
-				return rt->path;
-	return NULL;
-}
-
-static const struct egs_route *find_route(enum evhttp_cmd_type m, const char *path, bool *path_known)
-{
-	*path_known = false;
-	for (size_t t = 0; t < EGS_ARRAY_LEN(route_tables); t++) {
-		for (const struct egs_route *rt = route_tables[t]; rt->fn; rt++) {
-			if (!egs_path_match(rt->path, path))
-				continue;
-			*path_known = true;
-			if (rt->method == m)
-				return rt;
-		}
-	}
-	return NULL;
+	*n = EGS_ARRAY_LEN(route_tables);
+	return route_tables;
 }
 
 /* Copies into out the key of a JSON object key token that ends (closing quote) just before byte pos
@@ -662,7 +626,7 @@ static void on_request(struct evhttp_request *ev, void *arg)
 		goto out;
 	}
 	bool known;
-	const struct egs_route *rt = find_route(r.method, r.path, &known);
+	const struct egs_route *rt = egs_route_find(r.method, r.path, &known);
 	if (!rt && !known && egs_portal_serve(srv->portal, &r)) /* the portal's files and routes (portal.h) */
 		goto out;
 	if (!rt) {

@@ -269,6 +269,12 @@ struct egs_route {
 	egs_handler fn;
 	bool public; /* no authentication */
 };
+/* The route of method m and path (route.c): the first of the tables, in order, whose pattern
+ * matches path and whose method is m, or NULL; *path_known tells whether some route matches path
+ * under any method (405 rather than 404). */
+const struct egs_route *egs_route_find(enum evhttp_cmd_type m, const char *path, bool *path_known);
+/* http.c's list of the route tables below, in lookup order (*n of them; static). */
+const struct egs_route *const *egs__route_tables(size_t *n);
 /* Route tables of each api_*.c, each terminated by a NULL fn. */
 extern const struct egs_route egs_routes_auth[];
 extern const struct egs_route egs_routes_workspace[];
