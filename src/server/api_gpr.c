@@ -629,7 +629,7 @@ static void gpr_get(struct egs_req *r)
 	}
 	struct egs_gpr *g = find_gpr(r, id, false);
 	if (g)
-		egs_reply_ok(r, egs_json_gpr(r->srv, g));
+		egs_gpr_view_reply(r, g); /* kept bytes while nothing changed (gpr_view.c) */
 }
 
 /* Paging of GET /gpr/list: `limit` (1..1000) and/or `continue` (the previous page's last gprId)

@@ -290,6 +290,12 @@ static void control_series(struct egs_server *srv, struct evbuffer *b)
 	head(b, "egs_scheduler_slice_max_cpu_seconds", "gauge",
 	     "The most CPU time one such slice took (on a loaded machine its wall time also counts others' time).");
 	evbuffer_add_printf(b, "egs_scheduler_slice_max_cpu_seconds %.6f\n", (double)srv->slice_max_cpu_us / 1e6);
+	uint64_t kept, built;
+	egs_views_counts(srv->views, &kept, &built);
+	head(b, "egs_gpr_views_total", "counter",
+	     "GPR status reads answered from a kept view, and views built (gpr_view.c), since egsd started.");
+	evbuffer_add_printf(b, "egs_gpr_views_total{result=\"kept\"} %llu\negs_gpr_views_total{result=\"built\"} %llu\n",
+			    (unsigned long long)kept, (unsigned long long)built);
 	head(b, "egs_event_streams", "gauge", "Open server-sent event streams.");
 	evbuffer_add_printf(b, "egs_event_streams %zu\n", ob->watchers.len);
 	head(b, "egs_gpu_series_bytes", "gauge", "Memory held by the per-GPU time series.");

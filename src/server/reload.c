@@ -96,6 +96,7 @@ enum egs_err egs_server_reload(struct egs_server *srv)
 	egs_state_cleanup(&srv->st);
 	srv->st = *fresh; /* the state holds no pointer to itself: a move is a copy */
 	free(fresh);
+	egs_views_changed(srv); /* the fresh model's generation may repeat one a kept view was built at */
 	srv->planned_gen = srv->st.generation - 1; /* plan again on the next turn */
 	srv->next_wake = 0;
 	if (srv->obs)

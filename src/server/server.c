@@ -165,6 +165,7 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 	struct egs_server *srv = arg;
 	if (!egs_sched_walking(srv->plan))
 		return;
+	egs_views_changed(srv); /* the slice sets estimates without a touch */
 	int64_t t = egs_mono_us(), c = cpu_us();
 	plan_slice(srv, SIZE_MAX);
 	note_slice(srv, t, c);
@@ -173,6 +174,7 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 
 static void commit_turn(struct egs_server *srv)
 {
+	egs_views_changed(srv); /* the plan below moves estimates without a touch (gpr_view.c) */
 	if (srv->follower) {
 		egs_replica_turn(srv); /* followers plan nothing and write nothing */
 		return;
@@ -200,6 +202,7 @@ static void commit_turn(struct egs_server *srv)
 	egs_server_flush(srv);
 	if (srv->polls.len)
 		egs_agent_wake_polls(srv, false);
+	egs_views_changed(srv);
 }
 
 static void on_commit(evutil_socket_t fd, short what, void *arg)
@@ -238,6 +241,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct egs_server *srv = arg;
+	egs_views_changed(srv); /* clock-driven changes below need not touch what a kept view shows */
 	egs_replica_tick(srv); /* the leader's lease; a follower's event streams */
 	if (srv->follower || srv->stepped_down) {
 		fflush(srv->log);
@@ -526,6 +530,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	evhttp_set_max_headers_size(srv->http, 2 * EGS_MAX_HEADERS);
 	evhttp_set_timeout(srv->http, 90);
 	srv->conns = egs_conns_new(srv->base, srv->http, srv->log, srv->max_connections, srv->tls);
+	srv->views = egs_views_new();
 	egs__http_set_callbacks(srv);
 	if ((err = egs_obs_start(srv)) || /* observability: settings, prices, webhook worker */
 	    (err = egs_replica_start(srv)))   /* a follower: the token secret, the follow timer */
@@ -574,6 +579,7 @@ void egs_server_stop(struct egs_server *srv)
 	if (srv->base)
 		event_base_free(srv->base);
 	egs_conns_free(srv->conns); /* after the base ran the connections' finalizers */
+	egs_views_free(srv->views);
 	SSL_CTX_free(srv->tls);     /* after the connections' SSLs */
 	SSL_CTX_free(srv->fwd_tls); /* forwarded requests' (forward.c) */
 	egs_store_free(srv->store);

@@ -80,6 +80,8 @@ struct egs_server {
 	bool log_requests;
 	bool stopping;
 	uint64_t requests;
+	struct egs_views *views; /* kept status replies (gpr_view.c), owned */
+	uint64_t view_epoch;     /* moved by egs_views_changed: kept views older than it are dropped */
 	struct egs_obs *obs; /* observability runtime (observe.h), owned */
 	struct egs_policy *policy_global; /* the global limits (api_policy.c), owned */
 	int max_nodes_per_gpr;            /* egsd --max-nodes-per-gpr: the global one unless an admin set it */
@@ -133,6 +135,9 @@ void egs_reply_err(struct egs_req *r, enum egs_err err, const char *key, const c
  * answers that read no state (the portal's files).  Set headers first. */
 struct evbuffer;
 void egs_reply_raw(struct egs_req *r, int status, struct evbuffer *body);
+/* 200 with json (borrowed, copied), a whole envelope already serialized: the kept views of
+ * gpr_view.c.  Only for reads: a write's reply goes through egs_reply_ok, which audits it. */
+void egs_reply_json(struct egs_req *r, const char *json, size_t len);
 /* Adds a response header (before replying). */
 void egs_reply_header(struct egs_req *r, const char *name, const char *value);
 
@@ -255,11 +260,25 @@ json_t *egs_json_workspace(const struct egs_workspace *w);
 json_t *egs_json_apikey(const struct egs_apikey *k);
 json_t *egs_json_event(const struct egs_event *e);
 
+/* ---- kept status replies (gpr_view.c) ---- */
+struct egs_views;
+struct egs_views *egs_views_new(void);
+void egs_views_free(struct egs_views *v); /* NULL is a no-op */
+/* Drops every kept view: call it wherever a view's inputs may change without egs_state_touch (the
+ * planner's estimates, prices, a reload, the clock-driven tick, any write request). */
+void egs_views_changed(struct egs_server *srv);
+/* Replies 200 with g's view (GET /api/v1/gpr): the kept bytes when nothing changed since they were
+ * built, else built now (and kept when the turn has nothing pending).  The caller has checked
+ * access to g. */
+void egs_gpr_view_reply(struct egs_req *r, const struct egs_gpr *g);
+/* Kept views served and built since start (for /metrics). */
+void egs_views_counts(const struct egs_views *v, uint64_t *hits, uint64_t *misses);
+
 /* ---- routes ---- */
 /* True when path matches a route pattern, where "{}" or "{name}" matches one non-empty segment
  * without '/'. */
 bool egs_path_match(const char *pattern, const char *path);
-/* The pattern of the first route whose path matches (borrowed, static), or NULL. */
+/* The pattern of the first route whose path matches (borrowed, static), or NULL (route.c). */
 const char *egs_route_pattern(const char *path);
 
 typedef void (*egs_handler)(struct egs_req *r);

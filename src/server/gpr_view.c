@@ -1,0 +1,127 @@
+/*
+ * gpr_view.c: the serialized reply of GET /api/v1/gpr?gprId=, kept until anything could change it.
+ *
+ * Building a GPR's view with jansson and dumping it cost about 85% of a status read's instructions
+ * (issue 16).  The reply's bytes (the whole envelope) are kept in a small direct-mapped table of
+ * VIEW_SLOTS entries, keyed by gprId, and served again while all of these still hold:
+ *
+ *   - st.generation is unchanged: every egs_state_touch/egs_state_del bumps it, so any committed or
+ *     pending change of any object (the GPR, a node, its workspace) drops every kept view;
+ *   - srv->view_epoch is unchanged: it moves on whatever changes a view's inputs without a touch
+ *     (egs_views_changed): each write request (not GET), each commit turn and planner slice (the
+ *     estimates are set without a touch), each housekeeping tick, a model reload (a follower's sync,
+ *     a failed commit), a price change;
+ *   - egs_now() is the same second (estimatedWaitTime, remainingDuration and cost move with time);
+ *   - the turn has no pending changes and no held replies (a reply built now would be held and the
+ *     commit may still move estimates: such reads build their view as before, uncached).
+ *
+ * So a view is at most as old as the last change of anything, never of the GPR alone: conservative,
+ * and the cache needs no list of the fields a view reads.  Access checks are not cached: the
+ * caller's role and scope are checked on every read before the kept bytes are sent.
+ *
+ * Memory: at most VIEW_SLOTS kept replies (about 1 KiB each), whatever the number of GPRs.
+ */
+#include "server/server.h"
+
+#include "core/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define VIEW_SLOTS 1024 /* a power of two */
+
+struct view_slot {
+	char id[EGS_ID_MAX]; /* "" = empty */
+	uint64_t generation, epoch;
+	int64_t now;
+	char *bytes; /* the whole envelope, compact JSON (owned) */
+	size_t len, cap;
+};
+
+struct egs_views {
+	struct view_slot slot[VIEW_SLOTS];
+	uint64_t hits, misses;
+};
+
+struct egs_views *egs_views_new(void)
+{
+	return egs_calloc(1, sizeof(struct egs_views));
+}
+
+void egs_views_free(struct egs_views *v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < VIEW_SLOTS; i++)
+		free(v->slot[i].bytes);
+	free(v);
+}
+
+void egs_views_changed(struct egs_server *srv)
+{
+	srv->view_epoch++;
+}
+
+static struct view_slot *slot_of(struct egs_views *v, const char *id)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (const unsigned char *c = (const unsigned char *)id; *c; c++)
+		h = (h ^ *c) * 16777619u;
+	return &v->slot[h & (VIEW_SLOTS - 1)];
+}
+
+/* jansson's dump callback: appends to the slot's buffer. */
+static int append(const char *data, size_t len, void *arg)
+{
+	struct view_slot *s = arg;
+	if (s->len + len > s->cap) {
+		size_t cap = s->cap ? s->cap : 1024;
+		while (cap < s->len + len)
+			cap *= 2;
+		s->bytes = egs_realloc(s->bytes, cap);
+		s->cap = cap;
+	}
+	memcpy(s->bytes + s->len, data, len);
+	s->len += len;
+	return 0;
+}
+
+/* Builds g's reply into s (the same bytes egs_reply_ok would send) and keys it by the state now. */
+static void render(struct egs_server *srv, struct view_slot *s, const struct egs_gpr *g, int64_t now)
+{
+	json_t *env = json_pack("{s:i, s:s, s:s, s:o}", "statusCode", 200, "status", "OK", "message", "Success",
+				"data", egs_json_gpr(srv, g));
+	EGS_ASSERT(env);
+	s->len = 0;
+	EGS_ASSERT(json_dump_callback(env, append, s, JSON_COMPACT) == 0);
+	json_decref(env);
+	egs_strlcpy(s->id, g->id, sizeof(s->id));
+	s->generation = srv->st.generation;
+	s->epoch = srv->view_epoch;
+	s->now = now;
+}
+
+void egs_gpr_view_reply(struct egs_req *r, const struct egs_gpr *g)
+{
+	struct egs_server *srv = r->srv;
+	if (!srv->views || egs_state_has_changes(&srv->st) || srv->held.len) {
+		egs_reply_ok(r, egs_json_gpr(srv, g)); /* held for the turn's commit: built as before */
+		return;
+	}
+	int64_t now = egs_now(srv);
+	struct view_slot *s = slot_of(srv->views, g->id);
+	if (s->generation == srv->st.generation && s->epoch == srv->view_epoch && s->now == now &&
+	    strcmp(s->id, g->id) == 0) {
+		srv->views->hits++;
+	} else {
+		srv->views->misses++;
+		render(srv, s, g, now);
+	}
+	egs_reply_json(r, s->bytes, s->len);
+}
+
+void egs_views_counts(const struct egs_views *v, uint64_t *hits, uint64_t *misses)
+{
+	*hits = v ? v->hits : 0;
+	*misses = v ? v->misses : 0;
+}
