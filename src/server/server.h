@@ -198,7 +198,8 @@ const char *egs_openapi_schema(const char *name, size_t len);
  * key must be a property (else 422 "<field>: unknown field") and each value of its JSON type, in
  * nested objects and lists too (422 naming "nodes[0].gpuCount").  null stands for "not given" where
  * the field is optional or nullable, and is a 422 where it is required.  Values (ranges, enums,
- * names) are left to the handler.  false = replied. */
+ * names) are left to the handler.  false = replied.  method and route are static strings (the
+ * schema lookup is remembered by their addresses). */
 bool egs_body_check(struct egs_req *r, const char *method, const char *route);
 /* Rejects (422 naming it) any key of r->body not in allowed (NULL-terminated).  false = replied. */
 bool egs_body_only(struct egs_req *r, const char *const *allowed);
