@@ -230,6 +230,7 @@ struct egs_gpr {
 	int64_t held_until; /* released early: the planner holds its capacity until then (core/held.h) */
 	bool held_lifted;   /* its hold is lifted for a trial walk */
 	bool ghost;         /* cancelled while queued: still placed by the planner (core/held.h) */
+	bool aging_listed;  /* finished and in st->finished, the list the age sweep walks (core/aging.h) */
 	struct egs_strlist held_nodes; /* the nodes its hold keeps (core/held.h) */
 	uint32_t plan_ws;     /* the planner's cache: its workspace's index in the plans of serial... */
 	uint64_t plan_serial; /* ...plan_serial (a workspace layout, core/sched.c) */

@@ -5,6 +5,7 @@
  */
 #include "core/state.h"
 
+#include "core/aging.h"
 #include "core/fair.h"
 #include "core/policy.h"
 #include "core/share_gpr.h"
@@ -317,6 +318,8 @@ void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg)
 			st->cfg.heartbeat_timeout_s = cfg->heartbeat_timeout_s;
 		if (cfg->event_retention > 0)
 			st->cfg.event_retention = cfg->event_retention;
+		if (cfg->finished_retention_s > 0)
+			st->cfg.finished_retention_s = cfg->finished_retention_s;
 	}
 	egs_map_init(&st->projects);
 	egs_map_init(&st->clusters);
@@ -381,6 +384,8 @@ void egs_state_cleanup(struct egs_state *st)
 	egs_vec_cleanup(&st->changes);
 	egs_vec_cleanup(&st->active);
 	egs_vec_cleanup(&st->held);
+	egs_vec_cleanup(&st->finished);
+	egs_vec_cleanup(&st->finished_kept);
 	free(st->pool_layout_keys);
 	egs_vec_cleanup(&st->new_events);
 	for (size_t i = 0; i < st->new_audit.len; i++)
@@ -438,6 +443,7 @@ enum egs_err egs_state_add_gpr(struct egs_state *st, struct egs_gpr *g)
 		 g->state == EGS_GPR_RELEASING)
 		egs_vec_push(&st->active, g);
 	egs_share_loaded(st, g);
+	egs_aging_note(st, g);
 	return EGS_OK;
 }
 
@@ -578,6 +584,8 @@ void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj)
 {
 	st->generation++;
 	st->inventory_gen += inventory_kind(kind);
+	if (kind == EGS_KIND_GPR)
+		egs_aging_note(st, obj); /* a GPR that just finished starts to age */
 	bool *d = dirty_flag(kind, obj);
 	if (*d)
 		return;

@@ -40,6 +40,8 @@ struct egs_state_config {
 				       * 0 or negative off (a zeroed config; egsd and egs-sim set it on) */
 	size_t plan_snap_every;       /* GPRs between the kept plan's snapshots (0: 2,048; tests take
 				       * fewer, to resume walks from many places in a short queue) */
+	int64_t finished_retention_s; /* finished GPRs older than this leave memory (core/aging.h);
+				       * 0 keeps every GPR in memory */
 };
 
 struct egs_state {
@@ -87,6 +89,13 @@ struct egs_state {
 	uint64_t name_rank_gen;  /* inventory_gen when the nodes' name_rank were set (core/sched.c) */
 	struct egs_map capacity; /* egs_sched_capacity's answers (core/sched.c; owned values) ... */
 	uint64_t capacity_gen;   /* ... for the inventory of this inventory_gen */
+	/* Finished GPRs leaving memory by age (core/aging.h; only when cfg.finished_retention_s > 0) */
+	struct egs_vec finished;   /* finished GPRs in memory, oldest completion first from finished_head */
+	struct egs_vec finished_kept; /* old enough to leave but still referred to when last looked at */
+	size_t finished_head;      /* entries before it are taken */
+	bool finished_unsorted;    /* a load added some out of completion order */
+	int64_t aged_before;       /* a load leaves out GPRs finished before this (0: loads them all) */
+	size_t aged[EGS_GPR_NSTATES]; /* GPRs in the store but not in memory, by state */
 };
 
 void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg /* NULL = defaults */);

@@ -3,6 +3,7 @@
  * (`egsd --dev-clock` only) that lets tests drive hours of schedule in milliseconds.
  */
 #include "server/server.h"
+#include "server/aged.h"
 
 #include "core/gpr.h"
 #include "core/util.h"
@@ -60,6 +61,8 @@ static struct egs_gpr *admin_gpr(struct egs_req *r, const char *const *allowed, 
 	    !egs_get_str(r, r->body, "gprId", true, id, EGS_ID_MAX))
 		return NULL;
 	struct egs_gpr *g = egs_state_gpr(&r->srv->st, id);
+	if (!g) /* finished and left memory by age (server/aged.h): every action here refuses it */
+		g = egs_aged_get(r->srv, id);
 	const struct egs_workspace *ws = g ? egs_state_workspace(&r->srv->st, g->workspace) : NULL;
 	if (!g || (ws ? !egs_in_project(r, ws->project) : r->who.project[0] != '\0')) {
 		egs_reply_err(r, EGS_ERR_NOT_FOUND, "GPR_NOT_FOUND", "gprId", "GPR %s not found", id);

@@ -4,6 +4,7 @@
  * a request that no node of the inventory could ever satisfy is refused at creation with the reason.
  */
 #include "server/server.h"
+#include "server/aged.h"
 #include "server/template.h"
 
 #include "core/gpr.h"
@@ -258,6 +259,8 @@ static bool check_request(struct egs_req *r, struct egs_gpr *g, struct egs_works
 static struct egs_gpr *find_gpr(struct egs_req *r, const char *id, bool write)
 {
 	struct egs_gpr *g = id && *id ? egs_state_gpr(&r->srv->st, id) : NULL;
+	if (!g) /* finished and left memory by age: the store has it (refuses changes as before) */
+		g = egs_aged_get(r->srv, id);
 	const struct egs_workspace *ws = g ? egs_state_workspace(&r->srv->st, g->workspace) : NULL;
 	if (!g || r->who.role == EGS_ROLE_AGENT || (ws && !egs_in_project(r, ws->project))) {
 		egs_reply_err(r, EGS_ERR_NOT_FOUND, "GPR_NOT_FOUND", "gprId", "GPR %s not found", id ? id : "");
@@ -707,6 +710,24 @@ static void reply_list(struct egs_req *r, const struct egs_gpr **sel, size_t n, 
 		egs_reply_ok(r, json_pack("{s:o}", "items", items));
 }
 
+static bool aged_visible(void *r, const struct egs_gpr *g)
+{
+	return listed_visible(r, g);
+}
+
+/* The finished GPRs that left memory by age and belong in the list (server/aged.h), into out: all
+ * of them, or with paging the first limit + 1 after the page's start (the merged page needs no
+ * more of them, and one more tells whether another page follows). */
+static void aged_list(struct egs_req *r, const struct egs_workspace *ws, enum egs_gpr_state want,
+		      const struct list_page *pg, struct egs_vec *out)
+{
+	if (want != EGS_GPR_NSTATES && !egs_gpr_state_terminal(want))
+		return;
+	struct egs_gpr_find f = { .workspace = ws ? ws->name : NULL, .after_id = pg->after,
+				  .state = want != EGS_GPR_NSTATES ? egs_gpr_state_name(want) : NULL };
+	egs_aged_each(r->srv, &f, pg->on ? (size_t)pg->limit + 1 : 0, ws ? NULL : aged_visible, r, out);
+}
+
 static void gpr_list(struct egs_req *r)
 {
 	struct egs_state *st = &r->srv->st;
@@ -743,8 +764,18 @@ static void gpr_list(struct egs_req *r)
 		if (want == EGS_GPR_NSTATES || g->state == want)
 			sel[n++] = g;
 	}
-	reply_list(r, sel, n, &pg);
+	struct egs_vec aged = { 0 };
+	aged_list(r, ws, want, &pg, &aged);
+	if (aged.len) {
+		sel = realloc(sel, (n + aged.len + 1) * sizeof(*sel));
+		EGS_ASSERT(sel);
+		memcpy(sel + n, aged.items, aged.len * sizeof(*sel));
+	}
+	reply_list(r, sel, n + aged.len, &pg);
 	free(sel);
+	for (size_t i = 0; i < aged.len; i++)
+		egs_gpr_free(aged.items[i]);
+	egs_vec_cleanup(&aged);
 }
 
 const struct egs_route egs_routes_gpr[] = {

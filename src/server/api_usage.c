@@ -14,6 +14,7 @@
  * applies from t on (prices are kept in the store's meta table, at most 100 changes per shape).
  * Capacity is today's inventory (the control plane keeps no inventory history).
  */
+#include "server/aged.h"
 #include "server/observe.h"
 
 #include "core/gpr.h"
@@ -262,6 +263,27 @@ static void usage_add(struct egs_server *srv, json_t *per_ws, const struct egs_g
 					h, "cost", cents(c), "provisioningStatus", egs_gpr_state_name(g->state)));
 }
 
+struct usage_walk {
+	struct egs_req *r;
+	json_t *per_ws;
+	const char *ws;
+	int64_t now, since, until;
+};
+
+/* Adds g's part of the period to the report; true when it had one. */
+static bool usage_gpr(void *ctx, const struct egs_gpr *g)
+{
+	struct usage_walk *u = ctx;
+	int64_t from, to;
+	if (!gpr_visible(u->r, g, u->ws) || !egs_gpr_held(g, u->now, &from, &to))
+		return false;
+	int64_t lo = from > u->since ? from : u->since, hi = to < u->until ? to : u->until;
+	if (hi <= lo)
+		return false;
+	usage_add(u->r->srv, u->per_ws, g, lo, hi);
+	return true;
+}
+
 static void usage_report(struct egs_req *r)
 {
 	struct egs_server *srv = r->srv;
@@ -275,17 +297,13 @@ static void usage_report(struct egs_req *r)
 		return;
 	}
 	json_t *per_ws = json_object();
+	struct usage_walk u = { r, per_ws, ws, now, since, until };
 	void *v;
-	for (size_t i = 0; egs_map_next(&srv->st.gprs, &i, NULL, &v);) {
-		const struct egs_gpr *g = v;
-		int64_t from, to;
-		if (!gpr_visible(r, g, ws) || !egs_gpr_held(g, now, &from, &to))
-			continue;
-		int64_t lo = from > since ? from : since, hi = to < until ? to : until;
-		if (hi <= lo)
-			continue;
-		usage_add(srv, per_ws, g, lo, hi);
-	}
+	for (size_t i = 0; egs_map_next(&srv->st.gprs, &i, NULL, &v);)
+		usage_gpr(&u, v);
+	/* Finished GPRs that left memory by age (server/aged.h): only those that ended in the period
+	 * can have a part of it. */
+	egs_aged_each(srv, &(struct egs_gpr_find){ .workspace = ws, .ended_since = since }, 0, usage_gpr, &u, NULL);
 	json_t *items = json_array(), *acc;
 	const char *k;
 	json_object_foreach(per_ws, k, acc) {
@@ -524,6 +542,22 @@ static json_t *insight_answer(struct insight *in)
 			 "earlyRelease", early);
 }
 
+struct insight_walk {
+	struct egs_req *r;
+	struct insight *in;
+	const char *ws;
+};
+
+/* A finished GPR that left memory by age, ended in the period (server/aged.h). */
+static bool insight_aged(void *ctx, const struct egs_gpr *g)
+{
+	struct insight_walk *w = ctx;
+	if (!gpr_visible(w->r, g, w->ws))
+		return false;
+	insight_gpr(w->r->srv, w->in, g);
+	return true;
+}
+
 static void insights_queue(struct egs_req *r)
 {
 	struct egs_server *srv = r->srv;
@@ -556,6 +590,8 @@ static void insights_queue(struct egs_req *r)
 	for (size_t i = 0; egs_map_next(&srv->st.gprs, &i, NULL, &v);)
 		if (gpr_visible(r, v, ws))
 			insight_gpr(srv, &in, v);
+	struct insight_walk iw = { r, &in, ws };
+	egs_aged_each(srv, &(struct egs_gpr_find){ .workspace = ws, .ended_since = in.since }, 0, insight_aged, &iw, NULL);
 	json_t *ans = insight_answer(&in);
 	json_decref(in.series);
 	json_decref(in.shapes);

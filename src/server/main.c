@@ -54,6 +54,10 @@ static void usage(FILE *f)
 		   "               lifetime asked of the agents for slice ServiceAccount tokens, the ones in\n"
 		   "               workspace kubeconfigs (600 to 31622400, default 604800: 7 days); renewed when a\n"
 		   "               quarter is left\n"
+		   "  --finished-retention DURATION\n"
+		   "               finished GPRs (Complete, Cancelled, Rejected, Error) older than this leave memory\n"
+		   "               and are read back from the store when asked for, e.g. 24h or 7d (default 24h;\n"
+		   "               0 keeps every GPR in memory)\n"
 		   "  --audit-retention DAYS\n"
 		   "               keep audit log entries this many days (default 90; 0 keeps them forever)\n"
 		   "  --quiet      no access log line per request\n");
@@ -74,6 +78,7 @@ int main(int argc, char **argv)
 		{ "max-connections", required_argument, NULL, 'm' },
 		{ "allow-private-webhooks", no_argument, NULL, 'W' },
 		{ "audit-retention", required_argument, NULL, 'R' },
+		{ "finished-retention", required_argument, NULL, 'F' },
 		{ "admin-key-file", required_argument, NULL, 'K' },
 		{ "tls-cert", required_argument, NULL, 'C' }, { "tls-key", required_argument, NULL, 'k' },
 		{ "slice-token-ttl", required_argument, NULL, 'T' },
@@ -88,6 +93,7 @@ int main(int argc, char **argv)
 	srv.log_requests = true;
 	srv.state_cfg.backfill = 1;
 	srv.audit_retention_days = 90;
+	srv.state_cfg.finished_retention_s = 86400;
 	int c;
 	while ((c = getopt_long(argc, argv, "l:d:ct:qhf:p:n:", opts, NULL)) != -1) {
 		switch (c) {
@@ -140,6 +146,16 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'F': {
+			const char *why;
+			int64_t v = 0;
+			if (strcmp(optarg, "0") != 0 && (!egs_duration_parse(optarg, &v, &why) || v < 1)) {
+				fprintf(stderr, "egsd: --finished-retention must be a duration such as 30s, 24h or 7d (0: keep all)\n");
+				return 2;
+			}
+			srv.state_cfg.finished_retention_s = v;
+			break;
+		}
 		case 's':
 			if (!*optarg) {
 				fprintf(stderr, "egsd: --store-url must not be empty\n");

@@ -190,7 +190,11 @@ static void queue_series(struct egs_server *srv, struct evbuffer *b, int64_t now
 	size_t by_state[EGS_GPR_NSTATES] = { 0 };
 	for (size_t i = 0; egs_map_next(&srv->st.gprs, &i, NULL, &x);)
 		by_state[((const struct egs_gpr *)x)->state]++;
-	head(b, "egs_gprs", "gauge", "GPRs by provisioning status.");
+	for (int s = 0; s < EGS_GPR_NSTATES; s++)
+		by_state[s] += srv->st.aged[s]; /* finished ones that left memory by age (core/aging.h) */
+	head(b, "egs_gprs_in_memory", "gauge", "GPRs egsd holds in memory (finished ones leave by age: --finished-retention).");
+	evbuffer_add_printf(b, "egs_gprs_in_memory %zu\n", srv->st.gprs.len);
+	head(b, "egs_gprs", "gauge", "GPRs by provisioning status, in memory or not.");
 	for (int s = 0; s < EGS_GPR_NSTATES; s++)
 		evbuffer_add_printf(b, "egs_gprs{state=\"%s\"} %zu\n", egs_gpr_state_name((enum egs_gpr_state)s), by_state[s]);
 }

@@ -16,6 +16,7 @@
  */
 #include "server/server.h"
 
+#include "core/aging.h"
 #include "core/sched.h"
 #include "core/util.h"
 #include "server/observe.h"
@@ -78,6 +79,7 @@ enum egs_err egs_server_reload(struct egs_server *srv)
 {
 	struct egs_state *fresh = egs_malloc(sizeof(*fresh));
 	egs_state_init(fresh, &srv->state_cfg);
+	egs_aging_cutoff(fresh, egs_now(srv));
 	enum egs_err err = egs_store_load(srv->store, fresh);
 	if (err) {
 		egs_state_cleanup(fresh);

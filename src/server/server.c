@@ -5,11 +5,13 @@
  */
 #include "server/server.h"
 
+#include "server/aged.h"
 #include "server/audit.h"
 #include "server/kubecred.h"
 #include "server/kubeslice.h"
 
 #include "core/policy.h"
+#include "core/aging.h"
 #include "core/sched.h"
 #include "core/util.h"
 #include "server/conn.h"
@@ -250,6 +252,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	if (egs_now(srv) >= srv->next_wake)
 		egs_server_changed(srv);
 	egs_obs_tick(srv, egs_now(srv)); /* observability: silent nodes, exit warnings, retention */
+	egs_aged_sweep(srv, egs_now(srv)); /* finished GPRs leave memory by age */
 	fflush(srv->log);
 }
 
@@ -494,6 +497,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	if ((err = egs_store_try_lead(srv->store, srv->advertised, &led))) /* PostgreSQL: one leader */
 		return err;
 	srv->follower = !led;
+	egs_aging_cutoff(&srv->st, egs_now(srv)); /* finished GPRs older than the retention stay in the store */
 	if ((err = egs_store_load(srv->store, &srv->st)) || (err = egs_audit_start(srv)) ||
 	    (led && (err = egs_server_bootstrap(srv))) ||
 	    (err = egs_kubecred_start(srv)) || (err = egs_policy_start(srv))) /* policies: parse the stored ones */
@@ -567,6 +571,8 @@ void egs_server_stop(struct egs_server *srv)
 	if (srv->http)
 		evhttp_free(srv->http);
 	egs_agent_drop_polls(srv);
+	egs_gpr_free(srv->aged_read);
+	srv->aged_read = NULL;
 	for (size_t i = 0; i < srv->held.len; i++)
 		free(srv->held.items[i]);
 	egs_vec_cleanup(&srv->held);

@@ -70,6 +70,8 @@ struct egs_server {
 	struct egs_vec held;     /* struct held_reply*, waiting for the commit */
 	struct egs_vec polls;    /* struct egs_poll*, agents' long polls */
 	struct egs_plan *plan;   /* the last walk, for cheap appends */
+	struct egs_gpr *aged_read; /* the finished GPR last read back from the store (server/aged.h), owned */
+	unsigned aged_sweeps;      /* sweeps of finished GPRs so far (server/aged.c) */
 	int64_t next_wake;       /* scheduler's next due time */
 	uint64_t planned_gen;    /* st.generation at the last plan */
 	struct event *slice_ev;  /* timer: the next slice of a scheduler run in progress (server.c) */

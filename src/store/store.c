@@ -4,7 +4,11 @@
  */
 #include "store/store_impl.h"
 
+#include "core/aging.h"
 #include "core/held.h"
+
+#include <jansson.h>
+#include <stdlib.h>
 
 #include <string.h>
 
@@ -58,12 +62,57 @@ bool egs_store_deposed(struct egs_store *s)
 	return s->ops->deposed && s->ops->deposed(s);
 }
 
+static void restore_one(void *ctx, struct egs_gpr *g)
+{
+	if (egs_aging_restore(ctx, g) != EGS_OK)
+		egs_gpr_free(g);
+}
+
+static void want(struct egs_strlist *ids, const struct egs_state *st, const char *id)
+{
+	if (id && *id && !egs_state_gpr(st, id) && !egs_strlist_has(ids, id))
+		egs_strlist_add(ids, id);
+}
+
+/* Brings back the finished GPRs the load left out by age (core/aging.h) that the loaded state still
+ * names: a node's holder, attached or shared GPR, a custom resource link's GPR.  One read by key
+ * each: there are few (a finished GPR is named by a node only until its agent reports it gone). */
+static enum egs_err restore_named(struct egs_store *s, struct egs_state *st)
+{
+	struct egs_strlist ids = { 0 };
+	enum egs_err err = EGS_OK;
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);) {
+		const struct egs_node *n = v;
+		want(&ids, st, n->gpr_id);
+		want(&ids, st, n->attached_gpr);
+		for (size_t j = 0; j < n->attached_shared.n; j++)
+			want(&ids, st, n->attached_shared.v[j]);
+	}
+	for (size_t i = 0; egs_map_next(&st->gprlinks, &i, NULL, &v);) {
+		json_t *spec = json_loads(((const struct egs_doc *)v)->spec, 0, NULL);
+		want(&ids, st, json_string_value(json_object_get(spec, "gprId")));
+		json_decref(spec);
+	}
+	for (size_t i = 0; i < ids.n && !err; i++)
+		err = egs_store_gprs_find(s, &(struct egs_gpr_find){ .id = ids.v[i] }, restore_one, st);
+	egs_strlist_cleanup(&ids);
+	return err;
+}
+
 enum egs_err egs_store_load(struct egs_store *s, struct egs_state *st)
 {
 	enum egs_err err = s->ops->load(s, st);
+	if (!err && st->aged_before)
+		err = restore_named(s, st);
 	if (!err)
 		egs_held_restore(st); /* the planner's holds, stored with their GPRs (core/held.h) */
 	return err;
+}
+
+enum egs_err egs_store_gprs_find(struct egs_store *s, const struct egs_gpr_find *f, egs_store_gpr_fn each, void *ctx)
+{
+	return s->ops->gprs_find(s, f, each, ctx);
 }
 
 enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st)

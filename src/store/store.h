@@ -68,6 +68,26 @@ int egs_store_schema_version(void);
  * (egs_held_restore). */
 enum egs_err egs_store_load(struct egs_store *s, struct egs_state *st);
 
+/* ---- finished GPRs that left memory (core/aging.h: egsd --finished-retention) ---- */
+/* What egs_store_gprs_find matches: rows of gprs in a finished state (Complete, Cancelled, Rejected,
+ * Error) that match every field set here.  Strings are borrowed. */
+struct egs_gpr_find {
+	const char *id;        /* this gprId only; NULL for any */
+	const char *workspace; /* NULL for any */
+	const char *state;     /* one finished state's name; NULL for any finished one */
+	const char *after_id;  /* gprId greater than this (paging); NULL from the first */
+	int64_t ended_since;   /* completion_ts >= this; 0 for no bound */
+	size_t limit;          /* at most this many rows; 0 for all */
+};
+/* Receives one row as a fresh GPR and takes ownership of it. */
+typedef void (*egs_store_gpr_fn)(void *ctx, struct egs_gpr *g);
+/* Calls each(ctx, g) for every row f matches, in gprId order.  The query goes by the primary key
+ * (id), or by one of two partial indexes over finished rows only, gprs_finished_ws (workspace, id)
+ * and gprs_finished_at (completion_ts), so it reads the rows it returns and few more (a `state`
+ * filter without a workspace walks finished rows in id order).  Fails with EGS_ERR_STORE (printed
+ * on stderr) when the query or a row does; rows given before that stay given. */
+enum egs_err egs_store_gprs_find(struct egs_store *s, const struct egs_gpr_find *f, egs_store_gpr_fn each, void *ctx);
+
 /* Writes st's pending changes and new events in one transaction and commits it (fsync).  On
  * failure the transaction is rolled back and the error returned (EGS_ERR_STORAGE_FULL when the
  * disk is full, else EGS_ERR_STORE); st is not modified either way (the caller clears the changes

@@ -28,6 +28,7 @@ struct egs_store_ops {
 	enum egs_err (*audit_list)(struct egs_store *s, const struct egs_audit_filter *f, struct egs_vec *out);
 	enum egs_err (*audit_prune)(struct egs_store *s, int64_t before, int64_t *deleted);
 	enum egs_err (*audit_last_id)(struct egs_store *s, int64_t *out);
+	enum egs_err (*gprs_find)(struct egs_store *s, const struct egs_gpr_find *f, egs_store_gpr_fn each, void *ctx);
 };
 
 /* The first member of every implementation's handle (so a handle converts to and from it). */

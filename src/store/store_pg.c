@@ -716,4 +716,5 @@ static const struct egs_store_ops pg_ops = {
 	.audit_list = op_audit_list,
 	.audit_prune = op_audit_prune,
 	.audit_last_id = op_audit_last,
+	.gprs_find = egs__pg_gprs_find,
 };

@@ -68,6 +68,9 @@ bool egs__pg_broken(struct pg_store *s);
  * false when it cannot be, or this process was deposed. */
 bool egs__pg_ready(struct pg_store *s);
 
+/* ---- store_pg_find.c: egs_store_gprs_find (store.h) ---- */
+enum egs_err egs__pg_gprs_find(struct egs_store *b, const struct egs_gpr_find *f, egs_store_gpr_fn each, void *ctx);
+
 /* ---- store_pg_lead.c: leadership, the lease, the follower's view ---- */
 /* Monotonic microseconds. */
 int64_t egs__pg_mono_us(void);

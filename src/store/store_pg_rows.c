@@ -8,6 +8,7 @@
  */
 #include "store/store_pg.h"
 
+#include "core/aging.h"
 #include "core/share.h"
 
 #include <errno.h>
@@ -413,7 +414,7 @@ static enum egs_err add_project(struct egs_state *st, void *o) { return egs_stat
 static enum egs_err add_cluster(struct egs_state *st, void *o) { return egs_state_add_cluster(st, o); }
 static enum egs_err add_node(struct egs_state *st, void *o) { return egs_state_add_node(st, o); }
 static enum egs_err add_workspace(struct egs_state *st, void *o) { return egs_state_add_workspace(st, o); }
-static enum egs_err add_gpr(struct egs_state *st, void *o) { return egs_state_add_gpr(st, o); }
+static enum egs_err add_gpr(struct egs_state *st, void *o) { return egs_aging_load_gpr(st, o); }
 static enum egs_err add_apikey(struct egs_state *st, void *o) { return egs_state_add_apikey(st, o); }
 static const char *key_project(const void *o) { return ((const struct egs_project *)o)->name; }
 static const char *key_cluster(const void *o) { return ((const struct egs_cluster *)o)->name; }

@@ -178,6 +178,9 @@ const char *const egs__pg_migrations[] = {
 	"  spec TEXT NOT NULL,"
 	"  created_at BIGINT NOT NULL,"
 	"  updated_at BIGINT NOT NULL);",
+	/* 13 (the twin of SQLite's 13): partial indexes over finished GPRs, read back by egs_store_gprs_find */
+	"CREATE INDEX gprs_finished_ws ON gprs(workspace, id) WHERE " EGS_ROWS_FINISHED ";"
+	"CREATE INDEX gprs_finished_at ON gprs(completion_ts) WHERE " EGS_ROWS_FINISHED ";",
 };
 
 const int egs__pg_nmigrations = (int)EGS_ARRAY_LEN(egs__pg_migrations);

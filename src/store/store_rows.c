@@ -286,3 +286,25 @@ void egs_rows_bind_audit(const struct egs_row_binder *b, const struct egs_audit 
 	b->text(b->ctx, a->error_key);
 	b->text(b->ctx, a->peer);
 }
+
+int egs_rows_find_sql(const struct egs_gpr_find *f, const char *cols, char ph, char *buf, size_t n,
+		      const char *vals[4])
+{
+	const char *str[4] = { f->id, f->workspace, f->state, f->after_id };
+	static const char *const test[4] = { "id =", "workspace =", "state =", "id >" };
+	int np = 0;
+	size_t at = (size_t)snprintf(buf, n, "SELECT %s FROM gprs WHERE " EGS_ROWS_FINISHED, cols);
+	for (int i = 0; i < 4 && at < n; i++) {
+		if (!str[i])
+			continue;
+		vals[np++] = str[i];
+		at += (size_t)snprintf(buf + at, n - at, " AND %s %c%d", test[i], ph, np);
+	}
+	if (f->ended_since && at < n)
+		at += (size_t)snprintf(buf + at, n - at, " AND completion_ts >= %lld", (long long)f->ended_since);
+	if (at < n)
+		at += (size_t)snprintf(buf + at, n - at, " ORDER BY id");
+	if (f->limit && at < n)
+		at += (size_t)snprintf(buf + at, n - at, " LIMIT %zu", f->limit);
+	return at < n ? np : -1;
+}

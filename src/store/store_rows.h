@@ -8,6 +8,7 @@
 #define EGS_STORE_ROWS_H
 
 #include "core/state.h"
+#include "store/store.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -37,6 +38,16 @@ void egs_rows_bind_doc(const struct egs_row_binder *b, const void *obj);
 /* Reads the gprs column `held` (JSON text written by egs_rows_bind_gpr, borrowed) into g's
  * held_until, ghost and held_nodes; false when it is not that shape (g's held fields stay unset). */
 bool egs_rows_parse_held(const char *text, struct egs_gpr *g);
+/* The finished states, as SQL: the WHERE of the partial indexes over gprs (migration 13) and of every
+ * egs_store_gprs_find query, word for word (SQLite uses a partial index only for a query that
+ * repeats its condition). */
+#define EGS_ROWS_FINISHED "state IN ('Complete', 'Cancelled', 'Rejected', 'Error')"
+/* Writes egs_store_gprs_find's query for f into buf (n bytes): SELECT cols FROM gprs WHERE ...
+ * ORDER BY id, with its string parameters as placeholders `ph`1, `ph`2... ('?' for SQLite, '$'
+ * for PostgreSQL) whose values go to vals (borrowed from f) in order.  Returns how many, or -1 when
+ * buf is too small. */
+int egs_rows_find_sql(const struct egs_gpr_find *f, const char *cols, char ph, char *buf, size_t n,
+		      const char *vals[4]);
 void egs_rows_bind_event(const struct egs_row_binder *b, const struct egs_event *ev);
 /* An audit entry, in the order of EGS_AUDIT_COLS (table audit, migration 11). */
 #define EGS_AUDIT_COLS "id,time,key_id,key_name,role,method,route,target,status,error_key,peer"

@@ -17,6 +17,7 @@
 #include "store/store_audit.h"
 #include "store/store_rows.h"
 
+#include "core/aging.h"
 #include "core/share.h"
 
 #include <jansson.h>
@@ -203,6 +204,10 @@ static const char *const migrations[] = {
 	"  spec TEXT NOT NULL,"
 	"  created_at INTEGER NOT NULL,"
 	"  updated_at INTEGER NOT NULL);",
+	/* 13: finished GPRs that left memory are read back by these (egs_store_gprs_find); partial, so a
+	 * GPR enters them once, when it finishes, and a create pays nothing for them */
+	"CREATE INDEX gprs_finished_ws ON gprs(workspace, id) WHERE " EGS_ROWS_FINISHED ";"
+	"CREATE INDEX gprs_finished_at ON gprs(completion_ts) WHERE " EGS_ROWS_FINISHED ";",
 };
 
 int egs_store_schema_version(void)
@@ -643,7 +648,7 @@ static enum egs_err add_project(struct egs_state *st, void *o) { return egs_stat
 static enum egs_err add_cluster(struct egs_state *st, void *o) { return egs_state_add_cluster(st, o); }
 static enum egs_err add_node(struct egs_state *st, void *o) { return egs_state_add_node(st, o); }
 static enum egs_err add_workspace(struct egs_state *st, void *o) { return egs_state_add_workspace(st, o); }
-static enum egs_err add_gpr(struct egs_state *st, void *o) { return egs_state_add_gpr(st, o); }
+static enum egs_err add_gpr(struct egs_state *st, void *o) { return egs_aging_load_gpr(st, o); }
 static enum egs_err add_apikey(struct egs_state *st, void *o) { return egs_state_add_apikey(st, o); }
 static enum egs_err add_template(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_TEMPLATE, o); }
 static enum egs_err add_binding(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_BINDING, o); }
@@ -1245,6 +1250,40 @@ fail:
 	return EGS_ERR_STORE;
 }
 
+/* Finished GPRs that left memory (store.h).  Prepared per call: these reads are rare next to
+ * commits, and the query's shape depends on the filter. */
+static enum egs_err sqlite_gprs_find(struct sqlite_store *s, const struct egs_gpr_find *f, egs_store_gpr_fn each,
+				     void *ctx)
+{
+	char sql[1024];
+	const char *vals[4];
+	sqlite3_stmt *stmt = NULL;
+	enum egs_err err = EGS_ERR_STORE;
+	int rc, np = egs_rows_find_sql(f, kinds[EGS_KIND_GPR].cols, '?', sql, sizeof(sql), vals);
+	if (np < 0 || !prepare(s, sql, &stmt))
+		goto out;
+	for (int i = 0; i < np; i++)
+		sqlite3_bind_text(stmt, i + 1, vals[i], -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		struct reader r = { .stmt = stmt };
+		struct egs_gpr *g = egs_gpr_new();
+		read_gpr(&r, g);
+		if (r.bad) {
+			fprintf(stderr, "store: gprs row '%s': column %s: %s\n", g->id, r.bad, r.why);
+			egs_gpr_free(g);
+			goto out;
+		}
+		each(ctx, g);
+	}
+	if (rc != SQLITE_DONE)
+		fprintf(stderr, "store: reading gprs: %s\n", sqlite3_errmsg(s->db));
+	else
+		err = EGS_OK;
+out:
+	sqlite3_finalize(stmt);
+	return err;
+}
+
 /* ---- the ops table (store_impl.h): each handle store.c gets is a struct sqlite_store ---- */
 
 static struct sqlite_store *of(struct egs_store *base)
@@ -1272,6 +1311,11 @@ static enum egs_err op_audit_prune(struct egs_store *b, int64_t before, int64_t 
 }
 static enum egs_err op_audit_last(struct egs_store *b, int64_t *out) { return egs__sqlite_audit_last_id(of(b)->db, out); }
 
+static enum egs_err op_gprs_find(struct egs_store *b, const struct egs_gpr_find *f, egs_store_gpr_fn each, void *ctx)
+{
+	return sqlite_gprs_find(of(b), f, each, ctx);
+}
+
 static const struct egs_store_ops sqlite_ops = {
 	.name = "sqlite",
 	.free = op_free,
@@ -1283,4 +1327,5 @@ static const struct egs_store_ops sqlite_ops = {
 	.audit_list = op_audit_list,
 	.audit_prune = op_audit_prune,
 	.audit_last_id = op_audit_last,
+	.gprs_find = op_gprs_find,
 };
