@@ -30,7 +30,7 @@ LIBAGENT  := $(BUILD)/lib/libegsagent.a
 BINS      := $(BUILD)/bin/egsd $(BUILD)/bin/egs-agent $(BUILD)/bin/egsctl
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps test unit api run clean format install portal portal-test bench-portal bench bench-tls bench-deep bench-pg bench-ha bench-planner bench-queue egs-sim sim bench-slurm
+.PHONY: all deps test unit api run clean format install portal portal-test bench-portal bench bench-tls bench-deep bench-pg bench-ha bench-planner bench-queue bench-mem egs-sim sim bench-slurm
 all: deps-check $(BINS) $(BUILD)/bench/egs-sim
 
 deps-check:
@@ -170,6 +170,13 @@ $(BUILD)/bench/egs-sim: $(call obj,$(wildcard bench/sim/*.c)) $(LIBCORE)
 egs-sim: deps-check $(BUILD)/bench/egs-sim
 sim: egs-sim
 	$(BUILD)/bench/egs-sim
+
+# Memory and start-up of egsd with 1,000,000 GPRs in the store (bench/mem/README.md).
+$(BUILD)/bench/egs-fill: $(call obj,bench/mem/fill.c) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+bench-mem: all $(BUILD)/bench/egs-fill
+	/usr/bin/python3 bench/mem/run.py
 
 $(BUILD)/bench/bench_queue: $(call obj,bench/queue/bench_queue.c) $(LIBCORE)
 	@mkdir -p $(dir $@)

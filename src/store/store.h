@@ -63,7 +63,9 @@ bool egs_store_deposed(struct egs_store *s);
 int egs_store_schema_version(void);
 
 /* Loads every object and the most recent events (up to st->cfg.event_retention) into st, which must
- * be freshly initialised.  Objects are added with egs_state_add_* (so queued GPRs enter the queue).
+ * be freshly initialised, except finished GPRs that finished before st->aged_before (core/aging.h:
+ * counted, not kept; those a node or a CR link names are read back by key).  Objects are added with
+ * egs_state_add_* (so queued GPRs enter the queue).
  * st->next_event_id is set past the largest stored event id, and the planner's holds are rebuilt
  * (egs_held_restore). */
 enum egs_err egs_store_load(struct egs_store *s, struct egs_state *st);
