@@ -11,7 +11,8 @@
  *
  * A finished GPR stays in memory while something in memory refers to it: a pending commit (dirty),
  * the planner's hold of an early release or a ghost (core/held.h), a node that names it (gpr_id,
- * attached_gpr, attached_shared) or whatever the caller's `pinned` says (the server: a CR link).
+ * attached_gpr, attached_shared) or whatever the caller's `pinned` says (the server: a CR link or an
+ * inference endpoint).
  *
  * st->finished lists the finished GPRs in memory, oldest completion first from st->finished_head;
  * st->finished_kept holds those old enough that were still referred to when last looked at.  Each

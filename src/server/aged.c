@@ -81,7 +81,8 @@ size_t egs_aged_each(struct egs_server *srv, const struct egs_gpr_find *f, size_
 	return taken;
 }
 
-/* The sweep's `pinned`: the ids the custom resource links name, gathered on first use. */
+/* The sweep's `pinned`: the GPR ids custom resource links and inference endpoints name (the spec's
+ * gprId of both), gathered on first use. */
 struct linked {
 	struct egs_server *srv;
 	bool built;
@@ -95,13 +96,15 @@ static bool is_linked(void *ctx, const struct egs_gpr *g)
 	void *v;
 	if (!l->built) {
 		l->built = true;
-		for (size_t i = 0; egs_map_next(&l->srv->st.gprlinks, &i, NULL, &v);) {
-			json_t *spec = egs_doc_spec(v);
-			const char *id = json_string_value(json_object_get(spec, "gprId"));
-			if (id)
-				egs_strlist_add(&l->ids, id);
-			json_decref(spec);
-		}
+		const struct egs_map *docs[] = { &l->srv->st.gprlinks, &l->srv->st.endpoints };
+		for (size_t m = 0; m < EGS_ARRAY_LEN(docs); m++)
+			for (size_t i = 0; egs_map_next(docs[m], &i, NULL, &v);) {
+				json_t *spec = egs_doc_spec(v);
+				const char *id = json_string_value(json_object_get(spec, "gprId"));
+				if (id)
+					egs_strlist_add(&l->ids, id);
+				json_decref(spec);
+			}
 		for (size_t i = 0; i < l->ids.n; i++)
 			egs_map_put(&l->set, l->ids.v[i], l->ids.v[i]);
 	}

@@ -27,7 +27,7 @@ size_t egs_aged_each(struct egs_server *srv, const struct egs_gpr_find *f, size_
 		     bool (*fn)(void *ctx, const struct egs_gpr *g), void *ctx, struct egs_vec *keep);
 
 /* From the tick: drops from memory the finished GPRs older than the retention (a bounded number per
- * tick), keeping those a custom resource still links to.  No-op while a planner walk is under way
+ * tick), keeping those a custom resource link or an inference endpoint still names.  No-op while a planner walk is under way
  * (it may point at them) and when aging is off. */
 void egs_aged_sweep(struct egs_server *srv, int64_t now);
 

@@ -75,7 +75,8 @@ static void want(struct egs_strlist *ids, const struct egs_state *st, const char
 }
 
 /* Brings back the finished GPRs the load left out by age (core/aging.h) that the loaded state still
- * names: a node's holder, attached or shared GPR, a custom resource link's GPR.  One read by key
+ * names: a node's holder, attached or shared GPR, the GPR of a custom resource link or of an
+ * inference endpoint (both docs whose spec has "gprId").  One read by key
  * each: there are few (a finished GPR is named by a node only until its agent reports it gone). */
 static enum egs_err restore_named(struct egs_store *s, struct egs_state *st)
 {
@@ -89,11 +90,13 @@ static enum egs_err restore_named(struct egs_store *s, struct egs_state *st)
 		for (size_t j = 0; j < n->attached_shared.n; j++)
 			want(&ids, st, n->attached_shared.v[j]);
 	}
-	for (size_t i = 0; egs_map_next(&st->gprlinks, &i, NULL, &v);) {
-		json_t *spec = json_loads(((const struct egs_doc *)v)->spec, 0, NULL);
-		want(&ids, st, json_string_value(json_object_get(spec, "gprId")));
-		json_decref(spec);
-	}
+	const struct egs_map *docs[] = { &st->gprlinks, &st->endpoints };
+	for (size_t m = 0; m < EGS_ARRAY_LEN(docs); m++)
+		for (size_t i = 0; egs_map_next(docs[m], &i, NULL, &v);) {
+			json_t *spec = json_loads(((const struct egs_doc *)v)->spec, 0, NULL);
+			want(&ids, st, json_string_value(json_object_get(spec, "gprId")));
+			json_decref(spec);
+		}
 	for (size_t i = 0; i < ids.n && !err; i++)
 		err = egs_store_gprs_find(s, &(struct egs_gpr_find){ .id = ids.v[i] }, restore_one, st);
 	egs_strlist_cleanup(&ids);
