@@ -2,7 +2,7 @@
  * fuzz_agent.c: libFuzzer target for the agent protocol's messages (src/server/api_agent.c,
  * kubecred.c): registration, heartbeats (health, GPU samples, workloads), action results (with
  * health-check runs), slice-access and slice-namespace reports, and the GPR custom-resource
- * controller's apply and delete (api_agent_gpr.c).  The first byte picks the message, the rest is its
+ * controller's apply and delete (api_agent_gpr.c), and the inference endpoint reports (api_agent_infer.c).  The first byte picks the message, the rest is its
  * JSON body, sent with cluster c1's agent token to an egsd running in this process whose world has
  * a GPR waiting for its attach results (egsd_harness.h).  Byte 4 polls the pending actions instead.
  * Checks as fuzz_body.c's: no 500, consistent envelopes, egsd's own assertions.
@@ -18,6 +18,7 @@ static const char *const paths[] = {
 	"/api/v1/agent/slice-namespaces", /* 5 */
 	"/api/v1/agent/gprs",		/* 6: POST, a GPR custom resource's spec */
 	"/api/v1/agent/gprs",		/* 7: DELETE */
+	"/api/v1/agent/inference-endpoints", /* 8: an inference endpoint's observed state */
 };
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

@@ -48,6 +48,8 @@ static const struct {
 	{ "PUT", "/api/v1/prices", EGS_FUZZ_ADMIN },	/* 30 */
 	{ "POST", "/api/v1/debug/clock", EGS_FUZZ_ADMIN },
 	{ "GET", "/api/v1/slice-workspace/kube-config", EGS_FUZZ_ADMIN },
+	{ "POST", "/api/v1/inference-endpoint", EGS_FUZZ_ADMIN }, /* 33: modelSpec, or rawModelSpec's YAML */
+	{ "DELETE", "/api/v1/inference-endpoint", EGS_FUZZ_ADMIN },
 };
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

@@ -35,6 +35,9 @@ static const struct {
 	{ "/api/v1/workloads", EGS_FUZZ_ADMIN },
 	{ "/api/v1/notifications", EGS_FUZZ_ADMIN },
 	{ "/api/v1/gpr-template", EGS_FUZZ_ADMIN },
+	{ "/api/v1/inference-endpoint/list", EGS_FUZZ_ADMIN }, /* 19 */
+	{ "/api/v1/inference-endpoint", EGS_FUZZ_ADMIN },
+	{ "/api/v1/agent/inference-endpoints", EGS_FUZZ_AGENT },
 };
 
 #define QUERY_MAX 120 /* 3 bytes a byte at worst: the target fits, and the harness's 1 KiB request head */
