@@ -36,13 +36,12 @@ struct seen {
 
 static const struct {
 	const char *api_version, *kind, *prefix, *resource;
-	bool workload, pod;
+	bool workload;
 } kinds[] = {
-	{ "apps/v1", "Deployment", "/apis/apps/v1", "deployments", true, false },
-	{ "apps/v1", "StatefulSet", "/apis/apps/v1", "statefulsets", true, false },
-	{ "v1", "Service", "/api/v1", "services", false, false },
-	{ "v1", "ConfigMap", "/api/v1", "configmaps", false, false },
-	{ "v1", "Pod", "/api/v1", "pods", false, true },
+	{ "apps/v1", "Deployment", "/apis/apps/v1", "deployments", true },
+	{ "apps/v1", "StatefulSet", "/apis/apps/v1", "statefulsets", true },
+	{ "v1", "Service", "/api/v1", "services", false },
+	{ "v1", "ConfigMap", "/api/v1", "configmaps", false },
 };
 
 static bool closing(void *arg)
@@ -85,9 +84,6 @@ static void count_ready(struct seen *s, int i, json_t *obj)
 		json_t *want = json_object_get(json_object_get(obj, "spec"), "replicas");
 		s->replicas += want ? (int)json_integer_value(want) : 1;
 		s->ready += (int)json_integer_value(json_object_get(st, "readyReplicas"));
-	} else if (kinds[i].pod) {
-		s->replicas++;
-		s->ready += !strcmp(str_at(st, "phase"), "Running");
 	}
 }
 

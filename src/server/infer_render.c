@@ -33,15 +33,14 @@ static const struct {
 	{ "lightgbm", "kserve/lgbserver:v0.14.1" },
 };
 
-/* The kinds a rawModelSpec may hold: namespaced ones a slice user may create (the egs-slice-user role). */
+/* The kinds a rawModelSpec may hold: namespaced ones a slice user may create (the egs-slice-user role),
+ * and that the agent's ClusterRole lets it create.  No bare Pods: the agent may not create pods. */
 static const struct {
 	const char *api_version, *kind;
 	bool pod_template; /* spec.template.spec is a pod spec */
-	bool pod;          /* spec is a pod spec */
 } kinds[] = {
-	{ "apps/v1", "Deployment", true, false }, { "apps/v1", "StatefulSet", true, false },
-	{ "v1", "Service", false, false },        { "v1", "ConfigMap", false, false },
-	{ "v1", "Pod", false, true },
+	{ "apps/v1", "Deployment", true }, { "apps/v1", "StatefulSet", true },
+	{ "v1", "Service", false },        { "v1", "ConfigMap", false },
 };
 
 /* A Kubernetes quantity: digits, an optional fraction, an optional suffix ("500m", "2", "16Gi", "1.5"). */
@@ -280,7 +279,7 @@ static bool raw_object(struct egs_req *r, const struct egs_infer_target *t, size
 		;
 	if (k == EGS_ARRAY_LEN(kinds))
 		return raw_bad(r, i, "kind %s is not one an endpoint may hold (apps/v1 Deployment, StatefulSet; v1 "
-				     "Service, ConfigMap, Pod)", kind);
+				     "Service, ConfigMap)", kind);
 	if (!name || !subdomain_valid(name))
 		return raw_bad(r, i, "%s", "metadata.name must be a Kubernetes object name (RFC 1123 subdomain)");
 	if (!strcmp(kind, "Service") && !egs_dns_label_valid(name, &(const char *){ NULL }))
@@ -299,9 +298,7 @@ static bool raw_object(struct egs_req *r, const struct egs_infer_target *t, size
 	json_object_set_new(labels, "egs.kubeslice.io/created-by", json_string("egs-agent"));
 	if (kinds[k].pod_template)
 		ps = json_object_get(json_object_get(json_object_get(o, "spec"), "template"), "spec");
-	else if (kinds[k].pod)
-		ps = json_object_get(o, "spec");
-	if ((kinds[k].pod_template || kinds[k].pod) && !pod_spec_ok(r, i, ps))
+	if (kinds[k].pod_template && !pod_spec_ok(r, i, ps))
 		return false;
 	if (ps)
 		pin(ps, t->gpr_id);

@@ -317,9 +317,11 @@ def test_bad_input_is_refused_naming_the_field_and_nothing_is_stored(mock):
         (dict(modelSpec=None, rawModelSpec="kind: Secret\napiVersion: v1\nmetadata: {name: s}\n"), "rawModelSpec"),
         (dict(modelSpec=None, rawModelSpec="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: kube-system}\n"),
          "rawModelSpec"),
+        (dict(modelSpec=None, rawModelSpec="apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: p}\nspec: {template: "
+              "{spec: {hostNetwork: true, containers: [{name: c, image: i}]}}}\n"), "rawModelSpec"),
         (dict(modelSpec=None, rawModelSpec="apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
-              "spec: {hostNetwork: true, containers: [{name: c, image: i}]}\n"), "rawModelSpec"),
-        (dict(modelSpec=None, rawModelSpec="apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [\n"),
+              "spec: {containers: [{name: c, image: i}]}\n"), "rawModelSpec"),
+        (dict(modelSpec=None, rawModelSpec="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: p}\ndata: {a: [\n"),
          "rawModelSpec"),
         (dict(modelSpec=None, rawModelSpec="".join("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c%d}\n" % i
                                                    for i in range(17))), "rawModelSpec"),

@@ -48,9 +48,11 @@ def test_apply_both_bases_and_the_agents_rbac(k8s, tmp_path):
         return k8s.kubectl("auth", "can-i", *args, kubeconfig=kc).stdout.strip()
     for args in (("patch", "nodes"), ("watch", "pods", "-A"), ("create", "pods", "--subresource=eviction", "-n", "x"),
                  ("create", "serviceaccounts", "--subresource=token", "-n", "x"), ("create", "rolebindings", "-n", "x"),
-                 ("bind", "clusterroles/egs-slice-user"), ("patch", "gpuprovisioningrequests.egs.kubeslice.io", "--subresource=status", "-n", "x")):
+                 ("bind", "clusterroles/egs-slice-user"), ("patch", "gpuprovisioningrequests.egs.kubeslice.io", "--subresource=status", "-n", "x"),
+                 ("create", "deployments.apps", "-n", "x"), ("delete", "services", "-n", "x")):
         assert can(*args) == "yes", args
     for args in (("get", "secrets", "-n", "x"), ("create", "pods", "-n", "x"), ("delete", "nodes"),
+                 ("update", "deployments.apps", "-n", "x"), ("list", "configmaps", "-n", "x"),
                  ("bind", "clusterroles/cluster-admin"), ("create", "clusterrolebindings"), ("create", "roles", "-n", "x")):
         assert can(*args) == "no", args
 

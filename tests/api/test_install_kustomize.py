@@ -97,7 +97,7 @@ def test_controller_ha_overlay():
 # What the agent may do, rule by rule; a change to the ClusterRole must change this table and the docs.
 AGENT_RULES = {
     ("", "nodes"): {"get", "list", "watch", "patch"},
-    ("", "pods"): {"list", "watch", "delete", "get", "create"},
+    ("", "pods"): {"list", "watch", "delete"},
     ("", "pods/eviction"): {"create"},
     ("", "events"): {"create", "patch"},
     ("", "namespaces"): {"get", "list", "watch", "create", "patch", "delete"},
