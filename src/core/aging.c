@@ -32,12 +32,17 @@ enum egs_err egs_aging_load_gpr(struct egs_state *st, struct egs_gpr *g)
 		st->finished_unsorted |= egs_gpr_state_terminal(g->state);
 		return egs_state_add_gpr(st, g);
 	}
+	egs_aging_count(st, g);
+	egs_gpr_free(g);
+	return EGS_OK;
+}
+
+void egs_aging_count(struct egs_state *st, const struct egs_gpr *g)
+{
 	if (g->seq >= st->next_seq)
 		st->next_seq = g->seq + 1;
 	egs_fair_note_loaded(st, g); /* its GPU time still counts against its workspace */
 	st->aged[g->state]++;
-	egs_gpr_free(g);
-	return EGS_OK;
 }
 
 enum egs_err egs_aging_restore(struct egs_state *st, struct egs_gpr *g)

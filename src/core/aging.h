@@ -35,6 +35,10 @@ void egs_aging_note(struct egs_state *st, struct egs_gpr *g);
  * frees it; otherwise egs_state_add_gpr(st, g) and its result. */
 enum egs_err egs_aging_load_gpr(struct egs_state *st, struct egs_gpr *g);
 
+/* Counts g, a finished GPR left out of memory by a load (borrowed; its workspace, state, seq,
+ * start_ts, completion_ts, exit_at and GPUs are read): fair-share usage, next_seq, st->aged. */
+void egs_aging_count(struct egs_state *st, const struct egs_gpr *g);
+
 /* Adds back g (takes ownership), a GPR read from the store that the loaded state refers to (a node,
  * a CR link): egs_state_add_gpr, and one fewer counted in st->aged. */
 enum egs_err egs_aging_restore(struct egs_state *st, struct egs_gpr *g);

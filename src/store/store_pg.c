@@ -270,9 +270,11 @@ bool egs__pg_broken(struct pg_store *s)
 
 static enum egs_err load_kind(struct pg_store *s, struct egs_state *st, const struct egs_pg_kind *k)
 {
-	char sql[1024];
+	char sql[1024], where[320] = "";
 	enum egs_err err = EGS_ERR_STORE;
-	snprintf(sql, sizeof(sql), "SELECT %s FROM %s ORDER BY %s", k->cols, k->table, k->order);
+	if (k == &egs__pg_kinds[EGS_KIND_GPR]) /* finished GPRs older than the retention: load_aged */
+		egs_rows_load_where(st, where, sizeof(where));
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s", k->cols, k->table, where, k->order);
 	PGresult *res = egs__pg_run(s, sql, true);
 	if (!res)
 		return EGS_ERR_STORE;
@@ -294,6 +296,29 @@ static enum egs_err load_kind(struct pg_store *s, struct egs_state *st, const st
 	}
 	err = EGS_OK;
 out:
+	PQclear(res);
+	return err;
+}
+
+/* Counts the finished GPRs a load leaves in the store (core/aging.h), from the few columns that
+ * need, without parsing their rows. */
+static enum egs_err load_aged(struct pg_store *s, struct egs_state *st)
+{
+	char sql[512];
+	const char *v[EGS_ROWS_AGED_COLS];
+	enum egs_err err = EGS_OK;
+	egs_rows_aged_sql(st, sql, sizeof(sql));
+	PGresult *res = egs__pg_run(s, sql, true);
+	if (!res)
+		return EGS_ERR_STORE;
+	for (int row = 0; row < PQntuples(res) && !err; row++) {
+		for (int i = 0; i < EGS_ROWS_AGED_COLS; i++)
+			v[i] = PQgetisnull(res, row, i) ? NULL : PQgetvalue(res, row, i);
+		if (!egs_rows_count_aged(st, v)) {
+			fprintf(stderr, "store: gprs: a finished row (seq %s) is not what egsd writes\n", v[2] ? v[2] : "");
+			err = EGS_ERR_STORE;
+		}
+	}
 	PQclear(res);
 	return err;
 }
@@ -345,6 +370,8 @@ static enum egs_err pg_load(struct pg_store *s, struct egs_state *st)
 		return EGS_ERR_STORE;
 	for (int i = 0; i < egs__pg_nkinds; i++) {
 		err = load_kind(s, st, &egs__pg_kinds[i]);
+		if (!err && i == EGS_KIND_GPR && st->aged_before)
+			err = load_aged(s, st);
 		if (err)
 			goto out;
 	}

@@ -9,9 +9,15 @@
  */
 #include "store/store_rows.h"
 
+#include "core/aging.h"
+
 #include "core/share.h"
 
 #include <jansson.h>
+#include <string.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <errno.h>
 #include <math.h>
 
 /* Returns a JSON array of l's strings, or NULL when one is not valid UTF-8. */
@@ -307,4 +313,67 @@ int egs_rows_find_sql(const struct egs_gpr_find *f, const char *cols, char ph, c
 	if (f->limit && at < n)
 		at += (size_t)snprintf(buf + at, n - at, " LIMIT %zu", f->limit);
 	return at < n ? np : -1;
+}
+
+/* A finished row that finished before the cut-off and holds nothing: egs_aging_load_gpr's rule. */
+static void aged_cond(const struct egs_state *st, char *buf, size_t n)
+{
+	snprintf(buf, n,
+		 EGS_ROWS_FINISHED " AND held IS NULL AND"
+				   " (CASE WHEN completion_ts <> 0 THEN completion_ts ELSE created_at END) < %lld",
+		 (long long)st->aged_before);
+}
+
+void egs_rows_load_where(const struct egs_state *st, char *buf, size_t n)
+{
+	char cond[256];
+	buf[0] = '\0';
+	if (!st->aged_before)
+		return;
+	aged_cond(st, cond, sizeof(cond));
+	snprintf(buf, n, " WHERE NOT (%s)", cond);
+}
+
+void egs_rows_aged_sql(const struct egs_state *st, char *buf, size_t n)
+{
+	char cond[256];
+	aged_cond(st, cond, sizeof(cond));
+	snprintf(buf, n,
+		 "SELECT workspace, state, seq, start_ts, completion_ts, exit_at, gpus_per_node, node_count, shares"
+		 " FROM gprs WHERE %s",
+		 cond);
+}
+
+static bool int_of(const char *s, int64_t *out)
+{
+	char *end;
+	if (!s || !*s)
+		return false;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	*out = v;
+	return !*end && !errno;
+}
+
+bool egs_rows_count_aged(struct egs_state *st, const char *const v[EGS_ROWS_AGED_COLS])
+{
+	struct egs_gpr g = { 0 };
+	int64_t seq, gpn, nc, request = 0;
+	if (!v[0] || !egs_strlcpy(g.workspace, v[0], sizeof(g.workspace)) || !v[1] ||
+	    !egs_gpr_state_parse(v[1], &g.state) || !int_of(v[2], &seq) || !int_of(v[3], &g.start_ts) ||
+	    !int_of(v[4], &g.completion_ts) || !int_of(v[5], &g.exit_at) || !int_of(v[6], &gpn) || !int_of(v[7], &nc))
+		return false;
+	if (v[8]) { /* a shared GPR: its request in hundredths of a GPU */
+		json_t *j = json_loads(v[8], 0, NULL);
+		bool ok = !json_unpack(j, "{s:I}", "request", &request) && request > 0;
+		json_decref(j);
+		if (!ok)
+			return false;
+	}
+	g.seq = (uint64_t)seq;
+	g.gpus_per_node = (int)gpn;
+	g.node_count = (int)nc;
+	g.share_centi = (int)request;
+	egs_aging_count(st, &g);
+	return true;
 }

@@ -48,6 +48,15 @@ bool egs_rows_parse_held(const char *text, struct egs_gpr *g);
  * buf is too small. */
 int egs_rows_find_sql(const struct egs_gpr_find *f, const char *cols, char ph, char *buf, size_t n,
 		      const char *vals[4]);
+/* The load of gprs when st->aged_before is set (core/aging.h): egs_rows_load_where writes the WHERE
+ * that leaves the aged rows out of the full load (finished before the cut-off, no hold; "" when
+ * aging is off), egs_rows_aged_sql the query of just what the aged rows leave behind (its
+ * EGS_ROWS_AGED_COLS columns), and egs_rows_count_aged counts one of its rows, given as text (NULL
+ * for SQL NULL), into st; false when a value is not what egsd writes. */
+#define EGS_ROWS_AGED_COLS 9
+void egs_rows_load_where(const struct egs_state *st, char *buf, size_t n);
+void egs_rows_aged_sql(const struct egs_state *st, char *buf, size_t n);
+bool egs_rows_count_aged(struct egs_state *st, const char *const v[EGS_ROWS_AGED_COLS]);
 void egs_rows_bind_event(const struct egs_row_binder *b, const struct egs_event *ev);
 /* An audit entry, in the order of EGS_AUDIT_COLS (table audit, migration 11). */
 #define EGS_AUDIT_COLS "id,time,key_id,key_name,role,method,route,target,status,error_key,peer"

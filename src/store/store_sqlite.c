@@ -1010,9 +1010,11 @@ static enum egs_err load_kind(struct sqlite_store *s, struct egs_state *st, cons
 {
 	sqlite3_stmt *stmt = NULL;
 	enum egs_err err = EGS_ERR_STORE;
-	char sql[1024];
+	char sql[1024], where[320] = "";
 	int rc;
-	snprintf(sql, sizeof(sql), "SELECT %s FROM %s ORDER BY %s", k->cols, k->table, k->order);
+	if (k == &kinds[EGS_KIND_GPR]) /* finished GPRs older than the retention: load_aged */
+		egs_rows_load_where(st, where, sizeof(where));
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s", k->cols, k->table, where, k->order);
 	if (!prepare(s, sql, &stmt))
 		goto out;
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -1040,6 +1042,32 @@ static enum egs_err load_kind(struct sqlite_store *s, struct egs_state *st, cons
 out:
 	sqlite3_finalize(stmt);
 	return err;
+}
+
+/* Counts the finished GPRs a load leaves in the store (core/aging.h), from the few columns that
+ * need, without parsing their rows. */
+static enum egs_err load_aged(struct sqlite_store *s, struct egs_state *st)
+{
+	sqlite3_stmt *stmt = NULL;
+	char sql[512];
+	const char *v[EGS_ROWS_AGED_COLS];
+	int rc = SQLITE_DONE;
+	egs_rows_aged_sql(st, sql, sizeof(sql));
+	if (!prepare(s, sql, &stmt))
+		return EGS_ERR_STORE;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		for (int i = 0; i < EGS_ROWS_AGED_COLS; i++)
+			v[i] = (const char *)sqlite3_column_text(stmt, i);
+		if (!egs_rows_count_aged(st, v)) {
+			fprintf(stderr, "store: gprs: a finished row (seq %s) is not what egsd writes\n", v[2] ? v[2] : "");
+			rc = SQLITE_ERROR;
+			break;
+		}
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_ERROR)
+		fprintf(stderr, "store: reading gprs: %s\n", sqlite3_errmsg(s->db));
+	sqlite3_finalize(stmt);
+	return rc == SQLITE_DONE ? EGS_OK : EGS_ERR_STORE;
 }
 
 /* Loads the newest cfg.event_retention events, oldest first, so the ring ends up in time order. */
@@ -1095,6 +1123,8 @@ static enum egs_err sqlite_load(struct sqlite_store *s, struct egs_state *st)
 		return EGS_ERR_STORE;
 	for (int i = 0; i < NKINDS; i++) {
 		err = load_kind(s, st, &kinds[i]);
+		if (!err && i == EGS_KIND_GPR && st->aged_before)
+			err = load_aged(s, st);
 		if (err)
 			goto out;
 	}

@@ -12,12 +12,14 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/aging.h"
+#include "core/fair.h"
 #include "core/util.h"
 #include "store/store.h"
 
@@ -32,6 +34,7 @@ static struct egs_gpr *gpr(struct egs_state *st, const char *id, const char *ws,
 	g->gpus_per_node = g->node_count = 1;
 	g->created_at = 1;
 	g->completion_ts = completion;
+	g->start_ts = s == EGS_GPR_COMPLETE ? completion - 50 : 0; /* ran 50 s: fair-share usage */
 	g->seq = seq;
 	assert_int_equal(egs_state_add_gpr(st, g), EGS_OK);
 	return g;
@@ -158,6 +161,10 @@ static void test_load_leaves_old_finished_rows_in_the_store(void **state)
 	egs_state_touch(&st, EGS_KIND_NODE, n);
 	assert_int_equal(egs_store_commit_changes(s, &st), EGS_OK);
 	egs_state_cleanup(&st);
+	struct egs_state all; /* retention 0: everything, as before aging */
+	egs_state_init(&all, NULL);
+	assert_int_equal(egs_store_load(s, &all), EGS_OK);
+	assert_int_equal(all.gprs.len, 6);
 
 	struct egs_state ld;
 	egs_state_init(&ld, &(struct egs_state_config){ .finished_retention_s = 1000 });
@@ -168,7 +175,11 @@ static void test_load_leaves_old_finished_rows_in_the_store(void **state)
 	assert_null(egs_state_gpr(&ld, "gpr-06"));
 	assert_int_equal(ld.aged[EGS_GPR_COMPLETE] + ld.aged[EGS_GPR_CANCELLED] + ld.aged[EGS_GPR_ERROR], 3);
 	assert_true(ld.next_seq > 9); /* a new id never repeats an aged one's sequence */
+	/* Aged GPRs' GPU time still orders the queue: the same fair-share key as a load of everything. */
+	assert_true(fabs(egs_fair_key(&ld, "w1") - egs_fair_key(&all, "w1")) < 1e-9);
+	assert_true(egs_fair_key(&ld, "w1") > -INFINITY);
 	egs_state_cleanup(&ld);
+	egs_state_cleanup(&all);
 
 	struct found f;
 	assert_string_equal(find(s, &(struct egs_gpr_find){ .id = "gpr-06" }, &f), "gpr-06");
