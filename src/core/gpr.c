@@ -153,17 +153,27 @@ enum egs_err egs_gpr_editable(const struct egs_gpr *g)
 	return not_waiting(g);
 }
 
+/* Notes the generation bumps a release or cancel made since gen0 when it left a hold: the plan
+ * before it stands (state.h: arrivals). */
+static void note_hold(struct egs_state *st, const struct egs_gpr *g, uint64_t gen0)
+{
+	if (g->held_until)
+		st->arrivals.hold_bumps += st->generation - gen0;
+}
+
 enum egs_err egs_gpr_cancel(struct egs_state *st, struct egs_gpr *g, int64_t now)
 {
 	enum egs_err err = not_waiting(g);
 	if (err)
 		return err;
+	uint64_t gen0 = st->generation;
 	bool queued = g->state == EGS_GPR_QUEUED;
 	egs_gpr_set_state(st, g, EGS_GPR_CANCELLED, now, "Cancelled", "GPR %s cancelled before provisioning",
 			  g->name);
 	g->completion_ts = now;
 	if (queued) /* the planner keeps its place until freeing it moves no one later (core/held.h) */
 		egs_held_ghost(st, g);
+	note_hold(st, g, gen0);
 	return EGS_OK;
 }
 
@@ -178,6 +188,7 @@ enum egs_err egs_gpr_release(struct egs_state *st, struct egs_gpr *g, int64_t no
 	case EGS_GPR_PROVISIONED: break;
 	default: return EGS_ERR_GPR_FINISHED;
 	}
+	uint64_t gen0 = st->generation;
 	g->flags |= EGS_GPRF_EARLY_RELEASE;
 	/* The exit the plan counted on: the planner holds the nodes until then, until using them
 	 * earlier moves no one later (core/held.h). */
@@ -189,6 +200,7 @@ enum egs_err egs_gpr_release(struct egs_state *st, struct egs_gpr *g, int64_t no
 		g->completion_ts = now;
 		egs_gpr_set_state(st, g, EGS_GPR_COMPLETE, now, "Complete", "GPR %s complete", g->name);
 	}
+	note_hold(st, g, gen0);
 	return EGS_OK;
 }
 

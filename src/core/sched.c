@@ -120,7 +120,8 @@ struct egs_plan {
 	 * splice, its first step takes only the queue's order after order[from - 1]. */
 	size_t from;
 	bool splice;
-	uint64_t arr_seen; /* st->arrivals.bumps when gen_seen was taken */
+	uint64_t arr_seen;  /* st->arrivals.bumps when gen_seen was taken */
+	uint64_t hold_seen; /* and st->arrivals.hold_bumps */
 	bool foreign;      /* a change other than queued creates came while the walk went on */
 	bool stuck;        /* a GPR was placed at now without starting: the plan holds for its now only */
 	int64_t hole_end_min; /* the earliest end of a backfill hole the walk recorded */
@@ -1569,6 +1570,7 @@ static void walk_begin(struct egs_plan *p, struct egs_state *st, int64_t now, in
 	p->walking = true; /* the order comes with the first step (plan_order is O(queue)) */
 	p->gen_seen = st->generation;
 	p->arr_seen = st->arrivals.bumps;
+	p->hold_seen = st->arrivals.hold_bumps;
 }
 
 /* The first step of a walk resumed at order[from] (walk_resume): the queue's order after the
@@ -1620,6 +1622,7 @@ static bool walk_step(struct egs_plan *p, size_t max)
 		if (max < SIZE_MAX) {
 			p->gen_seen = st->generation;
 			p->arr_seen = st->arrivals.bumps;
+			p->hold_seen = st->arrivals.hold_bumps;
 			return false;
 		}
 	}
@@ -1643,6 +1646,7 @@ static bool walk_step(struct egs_plan *p, size_t max)
 	p->cursor = end;
 	p->gen_seen = st->generation;
 	p->arr_seen = st->arrivals.bumps;
+	p->hold_seen = st->arrivals.hold_bumps;
 	if (end < p->norder)
 		return false;
 	p->walking = false;
@@ -1686,6 +1690,7 @@ struct trial {
 	struct egs_gpr **tried; /* the holds lifted: every one, or the first alone */
 	size_t ntried;
 	bool all;
+	bool kept_base; /* the base is the kept plan's estimates (held_kept_base): no base walk */
 	size_t tries, nheld; /* one-at-a-time tries made, and the holds there were before them */
 	uint64_t gen;        /* st->generation when the trial began */
 };
@@ -1725,6 +1730,21 @@ static bool held_pending(struct egs_state *st, int64_t now)
 	return true;
 }
 
+/*
+ * True when the kept plan p is the walk with the holds at now: the only changes since it was made
+ * are early releases and cancels that left a hold (state.h: arrivals.hold_bumps), which the walk
+ * sees as before them, and time has not moved past anything it depends on (as for walk_resume).
+ * Then the first trial compares the walk with the holds lifted against the estimates p gave every
+ * queued GPR, and walks once instead of twice.
+ */
+static bool held_kept_base(const struct egs_plan *p, const struct egs_state *st, int64_t now)
+{
+	return p->valid && !p->walking && !p->stale && !p->foreign && !p->shared && p->st == st &&
+	       !st->arrivals.any && st->arrivals.bumps == p->arr_seen &&
+	       st->generation - p->gen_seen == st->arrivals.hold_bumps - p->hold_seen && now >= p->now &&
+	       now < p->run_next && (now == p->now || (!p->stuck && p->hole_end_min > now));
+}
+
 /* Sets up the next trial in p->trial: all holds lifted, or the first one alone. */
 static void trial_begin(struct egs_plan *p, bool all)
 {
@@ -1737,6 +1757,7 @@ static void trial_begin(struct egs_plan *p, bool all)
 	t->n = t->cursor = 0;
 	t->phase = 0;
 	t->all = all;
+	t->kept_base = false;
 	t->tried = egs_realloc(t->tried, (st->held.len + 1) * sizeof(*t->tried));
 	t->ntried = all ? st->held.len : 1;
 	memcpy(t->tried, st->held.items, t->ntried * sizeof(*t->tried));
@@ -1799,7 +1820,8 @@ static void trial_step(struct egs_plan *p, size_t max)
 	}
 	for (; t->phase < 3; t->phase++) { /* the set-up, a piece a step when sliced */
 		if (t->phase == 0) {
-			plan_init(&t->base, st, p->now);
+			if (!t->kept_base)
+				plan_init(&t->base, st, p->now);
 		} else if (t->phase == 1) {
 			trial_set(t, st, false);
 			plan_init(&t->lift, st, p->now);
@@ -1816,7 +1838,9 @@ static void trial_step(struct egs_plan *p, size_t max)
 	bool later = false;
 	for (; t->cursor < end && !later; t->cursor++) {
 		struct egs_gpr *g = t->order[t->cursor];
-		int64_t tb = place_dry(&t->base, g);
+		int64_t tb = t->kept_base ? (g->est_start ? g->est_start : EGS_NEVER) : EGS_NEVER;
+		if (!t->kept_base)
+			tb = place_dry(&t->base, g);
 		if (g->ghost) { /* reserves, is not compared; out of lift's order when it is lifted */
 			if (!t->all && g != t->tried[0])
 				place_dry(&t->lift, g);
@@ -1913,6 +1937,7 @@ static bool walk_resume(struct egs_plan *p, struct egs_state *st, int64_t now, i
 	q.run_next = stale_next(&q, base_next < s->run_next ? base_next : s->run_next);
 	q.gen_seen = st->generation;
 	q.arr_seen = st->arrivals.bumps;
+	q.hold_seen = st->arrivals.hold_bumps;
 	p->order = NULL;
 	p->started = NULL;
 	p->snaps = NULL;
@@ -1928,6 +1953,7 @@ static void run_begin(struct egs_state *st, int64_t now, struct egs_plan *p, boo
 {
 	int64_t next = due_transitions(st, now);
 	if (held_pending(st, now)) { /* the trials come first, in the run's steps */
+		bool kept_base = keep && held_kept_base(p, st, now);
 		plan_cleanup(p);
 		p->st = st;
 		p->now = now;
@@ -1936,6 +1962,7 @@ static void run_begin(struct egs_state *st, int64_t now, struct egs_plan *p, boo
 		p->walking = true;
 		p->trial = egs_calloc(1, sizeof(*p->trial));
 		trial_begin(p, true);
+		p->trial->kept_base = kept_base;
 	} else if (!keep || !walk_resume(p, st, now, next)) {
 		plan_cleanup(p);
 		walk_begin(p, st, now, next, keep);
@@ -2038,6 +2065,7 @@ int64_t egs_sched_append(struct egs_state *st, struct egs_gpr *g, int64_t now, s
 	p->foreign |= !arrivals_only;
 	p->gen_seen = st->generation; /* g's own start, if it started, is the plan's doing */
 	p->arr_seen = st->arrivals.bumps;
+	p->hold_seen = st->arrivals.hold_bumps;
 	st->arrivals.any = false; /* the plan holds g */
 	return t;
 }

@@ -69,9 +69,11 @@ struct egs_state {
 	uint64_t generation; /* bumped on every change that can move the plan */
 	/* Queued creates since the planner last took them (egs_gpr_submit notes them): the generation
 	 * bumps they made, and the queue key of the one that goes first.  When they are the only
-	 * changes since its kept plan, the planner walks from that GPR's place (core/sched.c). */
+	 * changes since its kept plan, the planner walks from that GPR's place (core/sched.c).
+	 * hold_bumps: the bumps made by early releases and cancels that left a hold (core/held.h):
+	 * when they are the only changes, the kept plan's estimates are the walk with the holds. */
 	struct {
-		uint64_t bumps;
+		uint64_t bumps, hold_bumps;
 		bool any;
 		int priority;
 		double fair;
