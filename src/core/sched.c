@@ -130,6 +130,10 @@ struct egs_plan {
 	 * it, so the holds are tried again at the next run. */
 	struct trial *trial;
 	bool trial_void;
+	/* The plan this walk replaced, freed by its next step (plan_retire), and whether the walk's
+	 * first state is still to be made (walk_defer): pieces of their own at 100,000 x 10,000. */
+	struct egs_plan *old;
+	bool deferred;
 	/* The first nws_fixed entries of wsv are the state's workspaces in its map's order, the same
 	 * in every plan of one serial (st->inventory_gen + 1): GPRs cache their index under it. */
 	uint64_t serial;
@@ -703,6 +707,8 @@ static void plan_cleanup(struct egs_plan *p)
 {
 	if (p->trial)
 		trial_free(p->trial);
+	if (p->old)
+		egs_plan_free(p->old);
 	for (size_t i = 0; i < p->nslots; i++)
 		if (p->slots[i].sh) {
 			egs_share_timeline_cleanup(p->slots[i].sh);
@@ -1573,6 +1579,33 @@ static void walk_begin(struct egs_plan *p, struct egs_state *st, int64_t now, in
 	p->hold_seen = st->arrivals.hold_bumps;
 }
 
+/* Empties p for a new walk; its content goes to p->old, which the walk's next step frees. */
+static void plan_retire(struct egs_plan *p)
+{
+	if (!p->nslots && !p->norder && !p->trial && !p->old) { /* nothing to free */
+		plan_cleanup(p);
+		return;
+	}
+	struct egs_plan *old = egs_malloc(sizeof(*old));
+	*old = *p;
+	memset(p, 0, sizeof(*p));
+	p->old = old;
+}
+
+/* walk_begin, made by the walk's next step (after p->old is freed): p (retired) holds only what
+ * the walk needs to begin, and the generations it must see as changes since. */
+static void walk_defer(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next, bool keep)
+{
+	p->st = st;
+	p->now = now;
+	p->base_next = base_next;
+	p->keep = keep;
+	p->walking = p->deferred = true;
+	p->gen_seen = st->generation;
+	p->arr_seen = st->arrivals.bumps;
+	p->hold_seen = st->arrivals.hold_bumps;
+}
+
 /* The first step of a walk resumed at order[from] (walk_resume): the queue's order after the
  * GPRs kept, order[0 .. from). */
 static void splice_order(struct egs_plan *p)
@@ -1606,6 +1639,23 @@ static bool walk_step(struct egs_plan *p, size_t max)
 	if (p->trial) { /* held releases' trials first (their last step begins the walk) */
 		trial_step(p, max);
 		return false;
+	}
+	if (p->old) { /* the plan replaced: freeing its snapshots and order is a piece of its own */
+		egs_plan_free(p->old);
+		p->old = NULL;
+		if (max < SIZE_MAX)
+			return false;
+	}
+	if (p->deferred) { /* the walk's first state, a piece of its own */
+		uint64_t gen = p->gen_seen, arr = p->arr_seen, hold = p->hold_seen;
+		bool void_ = p->trial_void;
+		walk_begin(p, st, p->now, p->base_next, p->keep);
+		p->gen_seen = gen; /* what changed since the run began makes it stale */
+		p->arr_seen = arr;
+		p->hold_seen = hold;
+		p->trial_void = void_;
+		if (max < SIZE_MAX)
+			return false;
 	}
 	if (st->generation != p->gen_seen) {
 		p->stale = true; /* requests changed the state between two slices */
@@ -1770,8 +1820,8 @@ static void trial_end(struct egs_plan *p, bool void_)
 	struct egs_state *st = p->st;
 	int64_t now = p->now, next = p->base_next;
 	bool keep = p->keep;
-	plan_cleanup(p);
-	walk_begin(p, st, now, next, keep);
+	plan_retire(p); /* the trials' plans: freed by the next step */
+	walk_defer(p, st, now, next, keep);
 	p->trial_void = void_;
 }
 
@@ -1817,6 +1867,12 @@ static void trial_step(struct egs_plan *p, size_t max)
 	if (st->generation != t->gen) {
 		trial_end(p, true);
 		return;
+	}
+	if (p->old) {
+		egs_plan_free(p->old);
+		p->old = NULL;
+		if (max < SIZE_MAX)
+			return;
 	}
 	for (; t->phase < 3; t->phase++) { /* the set-up, a piece a step when sliced */
 		if (t->phase == 0) {
@@ -1942,8 +1998,10 @@ static bool walk_resume(struct egs_plan *p, struct egs_state *st, int64_t now, i
 	p->started = NULL;
 	p->snaps = NULL;
 	p->nsnaps = 0;
-	plan_cleanup(p);
+	struct egs_plan *old = egs_malloc(sizeof(*old));
+	*old = *p; /* what q did not take: freed by the walk's next step */
 	*p = q;
+	p->old = old;
 	return true;
 }
 
@@ -1954,7 +2012,7 @@ static void run_begin(struct egs_state *st, int64_t now, struct egs_plan *p, boo
 	int64_t next = due_transitions(st, now);
 	if (held_pending(st, now)) { /* the trials come first, in the run's steps */
 		bool kept_base = keep && held_kept_base(p, st, now);
-		plan_cleanup(p);
+		plan_retire(p);
 		p->st = st;
 		p->now = now;
 		p->keep = keep;
@@ -1964,8 +2022,8 @@ static void run_begin(struct egs_state *st, int64_t now, struct egs_plan *p, boo
 		trial_begin(p, true);
 		p->trial->kept_base = kept_base;
 	} else if (!keep || !walk_resume(p, st, now, next)) {
-		plan_cleanup(p);
-		walk_begin(p, st, now, next, keep);
+		plan_retire(p);
+		walk_defer(p, st, now, next, keep);
 	}
 	st->arrivals.any = false; /* the walk takes them (and those that come before its first step) */
 }

@@ -179,8 +179,8 @@ static void compare(void)
 }
 
 /* Runs both twins at now: the first from its kept plan, the second afresh.  With mid, the runs go
- * in slices of 100 GPRs and two creates come after the second slice (the walks leave them for the
- * next run).  Returns true when the first resumed. */
+ * in slices of 100 GPRs and two creates come once both have placed some (the walks leave them for
+ * the next run).  Returns true when the first resumed. */
 static bool run_both(int64_t now, bool mid)
 {
 	int64_t next[2];
@@ -191,12 +191,13 @@ static bool run_both(int64_t now, bool mid)
 			next[k] = egs_sched_run(tw[k].st, now, tw[k].plan);
 		from_kept = egs_sched_from(tw[0].plan) > 0;
 	} else {
-		for (int k = 0; k < 2; k++)
+		for (int k = 0; k < 2; k++) { /* until each walk has its order (its first pieces vary) */
 			egs_sched_begin(tw[k].st, now, tw[k].plan);
-		from_kept = egs_sched_from(tw[0].plan) > 0;
-		for (int s = 0; s < 2; s++)
-			for (int k = 0; k < 2; k++)
+			while (egs_sched_walking(tw[k].plan) &&
+			       egs_sched_progress(tw[k].plan) <= egs_sched_from(tw[k].plan))
 				egs_sched_step(tw[k].plan, 100);
+		}
+		from_kept = egs_sched_from(tw[0].plan) > 0;
 		create(now, 1);
 		create(now, 1);
 		for (int k = 0; k < 2; k++) {

@@ -107,7 +107,8 @@ static void test_requests_between_slices(void **state)
 	struct egs_gpr *c = gpr("c", "ws3", 80, now), *d = gpr("d", "ws4", 70, now);
 	egs_sched_begin(st, now, plan);
 	assert_true(egs_sched_walking(plan));
-	assert_false(egs_sched_step(plan, 1)); /* the first step takes the queue's order */
+	assert_false(egs_sched_step(plan, 1)); /* the first step makes the plan's first state */
+	assert_false(egs_sched_step(plan, 1)); /* the second takes the queue's order */
 	assert_int_equal(a->state, EGS_GPR_QUEUED);
 	assert_false(egs_sched_step(plan, 1));
 	assert_int_equal(a->state, EGS_GPR_PROVISIONING);
@@ -195,7 +196,7 @@ static void test_held_trial_between_slices(void **state)
 	assert_int_equal(st->held.len, 1);
 
 	egs_sched_begin(st, now, plan);
-	assert_false(egs_sched_step(plan, 1)); /* the trial's first piece: a plan */
+	assert_false(egs_sched_step(plan, 1)); /* the trial's first piece: the last plan freed */
 	gpr("f", "ws6", 1, now);               /* a change: the trial compared another state */
 	finish();
 	assert_int_equal(st->held.len, 1);
