@@ -192,7 +192,7 @@ static const struct schema_def schemas[] = {
 		  "gpuNodeName:s sliceName:s? gprId:s? ~gpuUuid:s ~gpuIndex:i"},
 	{"AlertList", "items:[Alert] total:i"},
 	/* the audit log (audit.c) */
-	{"AuditActor", "keyId:s keyName:s role:e(Admin|Owner|Viewer)"},
+	{"AuditActor", "keyId:s keyName:s role:e(Admin|Owner|Viewer|Agent)"},
 	{"AuditEntry", "id:s time:t actor:AuditActor method:e(POST|PUT|PATCH|DELETE) route:s target:s status:i "
 		       "errorKey:s peer:s"},
 	{"AuditList", "items:[AuditEntry] continue:s?"},
