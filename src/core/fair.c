@@ -39,11 +39,17 @@ void egs_fair_charge(struct egs_state *st, const struct egs_gpr *g, int64_t end)
 	double gpu_hours = egs_gpr_gpus(g) * (double)(end - g->start_ts) / 3600.0;
 	if (!(gpu_hours > 0))
 		return;
-	double x = log2(gpu_hours) + (double)end / (double)st->cfg.fair_half_life_s;
-	struct ws_use *u = egs_map_get(&st->fair, g->workspace);
+	egs_fair_add_key(st, g->workspace, log2(gpu_hours) + (double)end / (double)st->cfg.fair_half_life_s);
+}
+
+void egs_fair_add_key(struct egs_state *st, const char *ws, double x)
+{
+	if (!fair_on(st) || !isfinite(x))
+		return;
+	struct ws_use *u = egs_map_get(&st->fair, ws);
 	if (!u) {
 		u = egs_malloc(sizeof(*u));
-		egs_strlcpy(u->workspace, g->workspace, sizeof(u->workspace));
+		egs_strlcpy(u->workspace, ws, sizeof(u->workspace));
 		u->key = x;
 		egs_map_put(&st->fair, u->workspace, u);
 		return;

@@ -32,5 +32,9 @@ void egs_fair_charge(struct egs_state *st, const struct egs_gpr *g, int64_t end)
 
 /* Loading: adds a finished g's use (ended at its completion) to its workspace. */
 void egs_fair_note_loaded(struct egs_state *st, const struct egs_gpr *g);
+/* Adds usage already in the key's log domain, x = log2(sum of gpu_hours * 2^(end / half-life)), to
+ * workspace ws: what many egs_fair_charge calls add at once (a store's load sums them in SQL for
+ * the finished GPRs it leaves out of memory, core/aging.h).  No-op when fairness is off. */
+void egs_fair_add_key(struct egs_state *st, const char *ws, double x);
 
 #endif

@@ -300,22 +300,24 @@ out:
 	return err;
 }
 
-/* Counts the finished GPRs a load leaves in the store (core/aging.h), from the few columns that
- * need, without parsing their rows. */
+/* Counts the finished GPRs a load leaves in the store (core/aging.h): summed by the server, one
+ * row per workspace and state, so that a million of them cost one scan and a few rows on the wire
+ * (a load must end within the leader's lease). */
 static enum egs_err load_aged(struct pg_store *s, struct egs_state *st)
 {
-	char sql[512];
-	const char *v[EGS_ROWS_AGED_COLS];
+	char sql[1024];
+	const char *v[EGS_ROWS_AGED_SUM_COLS];
 	enum egs_err err = EGS_OK;
-	egs_rows_aged_sql(st, sql, sizeof(sql));
+	egs_rows_aged_sum_sql(st, sql, sizeof(sql));
 	PGresult *res = egs__pg_run(s, sql, true);
 	if (!res)
 		return EGS_ERR_STORE;
 	for (int row = 0; row < PQntuples(res) && !err; row++) {
-		for (int i = 0; i < EGS_ROWS_AGED_COLS; i++)
+		for (int i = 0; i < EGS_ROWS_AGED_SUM_COLS; i++)
 			v[i] = PQgetisnull(res, row, i) ? NULL : PQgetvalue(res, row, i);
-		if (!egs_rows_count_aged(st, v)) {
-			fprintf(stderr, "store: gprs: a finished row (seq %s) is not what egsd writes\n", v[2] ? v[2] : "");
+		if (!egs_rows_count_aged_sum(st, v)) {
+			fprintf(stderr, "store: gprs: the finished rows of workspace %s are not what egsd writes\n",
+				v[0] ? v[0] : "");
 			err = EGS_ERR_STORE;
 		}
 	}

@@ -10,15 +10,16 @@
 #include "store/store_rows.h"
 
 #include "core/aging.h"
+#include "core/fair.h"
 
 #include "core/share.h"
 
-#include <jansson.h>
-#include <string.h>
-#include <stdlib.h>
-#include <stdio.h>
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Returns a JSON array of l's strings, or NULL when one is not valid UTF-8. */
 static json_t *strlist_json(const struct egs_strlist *l)
@@ -375,5 +376,42 @@ bool egs_rows_count_aged(struct egs_state *st, const char *const v[EGS_ROWS_AGED
 	g.node_count = (int)nc;
 	g.share_centi = (int)request;
 	egs_aging_count(st, &g);
+	return true;
+}
+
+void egs_rows_aged_sum_sql(const struct egs_state *st, char *buf, size_t n)
+{
+	char cond[256];
+	/* Each term is 2^((end - cut-off) / half-life), never below 2^-900: PostgreSQL fails a float that
+	 * underflows, and such a term is nothing next to any GPU time of the last years anyway. */
+	int64_t h = st->cfg.fair_half_life_s > 0 ? st->cfg.fair_half_life_s : 1;
+	aged_cond(st, cond, sizeof(cond));
+	snprintf(buf, n,
+		 "SELECT workspace, state, count(*), max(seq), sum(CASE WHEN start_ts > 0 AND e > start_ts AND g > 0"
+		 " THEN g * (e - start_ts) / 3600.0 * power(2::float8, greatest((e - %lld)::float8 / %lld, -900))"
+		 " ELSE 0 END) FROM (SELECT workspace, state, seq, start_ts,"
+		 " CASE WHEN completion_ts <> 0 THEN completion_ts ELSE exit_at END AS e,"
+		 " CASE WHEN shares IS NULL THEN (gpus_per_node * node_count)::float8"
+		 " ELSE (shares::json->>'request')::float8 / %d * node_count END AS g"
+		 " FROM gprs WHERE %s) t GROUP BY workspace, state",
+		 (long long)st->aged_before, (long long)h, EGS_SHARE_WHOLE, cond);
+}
+
+bool egs_rows_count_aged_sum(struct egs_state *st, const char *const v[EGS_ROWS_AGED_SUM_COLS])
+{
+	enum egs_gpr_state s;
+	int64_t count, seq;
+	char *end;
+	if (!v[0] || !v[1] || !egs_gpr_state_parse(v[1], &s) || !int_of(v[2], &count) || !int_of(v[3], &seq) ||
+	    !v[4] || count < 0)
+		return false;
+	double sum = strtod(v[4], &end);
+	if (*end || !(sum >= 0))
+		return false;
+	st->aged[s] += (size_t)count;
+	if ((uint64_t)seq >= st->next_seq)
+		st->next_seq = (uint64_t)seq + 1;
+	if (sum > 0 && st->cfg.fair_half_life_s > 0)
+		egs_fair_add_key(st, v[0], log2(sum) + (double)st->aged_before / (double)st->cfg.fair_half_life_s);
 	return true;
 }

@@ -57,6 +57,12 @@ int egs_rows_find_sql(const struct egs_gpr_find *f, const char *cols, char ph, c
 void egs_rows_load_where(const struct egs_state *st, char *buf, size_t n);
 void egs_rows_aged_sql(const struct egs_state *st, char *buf, size_t n);
 bool egs_rows_count_aged(struct egs_state *st, const char *const v[EGS_ROWS_AGED_COLS]);
+/* PostgreSQL's form of the same: one row per workspace and state (EGS_ROWS_AGED_SUM_COLS: workspace,
+ * state, count, largest seq, and the fair-share usage summed in SQL relative to the cut-off), so a
+ * million aged rows come back as a few dozen.  The sum is egs_fair_charge's, term for term. */
+#define EGS_ROWS_AGED_SUM_COLS 5
+void egs_rows_aged_sum_sql(const struct egs_state *st, char *buf, size_t n);
+bool egs_rows_count_aged_sum(struct egs_state *st, const char *const v[EGS_ROWS_AGED_SUM_COLS]);
 void egs_rows_bind_event(const struct egs_row_binder *b, const struct egs_event *ev);
 /* An audit entry, in the order of EGS_AUDIT_COLS (table audit, migration 11). */
 #define EGS_AUDIT_COLS "id,time,key_id,key_name,role,method,route,target,status,error_key,peer"

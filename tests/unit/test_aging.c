@@ -1,7 +1,8 @@
 /*
  * test_aging.c: finished GPRs leaving memory by age (core/aging.c) and coming back from the store
  * (egs_store_gprs_find, the load's cut-off and its restore of GPRs a node names), on SQLite in a
- * temporary directory.  The sweep must skip what is still referred to (a pending commit, a hold,
+ * temporary directory, and the load and finder again on a throwaway PostgreSQL (pgtest.h), whose
+ * load sums the aged rows in SQL.  The sweep must skip what is still referred to (a pending commit, a hold,
  * a node, the caller's pin) and take it once it is not; the load must leave out exactly the old
  * finished rows, keep next_seq past them and count them; the finder must page in id order.
  */
@@ -22,6 +23,8 @@
 #include "core/fair.h"
 #include "core/util.h"
 #include "store/store.h"
+
+#include "pgtest.h"
 
 static struct egs_gpr *gpr(struct egs_state *st, const char *id, const char *ws, enum egs_gpr_state s,
 			   int64_t completion, uint64_t seq)
@@ -139,14 +142,12 @@ static const char *find(struct egs_store *s, const struct egs_gpr_find *q, struc
 	return joined;
 }
 
-static void test_load_leaves_old_finished_rows_in_the_store(void **state)
+/* The load and the finder on the store at url (empty). */
+static void load_and_find(const char *url)
 {
-	(void)state;
-	char dir[] = "/tmp/egs-test-aging-XXXXXX", path[128], p2[160];
-	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/egs.db", dir);
 	struct egs_store *s = NULL;
-	assert_int_equal(egs_store_open(path, &s), EGS_OK);
+	assert_int_equal(egs_store_open(url, &s), EGS_OK);
+	assert_int_equal(egs_store_lead(s), EGS_OK);
 	struct egs_state st;
 	egs_state_init(&st, NULL);
 	struct egs_gpr *rows[] = {
@@ -190,12 +191,33 @@ static void test_load_leaves_old_finished_rows_in_the_store(void **state)
 			    "gpr-03,gpr-05");
 	assert_string_equal(find(s, &(struct egs_gpr_find){ .ended_since = 300 }, &f), "gpr-03,gpr-05,gpr-06");
 	egs_store_free(s);
+}
+
+static void test_load_leaves_old_finished_rows_in_the_store(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/egs-test-aging-XXXXXX", path[128], p2[160];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/egs.db", dir);
+	load_and_find(path);
 	snprintf(p2, sizeof(p2), "%s-wal", path);
 	unlink(p2);
 	snprintf(p2, sizeof(p2), "%s-shm", path);
 	unlink(p2);
 	unlink(path);
 	rmdir(dir);
+}
+
+/* PostgreSQL sums the aged rows in SQL (egs_rows_aged_sum_sql): the same counts and fair-share key. */
+static struct pgtest pg_test;
+
+static void test_pg_load_leaves_old_finished_rows_in_the_store(void **state)
+{
+	(void)state;
+	char url[768];
+	assert_true(pgtest_exec(pg_test.url, "CREATE SCHEMA aging"));
+	snprintf(url, sizeof(url), "%s&options=-csearch_path%%3Daging", pg_test.url);
+	load_and_find(url);
 }
 
 int main(void)
@@ -205,5 +227,13 @@ int main(void)
 		cmocka_unit_test(test_retention_zero_lists_nothing),
 		cmocka_unit_test(test_load_leaves_old_finished_rows_in_the_store),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	const struct CMUnitTest pg_tests[] = {
+		cmocka_unit_test(test_pg_load_leaves_old_finished_rows_in_the_store),
+	};
+	int failed = cmocka_run_group_tests_name("sqlite", tests, NULL, NULL);
+	if (!pgtest_start(&pg_test))
+		return 1;
+	failed += cmocka_run_group_tests_name("postgres", pg_tests, NULL, NULL);
+	pgtest_cleanup(&pg_test);
+	return failed;
 }
