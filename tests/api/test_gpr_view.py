@@ -118,3 +118,28 @@ def test_kept_views_keep_access_checks(cluster):
         assert status == 403 and doc["error"]["errorKey"] == "FORBIDDEN"
     status, doc = cluster.egsd.api("not-a-key").call("GET", "/api/v1/gpr?gprId=" + gid)
     assert status == 401
+
+
+def test_date_header_and_access_log_time(cluster):
+    """egsd formats the Date header and the access log's time once a second (http.c): both must be
+    the real time, in their formats, on every reply."""
+    from datetime import datetime, timezone
+    from email.utils import parsedate_to_datetime
+    FakeAgent(cluster, "c1", ["n1"])
+    cluster.workspace("w", ["c1"])
+    gid = cluster.gpr(sliceName="w", numberOfGPUs=1)
+    for path in ("/api/v1/gpr?gprId=" + gid, "/api/v1/gpr?gprId=" + gid, "/api/v1/no-such-route"):
+        status, body, resp = cluster.admin.raw("GET", path)
+        date = resp.getheader("Date")
+        assert re.fullmatch(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+                            r"\d{4} \d\d:\d\d:\d\d GMT", date), date
+        skew = abs((parsedate_to_datetime(date) - datetime.now(timezone.utc)).total_seconds())
+        assert skew < 120, (date, skew)
+        assert parsedate_to_datetime(date).strftime("%a") == date[:3]  # the weekday of that date
+        assert len(resp.getheaders()) == len({k.lower() for k, _ in resp.getheaders()})  # one Date, not two
+        assert int(resp.getheader("Content-Length")) == len(body)
+    lines = wait_for(lambda: [x for x in cluster.egsd.logs().splitlines() if "msg=request" in x and "no-such-route" in x],
+                     what="the access log line (flushed each second)")
+    line = lines[-1]
+    logged = datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert abs((logged - datetime.now(timezone.utc)).total_seconds()) < 120, line
