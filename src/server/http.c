@@ -190,13 +190,13 @@ static int dump_gather(const char *data, size_t len, void *arg)
 	return 0;
 }
 
-/* Appends env, compact, to out. */
-static void dump_json(json_t *env, struct evbuffer *out)
+/* Appends v (any JSON value), compact, to out. */
+static void dump_json(json_t *v, struct evbuffer *out)
 {
 	struct dump_buf d;
 	d.out = out;
 	d.n = 0;
-	EGS_ASSERT(json_dump_callback(env, dump_gather, &d, JSON_COMPACT) == 0);
+	EGS_ASSERT(json_dump_callback(v, dump_gather, &d, JSON_COMPACT | JSON_ENCODE_ANY) == 0);
 	EGS_ASSERT(evbuffer_add(out, d.b, d.n) == 0);
 }
 
@@ -242,11 +242,26 @@ void egs_reply_json(struct egs_req *r, const char *json, size_t len)
 	finish_buf(r, 200, buf);
 }
 
+/* The success envelope is the same bytes around every data: those are written as they are and only
+ * data is dumped, instead of building and dumping a four-key object per reply.  The audit log reads
+ * a write's data (the id it created), so a write still hands it an envelope of data alone. */
 void egs_reply_ok(struct egs_req *r, json_t *data)
 {
-	json_t *env = json_pack("{s:i, s:s, s:s, s:o}", "statusCode", 200, "status", "OK", "message", "Success",
-				"data", data ? data : json_null());
-	finish(r, 200, env);
+	static const char head[] = "{\"statusCode\":200,\"status\":\"OK\",\"message\":\"Success\",\"data\":";
+	if (!data)
+		data = json_null();
+	struct evbuffer *buf = evbuffer_new();
+	EGS_ASSERT(buf && evbuffer_add(buf, head, sizeof(head) - 1) == 0);
+	dump_json(data, buf);
+	EGS_ASSERT(evbuffer_add(buf, "}", 1) == 0);
+	if (r->method != EVHTTP_REQ_GET) { /* the audit log's own test: egs_audit_answer */
+		json_t *env = json_pack("{s:O}", "data", data);
+		EGS_ASSERT(env);
+		egs_audit_answer(r, 200, env);
+		json_decref(env);
+	}
+	json_decref(data);
+	finish_buf(r, 200, buf);
 }
 
 /* The error envelope; msg and field are UTF-8 sanitised copies. */
