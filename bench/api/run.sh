@@ -265,7 +265,7 @@ child_ticks() { # CPU of this shell's reaped children (wrk), from `times`, in ti
 foreign_load() {
 	local n=0 pid ppid
 	for pid in $(pgrep -x wrk; pgrep -x nginx); do
-		ppid=$(ps -o ppid= -p "$pid" | tr -d ' ')
+		ppid=$(ps -o ppid= -p "$pid" | tr -d ' ') || continue # gone since pgrep (another run's wrk ended)
 		[ "$pid" = "${NGINX_PID:-}" ] || [ "$ppid" = "${NGINX_PID:-}" ] || n=$((n + 1))
 	done
 	if [ "$n" -gt 0 ]; then
