@@ -129,6 +129,17 @@ bool egs_dns_label_valid(const char *s, const char **why)
 	return true;
 }
 
+bool egs_dns_subdomain_valid(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (!n || n > 253 || s[0] == '-' || s[0] == '.' || s[n - 1] == '-' || s[n - 1] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '.'))
+			return false;
+	return true;
+}
+
 bool egs_label_valid(const char *s, const char **why)
 {
 	size_t n = s ? strlen(s) : 0;

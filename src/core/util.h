@@ -25,6 +25,8 @@ bool egs_time_parse(const char *s, int64_t *out);
 /* Kubernetes DNS-1123 label: 1-63 of [a-z0-9-], alphanumeric at both ends (workspaces, clusters,
  * namespaces, projects).  On failure stores a static reason in *why. */
 bool egs_dns_label_valid(const char *s, const char **why);
+/* Kubernetes DNS-1123 subdomain (object names): 1-253 of [a-z0-9.-], alphanumeric at both ends. */
+bool egs_dns_subdomain_valid(const char *s);
 /* A display label: 1-63 of [A-Za-z0-9._-], starting with an alphanumeric (GPR names, node names,
  * instance types, GPU shapes, key names). */
 bool egs_label_valid(const char *s, const char **why);

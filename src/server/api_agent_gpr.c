@@ -43,18 +43,6 @@ static bool uid_valid(const char *s)
 	return true;
 }
 
-/* An RFC 1123 subdomain: lower-case alphanumerics, '-' and '.', alphanumeric at both ends. */
-static bool subdomain_valid(const char *s)
-{
-	size_t n = strlen(s);
-	if (!n || n > 253 || s[0] == '-' || s[0] == '.' || s[n - 1] == '-' || s[n - 1] == '.')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '.'))
-			return false;
-	return true;
-}
-
 /* A string member of o, or "" (borrowed). */
 static const char *str_of(json_t *o, const char *key)
 {
@@ -110,7 +98,7 @@ static bool parse_apply(struct egs_req *r, struct apply *a)
 	    !egs_get_str(r, r->body, "uid", true, a->uid, sizeof(a->uid)) ||
 	    !egs_get_int(r, r->body, "generation", true, 1, (int64_t)1 << 53, &a->generation, NULL))
 		return false;
-	if (!subdomain_valid(a->name)) {
+	if (!egs_dns_subdomain_valid(a->name)) {
 		egs_reply_invalid(r, "name", "name must be a Kubernetes object name (RFC 1123 subdomain)");
 		return false;
 	}

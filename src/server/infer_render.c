@@ -64,18 +64,6 @@ static bool quantity_valid(const char *s)
 	return false;
 }
 
-/* An RFC 1123 subdomain (object names). */
-static bool subdomain_valid(const char *s)
-{
-	size_t n = strlen(s);
-	if (!n || n > 253 || s[0] == '-' || s[0] == '.' || s[n - 1] == '-' || s[n - 1] == '.')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '.'))
-			return false;
-	return true;
-}
-
 static void url_of(const char *svc, const char *ns, char *url, size_t urlsz)
 {
 	snprintf(url, urlsz, "http://%s.%s.svc.cluster.local", svc, ns);
@@ -157,7 +145,7 @@ static bool parse_model(struct egs_req *r, json_t *ms, struct model *m)
 	m->secret = NULL;
 	if (secret && !json_is_null(secret)) {
 		const char *name = json_string_value(json_object_get(secret, "name"));
-		if (!json_is_object(secret) || json_object_size(secret) != 1 || !name || !subdomain_valid(name))
+		if (!json_is_object(secret) || json_object_size(secret) != 1 || !name || !egs_dns_subdomain_valid(name))
 			return bad(r, "modelSpec.secret", "must be {\"name\": <a Secret in the slice's namespace>} "
 							  "(egsd does not store secret values)");
 		m->secret = name;
@@ -280,7 +268,7 @@ static bool raw_object(struct egs_req *r, const struct egs_infer_target *t, size
 	if (k == EGS_ARRAY_LEN(kinds))
 		return raw_bad(r, i, "kind %s is not one an endpoint may hold (apps/v1 Deployment, StatefulSet; v1 "
 				     "Service, ConfigMap)", kind);
-	if (!name || !subdomain_valid(name))
+	if (!name || !egs_dns_subdomain_valid(name))
 		return raw_bad(r, i, "%s", "metadata.name must be a Kubernetes object name (RFC 1123 subdomain)");
 	if (!strcmp(kind, "Service") && !egs_dns_label_valid(name, &(const char *){ NULL }))
 		return raw_bad(r, i, "Service %s: a Service's name must be an RFC 1035 label", name);

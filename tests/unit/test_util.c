@@ -315,6 +315,27 @@ static void assert_label(const char *s, bool want)
 	}
 }
 
+static void test_dns_subdomain(void **state)
+{
+	(void)state;
+	char *s253 = repeat('a', 253), *s254 = repeat('a', 254);
+	assert_true(egs_dns_subdomain_valid("a"));
+	assert_true(egs_dns_subdomain_valid("llama-3.1-8b"));
+	assert_true(egs_dns_subdomain_valid("0.a-b.9"));
+	assert_true(egs_dns_subdomain_valid(s253));
+	assert_false(egs_dns_subdomain_valid(s254));
+	assert_false(egs_dns_subdomain_valid(""));
+	assert_false(egs_dns_subdomain_valid(NULL));
+	assert_false(egs_dns_subdomain_valid("-a"));
+	assert_false(egs_dns_subdomain_valid("a."));
+	assert_false(egs_dns_subdomain_valid(".a"));
+	assert_false(egs_dns_subdomain_valid("Model"));
+	assert_false(egs_dns_subdomain_valid("a_b"));
+	assert_false(egs_dns_subdomain_valid("a b"));
+	free(s253);
+	free(s254);
+}
+
 static void test_dns_label(void **state)
 {
 	(void)state;
@@ -419,6 +440,7 @@ int main(void)
 		cmocka_unit_test(test_time_parse_strict),
 		cmocka_unit_test(test_time_round_trip),
 		cmocka_unit_test(test_dns_label),
+		cmocka_unit_test(test_dns_subdomain),
 		cmocka_unit_test(test_label),
 		cmocka_unit_test(test_memory_to_mib),
 	};
