@@ -144,26 +144,12 @@ static void owner_leave(struct egs_req *r, struct owner_ctx *c)
 }
 
 /* Stores the link of a (new or changed generation) to gpr_id. */
-static void put_link(struct egs_req *r, struct egs_doc *d, const struct apply *a, const struct egs_workspace *w,
-		     const char *gpr_id)
+static void put_link(struct egs_req *r, const struct apply *a, const struct egs_workspace *w, const char *gpr_id)
 {
-	struct egs_state *st = &r->srv->st;
 	json_t *spec = json_pack("{s:s, s:s, s:s, s:s, s:I}", "gprId", gpr_id, "cluster", r->who.cluster, "namespace",
 				 a->ns, "name", a->name, "generation", (json_int_t)a->generation);
-	bool fresh = !d;
-	if (fresh) {
-		d = egs_calloc(1, sizeof(*d));
-		egs_strlcpy(d->name, a->uid, sizeof(d->name));
-		egs_strlcpy(d->project, w->project, sizeof(d->project));
-		d->created_at = egs_now(r->srv);
-	}
-	free(d->spec);
-	d->spec = egs_doc_dump(spec);
-	d->updated_at = egs_now(r->srv);
+	egs_doc_put(r->srv, EGS_KIND_GPRLINK, a->uid, w->project, spec);
 	json_decref(spec);
-	if (fresh)
-		EGS_ASSERT(egs_state_add_doc(st, EGS_KIND_GPRLINK, d) == EGS_OK);
-	egs_state_touch(st, EGS_KIND_GPRLINK, d);
 	egs_server_changed(r->srv); /* the reply may have gone out already (nothing else changed) */
 }
 
@@ -180,19 +166,18 @@ static void apply_create(struct egs_req *r, const struct apply *a, const struct 
 	g = egs_gpr_api_create(r);
 	owner_leave(r, &c);
 	if (g)
-		put_link(r, NULL, a, w, g->id);
+		put_link(r, a, w, g->id);
 }
 
 /* A new generation of a linked CR: earlyRelease releases, other fields update the waiting GPR. */
-static void apply_update(struct egs_req *r, const struct apply *a, const struct egs_workspace *w, struct egs_doc *d,
-			 const char *gpr_id)
+static void apply_update(struct egs_req *r, const struct apply *a, const struct egs_workspace *w, const char *gpr_id)
 {
 	struct egs_gpr *g = egs_state_gpr(&r->srv->st, gpr_id);
 	json_t *body;
 
 	if (json_is_true(json_object_get(a->spec, "earlyRelease"))) {
 		if (g && (g->state == EGS_GPR_RELEASING || egs_gpr_state_terminal(g->state))) {
-			put_link(r, d, a, w, gpr_id); /* released already: nothing left to do */
+			put_link(r, a, w, gpr_id); /* released already: nothing left to do */
 			egs_reply_ok(r, json_pack("{s:s}", "gprId", gpr_id));
 			return;
 		}
@@ -209,7 +194,7 @@ static void apply_update(struct egs_req *r, const struct apply *a, const struct 
 	egs_gpr_api_update(r);
 	owner_leave(r, &c);
 	if (r->status == 200)
-		put_link(r, d, a, w, gpr_id);
+		put_link(r, a, w, gpr_id);
 }
 
 static void agent_gpr_apply(struct egs_req *r)
@@ -247,7 +232,7 @@ static void agent_gpr_apply(struct egs_req *r)
 	if (have >= a.generation) /* applied already: the same answer, nothing changes */
 		egs_reply_ok(r, json_pack("{s:s}", "gprId", gpr_id));
 	else
-		apply_update(r, &a, w, d, gpr_id);
+		apply_update(r, &a, w, gpr_id);
 }
 
 static void agent_gpr_delete(struct egs_req *r)

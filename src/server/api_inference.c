@@ -176,26 +176,17 @@ static void endpoint_get(struct egs_req *r)
 /* Stores spec (taken) as endpoint doc d, new when d is NULL. */
 static void store_endpoint(struct egs_req *r, struct egs_doc *d, const char *project, json_t *spec)
 {
-	struct egs_state *st = &r->srv->st;
-	bool fresh = !d;
+	char id[EGS_ID_MAX];
 
-	if (fresh) {
-		d = egs_calloc(1, sizeof(*d));
-		char id[EGS_ID_MAX];
+	if (d) {
+		egs_strlcpy(id, d->name, sizeof(id));
+	} else {
 		do
 			egs_new_id("iep", id);
-		while (egs_state_doc(st, EGS_KIND_ENDPOINT, id));
-		egs_strlcpy(d->name, id, sizeof(d->name));
-		egs_strlcpy(d->project, project, sizeof(d->project));
-		d->created_at = egs_now(r->srv);
+		while (egs_state_doc(&r->srv->st, EGS_KIND_ENDPOINT, id));
 	}
-	free(d->spec);
-	d->spec = egs_doc_dump(spec);
-	d->updated_at = egs_now(r->srv);
+	egs_doc_put(r->srv, EGS_KIND_ENDPOINT, id, project, spec);
 	json_decref(spec);
-	if (fresh)
-		EGS_ASSERT(egs_state_add_doc(st, EGS_KIND_ENDPOINT, d) == EGS_OK);
-	egs_state_touch(st, EGS_KIND_ENDPOINT, d);
 }
 
 static void endpoint_delete(struct egs_req *r)

@@ -130,6 +130,28 @@ char *egs_doc_dump(json_t *spec)
 	return s;
 }
 
+struct egs_doc *egs_doc_put(struct egs_server *srv, enum egs_kind kind, const char *name, const char *project,
+			    json_t *spec)
+{
+	struct egs_doc *d = egs_state_doc(&srv->st, kind, name);
+	int64_t now = egs_now(srv);
+	bool fresh = !d;
+
+	if (fresh) {
+		d = egs_calloc(1, sizeof(*d));
+		egs_strlcpy(d->name, name, sizeof(d->name));
+		egs_strlcpy(d->project, project, sizeof(d->project));
+		d->created_at = now;
+	}
+	free(d->spec);
+	d->spec = egs_doc_dump(spec);
+	d->updated_at = now;
+	if (fresh)
+		EGS_ASSERT(egs_state_add_doc(&srv->st, kind, d) == EGS_OK);
+	egs_state_touch(&srv->st, kind, d);
+	return d;
+}
+
 static json_t *template_view(const struct egs_doc *d)
 {
 	json_t *o = egs_doc_spec(d);

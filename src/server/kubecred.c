@@ -175,21 +175,7 @@ static json_int_t num(json_t *e, const char *k, json_int_t dflt)
 /* Writes spec (borrowed) as workspace w's doc, creating it when needed. */
 static void save(struct egs_server *srv, const struct egs_workspace *w, json_t *spec)
 {
-	struct egs_doc *d = egs_state_doc(&srv->st, EGS_KIND_KUBECRED, w->name);
-	int64_t now = egs_now(srv);
-	if (!d) {
-		d = egs_calloc(1, sizeof(*d));
-		egs_strlcpy(d->name, w->name, sizeof(d->name));
-		egs_strlcpy(d->project, w->project, sizeof(d->project));
-		d->created_at = now;
-		d->spec = egs_doc_dump(spec);
-		EGS_ASSERT(egs_state_add_doc(&srv->st, EGS_KIND_KUBECRED, d) == EGS_OK);
-	} else {
-		free(d->spec);
-		d->spec = egs_doc_dump(spec);
-	}
-	d->updated_at = now;
-	egs_state_touch(&srv->st, EGS_KIND_KUBECRED, d);
+	egs_doc_put(srv, EGS_KIND_KUBECRED, w->name, w->project, spec);
 }
 
 void egs_kubecred_forget_workspace(struct egs_server *srv, const char *ws)

@@ -12,6 +12,10 @@
 json_t *egs_doc_spec(const struct egs_doc *d);
 /* Canonical text of a spec (sorted keys, compact), for struct egs_doc.spec; caller frees. */
 char *egs_doc_dump(json_t *spec /* borrowed */);
+/* Stores spec (borrowed) as the doc of kind named name: a new one in project (created now) when the
+ * state has none of that name, else its spec replaced; touched either way.  Returns it (borrowed). */
+struct egs_doc *egs_doc_put(struct egs_server *srv, enum egs_kind kind, const char *name, const char *project,
+			    json_t *spec);
 /* The docs of map m that keep(r, doc) accepts, sorted by name; the array is the caller's to free,
  * the docs stay borrowed from the state. */
 const struct egs_doc **egs_docs_sorted(struct egs_req *r, struct egs_map *m,
