@@ -55,7 +55,11 @@ def get(port, path, token=None):
 
 def one_start(egsd, data, store_args, retention):
     port = free_port()
-    args = [egsd, "--listen", "127.0.0.1:%d" % port, "--data", data, "--quiet",
+    key_file = os.path.join(data, "bench.key")  # the admin key, whichever start bootstraps
+    if not os.path.exists(key_file):
+        with open(key_file, "w") as f:
+            f.write(open("/proc/sys/kernel/random/uuid").read().strip() + "\n")
+    args = [egsd, "--listen", "127.0.0.1:%d" % port, "--data", data, "--quiet", "--admin-key-file", key_file,
             "--finished-retention", retention] + store_args
     log = open(os.path.join(data, "egsd.log"), "ab")
     t0 = time.monotonic()
@@ -73,9 +77,10 @@ def one_start(egsd, data, store_args, retention):
         ready = time.monotonic() - t0
         cpu = cpu_s(p.pid)
         rss, hwm = status_kib(p.pid, "VmRSS"), status_kib(p.pid, "VmHWM")
-        token = open(os.path.join(data, "admin.key")).read().strip()
+        token = open(key_file).read().strip()
         metrics = get(port, "/metrics", token)[1].decode()
-        in_mem = next(int(line.split()[1]) for line in metrics.splitlines() if line.startswith("egs_gprs_in_memory "))
+        in_mem = next((int(line.split()[1]) for line in metrics.splitlines() if line.startswith("egs_gprs_in_memory ")),
+                      -1)  # -1: not the leader (a follower)
         return {"ready_s": ready, "cpu_s": cpu, "rss_mib": rss / 1024, "hwm_mib": hwm / 1024, "in_memory": in_mem}
     finally:
         p.send_signal(signal.SIGTERM)
@@ -113,6 +118,7 @@ def main():
                     break
                 except RuntimeError as e:
                     print("== %s: first start %d: %s" % (kind, attempt + 1, e), file=sys.stderr)
+                    time.sleep(8)  # past the lease of the egsd that stepped down, so the next one leads
             for rnd in range(ROUNDS):
                 for ret in RETENTIONS:
                     try:
@@ -122,6 +128,8 @@ def main():
                         r = {"failed": " / ".join(tail)[:300]}
                         print("== %s %s: %s" % (kind, ret, e), file=sys.stderr)
                     r.update(store=kind, retention=ret, round=rnd + 1)
+                    if "failed" in r:
+                        time.sleep(8)
                     rows.append(r)
                     print("== " + json.dumps(r), file=sys.stderr)
     finally:
