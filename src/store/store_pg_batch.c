@@ -184,25 +184,6 @@ void egs__pg_batch_cleanup(struct egs_pg_batch *b)
 
 /* ---- the statements ---- */
 
-/* A tiny appender for the SQL built once per connection; running out is a bug. */
-struct sqlbuf {
-	char b[4096];
-	size_t n;
-};
-
-static void sql_add(struct sqlbuf *q, const char *str, size_t len)
-{
-	EGS_ASSERT(q->n + len < sizeof(q->b));
-	memcpy(q->b + q->n, str, len);
-	q->n += len;
-	q->b[q->n] = '\0';
-}
-
-static void sql_str(struct sqlbuf *q, const char *str)
-{
-	sql_add(q, str, strlen(str));
-}
-
 int egs__pg_ncols(const char *cols)
 {
 	int n = 1;
@@ -224,7 +205,7 @@ static const char *col_type(const PGresult *types, const char *col, size_t len)
 
 /* Appends "unnest($1::t1[]),unnest($2::t2[]),.." for an upsert, "ANY($1::t1[])" (the key alone)
  * for a delete. */
-static bool add_arrays(struct sqlbuf *q, const PGresult *types, const char *table, const char *cols, bool del)
+static bool add_arrays(struct egs_sqlbuf *q, const PGresult *types, const char *table, const char *cols, bool del)
 {
 	char num[32];
 	int i = 0;
@@ -236,9 +217,9 @@ static bool add_arrays(struct sqlbuf *q, const PGresult *types, const char *tabl
 			return false;
 		}
 		snprintf(num, sizeof(num), "%s%s($%d::", i ? "," : "", del ? "ANY" : "unnest", i + 1);
-		sql_str(q, num);
-		sql_str(q, type);
-		sql_str(q, "[])");
+		egs_sql_str(q, num);
+		egs_sql_str(q, type);
+		egs_sql_str(q, "[])");
 		p += len + (p[len] == ',');
 		if (del)
 			break;
@@ -248,36 +229,36 @@ static bool add_arrays(struct sqlbuf *q, const PGresult *types, const char *tabl
 
 /* INSERT INTO t(c1,..) SELECT unnest(..),.. ON CONFLICT(c1) DO UPDATE SET c2=excluded.c2, ..
  * or, for a delete, DELETE FROM t WHERE c1 = ANY(..). */
-static bool batch_sql(struct sqlbuf *q, const PGresult *types, const char *table, const char *cols, bool del)
+static bool batch_sql(struct egs_sqlbuf *q, const PGresult *types, const char *table, const char *cols, bool del)
 {
 	size_t keylen = strcspn(cols, ",");
 	q->n = 0;
 	if (del) {
-		sql_str(q, "DELETE FROM ");
-		sql_str(q, table);
-		sql_str(q, " WHERE ");
-		sql_add(q, cols, keylen);
-		sql_str(q, " = ");
+		egs_sql_str(q, "DELETE FROM ");
+		egs_sql_str(q, table);
+		egs_sql_str(q, " WHERE ");
+		egs_sql_add(q, cols, keylen);
+		egs_sql_str(q, " = ");
 		return add_arrays(q, types, table, cols, true);
 	}
-	sql_str(q, "INSERT INTO ");
-	sql_str(q, table);
-	sql_str(q, "(");
-	sql_str(q, cols);
-	sql_str(q, ") SELECT ");
+	egs_sql_str(q, "INSERT INTO ");
+	egs_sql_str(q, table);
+	egs_sql_str(q, "(");
+	egs_sql_str(q, cols);
+	egs_sql_str(q, ") SELECT ");
 	if (!add_arrays(q, types, table, cols, false))
 		return false;
-	sql_str(q, " ON CONFLICT(");
-	sql_add(q, cols, keylen);
-	sql_str(q, ") DO UPDATE SET ");
+	egs_sql_str(q, " ON CONFLICT(");
+	egs_sql_add(q, cols, keylen);
+	egs_sql_str(q, ") DO UPDATE SET ");
 	for (const char *p = cols + keylen; *p;) {
 		p++; /* the comma */
 		size_t len = strcspn(p, ",");
 		if (p != cols + keylen + 1)
-			sql_str(q, ",");
-		sql_add(q, p, len);
-		sql_str(q, "=excluded.");
-		sql_add(q, p, len);
+			egs_sql_str(q, ",");
+		egs_sql_add(q, p, len);
+		egs_sql_str(q, "=excluded.");
+		egs_sql_add(q, p, len);
 		p += len;
 	}
 	return true;
@@ -287,7 +268,7 @@ static bool batch_sql(struct sqlbuf *q, const PGresult *types, const char *table
 static bool prepare_batch(struct pg_store *s, const char *name, const char *table, const char *cols, bool del)
 {
 	char sql[256];
-	struct sqlbuf q;
+	struct egs_sqlbuf q;
 	snprintf(sql, sizeof(sql),
 		 "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
 		 "WHERE attrelid = '%s'::regclass AND attnum > 0 AND NOT attisdropped",

@@ -415,3 +415,16 @@ bool egs_rows_count_aged_sum(struct egs_state *st, const char *const v[EGS_ROWS_
 		egs_fair_add_key(st, v[0], log2(sum) + (double)st->aged_before / (double)st->cfg.fair_half_life_s);
 	return true;
 }
+
+void egs_sql_add(struct egs_sqlbuf *q, const char *s, size_t len)
+{
+	EGS_ASSERT(q->n + len < sizeof(q->b));
+	memcpy(q->b + q->n, s, len);
+	q->n += len;
+	q->b[q->n] = '\0';
+}
+
+void egs_sql_str(struct egs_sqlbuf *q, const char *s)
+{
+	egs_sql_add(q, s, strlen(s));
+}

@@ -68,4 +68,13 @@ void egs_rows_bind_event(const struct egs_row_binder *b, const struct egs_event 
 #define EGS_AUDIT_COLS "id,time,key_id,key_name,role,method,route,target,status,error_key,peer"
 void egs_rows_bind_audit(const struct egs_row_binder *b, const struct egs_audit *a);
 
+/* A small appender for the SQL a store builds once when it opens (statements per table); running out
+ * of the buffer is a bug. */
+struct egs_sqlbuf {
+	char b[4096];
+	size_t n;
+};
+void egs_sql_add(struct egs_sqlbuf *q, const char *s, size_t len);
+void egs_sql_str(struct egs_sqlbuf *q, const char *s);
+
 #endif

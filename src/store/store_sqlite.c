@@ -842,52 +842,32 @@ fail:
 	return EGS_ERR_STORE;
 }
 
-/* A tiny appender for the SQL built once at open; the buffer is large enough for every table, so
- * running out is a bug. */
-struct sqlbuf {
-	char b[2048];
-	size_t n;
-};
-
-static void sql_add(struct sqlbuf *q, const char *s, size_t len)
-{
-	EGS_ASSERT(q->n + len < sizeof(q->b));
-	memcpy(q->b + q->n, s, len);
-	q->n += len;
-	q->b[q->n] = '\0';
-}
-
-static void sql_str(struct sqlbuf *q, const char *s)
-{
-	sql_add(q, s, strlen(s));
-}
-
 /* INSERT INTO t(c1,..) VALUES(?1,..) ON CONFLICT(c1) DO UPDATE SET c2=excluded.c2, .. */
-static void upsert_sql(struct sqlbuf *q, const struct kind_ops *k)
+static void upsert_sql(struct egs_sqlbuf *q, const struct kind_ops *k)
 {
 	size_t keylen = strcspn(k->cols, ",");
 	int ncols = 1;
 	for (const char *p = k->cols; *p; p++)
 		ncols += *p == ',';
 	q->n = 0;
-	sql_str(q, "INSERT INTO ");
-	sql_str(q, k->table);
-	sql_str(q, "(");
-	sql_str(q, k->cols);
-	sql_str(q, ") VALUES(");
+	egs_sql_str(q, "INSERT INTO ");
+	egs_sql_str(q, k->table);
+	egs_sql_str(q, "(");
+	egs_sql_str(q, k->cols);
+	egs_sql_str(q, ") VALUES(");
 	for (int i = 0; i < ncols; i++)
-		sql_str(q, i ? ",?" : "?");
-	sql_str(q, ") ON CONFLICT(");
-	sql_add(q, k->cols, keylen);
-	sql_str(q, ") DO UPDATE SET ");
+		egs_sql_str(q, i ? ",?" : "?");
+	egs_sql_str(q, ") ON CONFLICT(");
+	egs_sql_add(q, k->cols, keylen);
+	egs_sql_str(q, ") DO UPDATE SET ");
 	for (const char *p = k->cols + keylen; *p;) {
 		p++; /* the comma */
 		size_t len = strcspn(p, ",");
 		if (p != k->cols + keylen + 1)
-			sql_str(q, ",");
-		sql_add(q, p, len);
-		sql_str(q, "=excluded.");
-		sql_add(q, p, len);
+			egs_sql_str(q, ",");
+		egs_sql_add(q, p, len);
+		egs_sql_str(q, "=excluded.");
+		egs_sql_add(q, p, len);
 		p += len;
 	}
 }
@@ -902,18 +882,18 @@ static bool prepare(struct sqlite_store *s, const char *sql, sqlite3_stmt **out)
 
 static bool prepare_all(struct sqlite_store *s)
 {
-	struct sqlbuf q;
+	struct egs_sqlbuf q;
 	for (int i = 0; i < NKINDS; i++) {
 		const struct kind_ops *k = &kinds[i];
 		upsert_sql(&q, k);
 		if (!prepare(s, q.b, &s->put[i]))
 			return false;
 		q.n = 0;
-		sql_str(&q, "DELETE FROM ");
-		sql_str(&q, k->table);
-		sql_str(&q, " WHERE ");
-		sql_add(&q, k->cols, strcspn(k->cols, ","));
-		sql_str(&q, " = ?1");
+		egs_sql_str(&q, "DELETE FROM ");
+		egs_sql_str(&q, k->table);
+		egs_sql_str(&q, " WHERE ");
+		egs_sql_add(&q, k->cols, strcspn(k->cols, ","));
+		egs_sql_str(&q, " = ?1");
 		if (!prepare(s, q.b, &s->del[i]))
 			return false;
 	}
