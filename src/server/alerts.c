@@ -238,7 +238,11 @@ static void check(struct egs_alerts *a, struct egs_state *st, enum egs_alert_kin
 			resolve_alert(a, st, al, n, now);
 		} else if (value > al->peak) {
 			al->peak = value;
-			save(st, al); /* the stored peak; value and lastUpdated follow the next sample */
+			/* The stored peak; value and lastUpdated follow the next sample.  A silence's peak grows
+			 * every second by definition (it is the silence so far): storing it each tick would
+			 * write a row per silent node per second; after a restart the next check sets it. */
+			if (kind != EGS_ALERT_NODE_SILENT)
+				save(st, al);
 		}
 		return;
 	}

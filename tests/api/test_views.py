@@ -3,7 +3,7 @@ model details, and the threshold alerts behind the hotspots (raised once, hyster
 thresholds and the configured defaults)."""
 from datetime import datetime, timedelta, timezone
 
-from conftest import wait_for
+from conftest import store_query, wait_for
 from fakeagent import FakeAgent, events, provisioned
 
 LLAMA = {"egs.io/model": "llama-3-70b", "egs.io/model-config": "tp=4,pp=2", "egs.io/job-type": "fine-tuning"}
@@ -190,6 +190,13 @@ def test_silent_node_alert(cluster):
     cluster.admin.ok("POST", "/api/v1/debug/clock", {"advance": "1m", "keepHeartbeats": False})
     wait_for(lambda: [a["reason"] for a in cluster.admin.get("/api/v1/alerts")["items"]] == ["NodeNotReporting"],
              what="silence alert")
+    # The silence grows every second: the answer's peak follows it, the stored row is not rewritten.
+    stored = store_query(cluster.egsd, "SELECT updated_at, length(spec) FROM alerts")
+    peak = cluster.admin.get("/api/v1/alerts")["items"][0]["peak"]
+    cluster.admin.ok("POST", "/api/v1/debug/clock", {"advance": "2m", "keepHeartbeats": False})
+    wait_for(lambda: cluster.admin.get("/api/v1/alerts")["items"][0]["peak"] >= peak + 120,
+             what="the peak to follow the silence")
+    assert store_query(cluster.egsd, "SELECT updated_at, length(spec) FROM alerts") == stored
     agent.heartbeat()
     assert cluster.admin.get("/api/v1/alerts")["items"] == []
     got = [e["reason"] for e in events(cluster.admin, "node=n1")]
