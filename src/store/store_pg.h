@@ -8,7 +8,7 @@
  * A turn's rows travel as text-format array parameters, one per column (store_pg_batch.c: numbers
  * printed, JSON as text, the API key hash as bytea hex); results are read in text format.  The
  * column lists in egs__pg_kinds are the single source of the bind order and of the load's column
- * order, like kinds[] in store_sqlite.c (the same tables and columns: a new column goes into both
+ * order, like egs__sqlite_kinds in store_sqlite_rows.c (the same tables and columns: a new column goes into both
  * files).
  */
 #ifndef EGS_STORE_PG_H

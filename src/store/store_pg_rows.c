@@ -436,7 +436,7 @@ static const char *key_doc(const void *o) { return ((const struct egs_doc *)o)->
 #define KIND(k, tbl, cols, order, x)                                                              \
 	[k] = { tbl, cols, order, alloc_##x, free_##x, egs_rows_bind_##x, read_##x, add_##x, key_##x }
 
-/* The same tables, columns and load order as kinds[] in store_sqlite.c. */
+/* The same tables, columns and load order as egs__sqlite_kinds in store_sqlite_rows.c. */
 const struct egs_pg_kind egs__pg_kinds[] = {
 	KIND(EGS_KIND_PROJECT, "projects", "name,created_at", "name", project),
 	KIND(EGS_KIND_CLUSTER, "clusters", "name,project,api_server,ca_data,agent_key_id,created_at",

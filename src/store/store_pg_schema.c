@@ -1,12 +1,12 @@
 /*
  * store_pg_schema.c: the PostgreSQL store's schema, as append-only migrations: entry i brings the
  * database from schema version i to i + 1 (the version is meta's schema_version row; store_pg.c
- * runs them).  Each entry is the twin of store_sqlite.c's migration of the same number, with
+ * runs them).  Each entry is the twin of store_sqlite_schema.c's migration of the same number, with
  * PostgreSQL types: BIGINT for INTEGER, DOUBLE PRECISION for REAL, BYTEA for BLOB.
  */
 #include "store/store_pg.h"
 
-/* Never edit a shipped entry: add a new one, the twin of store_sqlite.c's migration of the same
+/* Never edit a shipped entry: add a new one, the twin of store_sqlite_schema.c's migration of the same
  * number (egs_store_open_pg refuses to run when the two lists differ in length). */
 const char *const egs__pg_migrations[] = {
 	/* 1: the initial schema */

@@ -1,5 +1,7 @@
 /*
- * store_sqlite.c: the SQLite implementation of store.h (see docs/internals/store.md).
+ * store_sqlite.c: the SQLite implementation of store.h (see docs/internals/store.md): the
+ * connection, its prepared statements, the load and the group commit.  The schema is
+ * store_sqlite_schema.c's, the rows store_sqlite_rows.c's (store_sqlite.h).
  *
  * One connection, used by one thread at a time (egsd's loop).  The database runs in WAL mode with
  * synchronous=FULL, so COMMIT returns only after the WAL is fsynced: that is what lets egsd answer
@@ -7,737 +9,27 @@
  * (group commit), which also means a reader never sees half a turn, even after a kill -9.
  *
  * Every statement of the hot path (upserts, deletes, event inserts, BEGIN/COMMIT) is prepared once
- * at open and reused: per row there is only reset, bind and step.  The column lists below are the
- * single source of the bind order for writes and the column order for loads.
- *
- * Schema changes are append-only migrations: migrations[i] brings PRAGMA user_version from i to
- * i + 1 inside its own transaction.  A database newer than this build is refused.
+ * at open and reused: per row there is only reset, bind and step.  The column lists of
+ * egs__sqlite_kinds are the single source of the bind order for writes and the column order for
+ * loads.
  */
-#include "store/store_impl.h"
+#include "store/store_sqlite.h"
 #include "store/store_audit.h"
-#include "store/store_rows.h"
 
-#include "core/aging.h"
-#include "core/share.h"
-
-#include <jansson.h>
-#include <math.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* ---- schema ---- */
-
-/* Never edit a shipped entry: add a new one.  Columns here must match the lists in `kinds`. */
-static const char *const migrations[] = {
-	/* 1: the initial schema */
-	"CREATE TABLE meta ("
-	"  key TEXT PRIMARY KEY NOT NULL,"
-	"  value TEXT NOT NULL);"
-	"CREATE TABLE projects ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  created_at INTEGER NOT NULL);"
-	"CREATE TABLE clusters ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  api_server TEXT,"
-	"  ca_data TEXT,"
-	"  agent_key_id TEXT NOT NULL,"
-	"  created_at INTEGER NOT NULL);"
-	"CREATE TABLE nodes ("
-	"  key TEXT PRIMARY KEY NOT NULL CHECK (key <> ''),"
-	"  cluster TEXT NOT NULL,"
-	"  name TEXT NOT NULL,"
-	"  instance_type TEXT NOT NULL,"
-	"  gpu_shape TEXT NOT NULL,"
-	"  cloud_provider TEXT NOT NULL,"
-	"  region TEXT NOT NULL,"
-	"  gpu_count INTEGER NOT NULL,"
-	"  memory_mib INTEGER NOT NULL,"
-	"  temp_threshold REAL NOT NULL,"
-	"  power_threshold REAL NOT NULL,"
-	"  health TEXT NOT NULL,"
-	"  gpr_id TEXT NOT NULL,"
-	"  attached_gpr TEXT NOT NULL,"
-	"  allocated_at INTEGER NOT NULL,"
-	"  gpus TEXT NOT NULL);" /* JSON [{"uuid":..,"index":..}] */
-	"CREATE TABLE workspaces ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  description TEXT,"
-	"  clusters TEXT NOT NULL,"   /* JSON ["c1",..] */
-	"  namespaces TEXT NOT NULL," /* JSON [{"name":..,"clusters":[..]}] */
-	"  users TEXT NOT NULL,"      /* JSON [{"username":..,"email":..}] */
-	"  created_at INTEGER NOT NULL);"
-	"CREATE TABLE gprs ("
-	"  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),"
-	"  name TEXT NOT NULL,"
-	"  workspace TEXT NOT NULL,"
-	"  cluster TEXT NOT NULL,"
-	"  instance_type TEXT NOT NULL,"
-	"  gpu_shape TEXT NOT NULL,"
-	"  created_by TEXT NOT NULL,"
-	"  gpus_per_node INTEGER NOT NULL,"
-	"  node_count INTEGER NOT NULL,"
-	"  memory_mib INTEGER NOT NULL,"
-	"  exit_duration_s INTEGER NOT NULL,"
-	"  idle_timeout_s INTEGER NOT NULL,"
-	"  priority INTEGER NOT NULL,"
-	"  flags INTEGER NOT NULL,"
-	"  preferred_clusters TEXT NOT NULL," /* JSON */
-	"  state TEXT NOT NULL,"
-	"  failure_reason TEXT,"
-	"  pending_reason TEXT,"
-	"  created_at INTEGER NOT NULL,"
-	"  start_ts INTEGER NOT NULL,"
-	"  exit_at INTEGER NOT NULL,"
-	"  completion_ts INTEGER NOT NULL,"
-	"  retry_count INTEGER NOT NULL,"
-	"  delayed_count INTEGER NOT NULL,"
-	"  seq INTEGER NOT NULL,"
-	"  nodes TEXT NOT NULL," /* JSON ["cluster/name",..] */
-	"  marks_sent INTEGER NOT NULL);"
-	"CREATE TABLE api_keys ("
-	"  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),"
-	"  name TEXT NOT NULL,"
-	"  user_name TEXT NOT NULL,"
-	"  description TEXT,"
-	"  role TEXT NOT NULL,"
-	"  project TEXT NOT NULL,"
-	"  workspace TEXT NOT NULL,"
-	"  cluster TEXT NOT NULL,"
-	"  hash BLOB NOT NULL CHECK (length(hash) = 32),"
-	"  created_at INTEGER NOT NULL,"
-	"  expires_at INTEGER NOT NULL);"
-	"CREATE UNIQUE INDEX api_keys_hash ON api_keys(hash);"
-	"CREATE TABLE events ("
-	"  id INTEGER PRIMARY KEY,"
-	"  time INTEGER NOT NULL,"
-	"  first_time INTEGER NOT NULL,"
-	"  count INTEGER NOT NULL,"
-	"  type TEXT NOT NULL,"
-	"  reason TEXT NOT NULL,"
-	"  object_kind TEXT NOT NULL,"
-	"  object_name TEXT NOT NULL,"
-	"  workspace TEXT NOT NULL,"
-	"  message TEXT NOT NULL);"
-	"CREATE INDEX events_time ON events(time);",
-	/* 2: a Slack-compatible webhook per workspace (observability) */
-	"ALTER TABLE workspaces ADD COLUMN webhook_url TEXT;",
-	/* 3: the planner: who preempted a GPR, and the fair-share key it was queued with (NULL = none) */
-	"ALTER TABLE gprs ADD COLUMN evicted_by TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE gprs ADD COLUMN fair_key REAL;",
-	/* 4: a workspace's policy (limits and approvals), canonical JSON written by egsd */
-	"ALTER TABLE workspaces ADD COLUMN policy TEXT;",
-	/* 5: GPU sharing: a shared GPR's request and shares, JSON {"request": 120, "devices": {"<uuid>": 60}}
-	 * (NULL for dedicated GPRs). */
-	"ALTER TABLE gprs ADD COLUMN shares TEXT;",
-	/* 6: GPR templates and template bindings (struct egs_doc): spec is the canonical JSON egsd wrote */
-	"CREATE TABLE gpr_templates ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  spec TEXT NOT NULL,"
-	"  created_at INTEGER NOT NULL,"
-	"  updated_at INTEGER NOT NULL);"
-	"CREATE TABLE gpr_template_bindings ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  spec TEXT NOT NULL,"
-	"  created_at INTEGER NOT NULL,"
-	"  updated_at INTEGER NOT NULL);",
-	/* 7: slice access (struct egs_doc named after its workspace): spec is canonical JSON whose tokens are
-	 * sealed with the key in the data directory (src/server/kubecred.c); the store never sees one in clear */
-	"CREATE TABLE kube_credentials ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  spec TEXT NOT NULL,"
-	"  created_at INTEGER NOT NULL,"
-	"  updated_at INTEGER NOT NULL);",
-	/* 8: state that must survive a restart (docs/internals/store.md): active alerts (src/server/alerts.c)
-	 * and undelivered webhook messages (src/server/outbox.c) as struct egs_doc, and the early release
-	 * or cancel the planner holds for a GPR (core/held.h) as JSON {until, ghost, nodes}, NULL when none */
-	"CREATE TABLE alerts ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  spec TEXT NOT NULL,"
-	"  created_at INTEGER NOT NULL,"
-	"  updated_at INTEGER NOT NULL);"
-	"CREATE TABLE webhook_outbox ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  spec TEXT NOT NULL,"
-	"  created_at INTEGER NOT NULL,"
-	"  updated_at INTEGER NOT NULL);"
-	"ALTER TABLE gprs ADD COLUMN held TEXT;",
-	/* 9: the GPUProvisioningRequest custom resources' GPRs (struct egs_doc named after the CR's uid): spec is
-	 * {"gprId", "cluster", "namespace", "name", "generation"} (src/server/api_agent_gpr.c) */
-	"CREATE TABLE gpr_links ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  spec TEXT NOT NULL,"
-	"  created_at INTEGER NOT NULL,"
-	"  updated_at INTEGER NOT NULL);",
-	/* 10: a node's zone (topology.kubernetes.io/zone, from the kubernetes agent; '' when unknown) */
-	"ALTER TABLE nodes ADD COLUMN zone TEXT NOT NULL DEFAULT '';",
-	/* 11: the audit log of the user-facing API's writes (src/server/audit.c); ids are given by egsd */
-	"CREATE TABLE audit ("
-	"  id INTEGER PRIMARY KEY NOT NULL,"
-	"  time INTEGER NOT NULL,"
-	"  key_id TEXT NOT NULL,"
-	"  key_name TEXT NOT NULL,"
-	"  role TEXT NOT NULL,"
-	"  method TEXT NOT NULL,"
-	"  route TEXT NOT NULL,"
-	"  target TEXT NOT NULL,"
-	"  status INTEGER NOT NULL,"
-	"  error_key TEXT NOT NULL,"
-	"  peer TEXT NOT NULL);"
-	"CREATE INDEX audit_time ON audit(time);",
-	/* 12: inference endpoints (struct egs_doc named by id): spec is the endpoint as
-	 * src/server/api_inference.c keeps it (workspace, cluster, namespace, GPR, rendered objects, what the
-	 * agent observed) */
-	"CREATE TABLE inference_endpoints ("
-	"  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
-	"  project TEXT NOT NULL,"
-	"  spec TEXT NOT NULL,"
-	"  created_at INTEGER NOT NULL,"
-	"  updated_at INTEGER NOT NULL);",
-	/* 13: finished GPRs that left memory are read back by these (egs_store_gprs_find); partial, so a
-	 * GPR enters them once, when it finishes, and a create pays nothing for them */
-	"CREATE INDEX gprs_finished_ws ON gprs(workspace, id) WHERE " EGS_ROWS_FINISHED ";"
-	"CREATE INDEX gprs_finished_at ON gprs(completion_ts) WHERE " EGS_ROWS_FINISHED ";",
-};
-
-int egs_store_schema_version(void)
-{
-	return (int)EGS_ARRAY_LEN(migrations);
-}
-
-/* ---- binding and reading rows ---- */
-
-/* Binds parameters 1, 2, ... in order and remembers the first failure, so the encoders of
- * store_rows.c read as a plain list of fields. */
-struct binder {
-	sqlite3_stmt *stmt;
-	int i;
-	int rc;
-	const char *why; /* set for failures that are ours, not SQLite's */
-};
-
-static void b_text(void *ctx, const char *s /* borrowed until the step; NULL binds NULL */)
-{
-	struct binder *b = ctx;
-	if (!b->rc)
-		b->rc = sqlite3_bind_text(b->stmt, ++b->i, s, -1, SQLITE_STATIC);
-}
-
-static void b_int(void *ctx, int64_t v)
-{
-	struct binder *b = ctx;
-	if (!b->rc)
-		b->rc = sqlite3_bind_int64(b->stmt, ++b->i, v);
-}
-
-static void b_real(void *ctx, double v)
-{
-	struct binder *b = ctx;
-	if (!b->rc)
-		b->rc = sqlite3_bind_double(b->stmt, ++b->i, v);
-}
-
-static void b_blob(void *ctx, const void *p, int n)
-{
-	struct binder *b = ctx;
-	if (!b->rc)
-		b->rc = sqlite3_bind_blob(b->stmt, ++b->i, p, n, SQLITE_STATIC);
-}
-
-/* Binds v as compact JSON text (takes ownership of v; NULL means encoding failed already). */
-static void b_json(void *ctx, json_t *v)
-{
-	struct binder *b = ctx;
-	char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
-	json_decref(v);
-	if (b->rc) {
-		free(s);
-		return;
-	}
-	if (!s) {
-		b->rc = SQLITE_ERROR;
-		b->why = "a list cannot be encoded as JSON (invalid UTF-8?)";
-		return;
-	}
-	b->rc = sqlite3_bind_text(b->stmt, ++b->i, s, -1, free); /* SQLite frees s */
-}
-
-/* The binder store_rows.c encodes through; ctx is a struct binder. */
-static struct egs_row_binder row_binder(struct binder *b)
-{
-	return (struct egs_row_binder){ b, b_text, b_int, b_real, b_blob, b_json };
-}
-
-/* Reads columns 0, 1, ... in order; the first failure names its column. */
-struct reader {
-	sqlite3_stmt *stmt;
-	int i;
-	const char *bad; /* column name of the first failure, NULL when all is well */
-	const char *why;
-};
-
-static void r_fail(struct reader *r, int col, const char *why)
-{
-	if (!r->bad) {
-		r->bad = sqlite3_column_name(r->stmt, col);
-		r->why = why;
-	}
-}
-
-static void r_str(struct reader *r, char *dst, size_t n)
-{
-	int col = r->i++;
-	const char *s = (const char *)sqlite3_column_text(r->stmt, col);
-	if (!egs_strlcpy(dst, s ? s : "", n))
-		r_fail(r, col, "value too long");
-}
-
-static char *r_dup(struct reader *r) /* caller frees; NULL for SQL NULL */
-{
-	return egs_strdup((const char *)sqlite3_column_text(r->stmt, r->i++));
-}
-
-static int64_t r_int(struct reader *r)
-{
-	return sqlite3_column_int64(r->stmt, r->i++);
-}
-
-static double r_real(struct reader *r)
-{
-	return sqlite3_column_double(r->stmt, r->i++);
-}
-
-/* Parses a JSON array column; returns it (caller decrefs) or NULL after recording the failure. */
-static json_t *r_json_array(struct reader *r)
-{
-	int col = r->i++;
-	const char *s = (const char *)sqlite3_column_text(r->stmt, col);
-	json_t *v = s ? json_loadb(s, (size_t)sqlite3_column_bytes(r->stmt, col), 0, NULL) : NULL;
-	if (!json_is_array(v)) {
-		json_decref(v);
-		r_fail(r, col, "not a valid JSON array (truncated?)");
-		return NULL;
-	}
-	return v;
-}
-
-static bool strlist_from_json(const json_t *a, struct egs_strlist *l)
-{
-	size_t i;
-	json_t *e;
-	if (!json_is_array(a))
-		return false;
-	json_array_foreach(a, i, e) {
-		if (!json_is_string(e))
-			return false;
-		egs_strlist_add(l, json_string_value(e));
-	}
-	return true;
-}
-
-static void r_strlist(struct reader *r, struct egs_strlist *l)
-{
-	json_t *a = r_json_array(r);
-	if (a && !strlist_from_json(a, l))
-		r_fail(r, r->i - 1, "JSON list holds a non-string");
-	json_decref(a);
-}
-
-/* ---- one entry per object kind ---- */
-
-static void read_project(struct reader *r, void *obj)
-{
-	struct egs_project *p = obj;
-	r_str(r, p->name, sizeof(p->name));
-	p->created_at = r_int(r);
-}
-
-static void read_cluster(struct reader *r, void *obj)
-{
-	struct egs_cluster *c = obj;
-	r_str(r, c->name, sizeof(c->name));
-	r_str(r, c->project, sizeof(c->project));
-	c->api_server = r_dup(r);
-	c->ca_data = r_dup(r);
-	r_str(r, c->agent_key_id, sizeof(c->agent_key_id));
-	c->created_at = r_int(r);
-}
-
-static void r_gpus(struct reader *r, struct egs_node *n)
-{
-	int col = r->i;
-	json_t *a = r_json_array(r);
-	size_t i;
-	json_t *e;
-	if (!a)
-		return;
-	if (json_array_size(a) > 0) {
-		n->gpus = egs_calloc(json_array_size(a), sizeof(*n->gpus));
-		n->n_gpus = (int)json_array_size(a);
-	}
-	json_array_foreach(a, i, e) {
-		const char *uuid;
-		int index;
-		if (json_unpack(e, "{s:s, s:i}", "uuid", &uuid, "index", &index) ||
-		    !egs_strlcpy(n->gpus[i].uuid, uuid, sizeof(n->gpus[i].uuid))) {
-			r_fail(r, col, "malformed GPU entry");
-			break;
-		}
-		n->gpus[i].index = index;
-	}
-	json_decref(a);
-}
-
-static void read_node(struct reader *r, void *obj)
-{
-	struct egs_node *n = obj;
-	char health[32], key[EGS_KEY_MAX];
-	r_str(r, n->key, sizeof(n->key));
-	r_str(r, n->cluster, sizeof(n->cluster));
-	r_str(r, n->name, sizeof(n->name));
-	r_str(r, n->instance_type, sizeof(n->instance_type));
-	r_str(r, n->gpu_shape, sizeof(n->gpu_shape));
-	r_str(r, n->cloud_provider, sizeof(n->cloud_provider));
-	r_str(r, n->region, sizeof(n->region));
-	n->gpu_count = (int)r_int(r);
-	n->memory_mib = r_int(r);
-	n->temp_threshold = r_real(r);
-	n->power_threshold = r_real(r);
-	r_str(r, health, sizeof(health));
-	if (!egs_health_parse(health, &n->health))
-		r_fail(r, r->i - 1, "unknown health");
-	r_str(r, n->gpr_id, sizeof(n->gpr_id));
-	r_str(r, n->attached_gpr, sizeof(n->attached_gpr));
-	n->allocated_at = r_int(r);
-	r_gpus(r, n);
-	r_str(r, n->zone, sizeof(n->zone));
-	/* The state keys nodes by cluster/name; a key that disagrees would make two rows one node. */
-	snprintf(key, sizeof(key), "%s/%s", n->cluster, n->name);
-	if (strcmp(key, n->key) != 0)
-		r_fail(r, 0, "key is not cluster/name");
-}
-
-static void r_namespaces(struct reader *r, struct egs_workspace *w)
-{
-	int col = r->i;
-	json_t *a = r_json_array(r);
-	size_t i;
-	json_t *e;
-	if (!a)
-		return;
-	if (json_array_size(a) > 0) {
-		w->namespaces = egs_calloc(json_array_size(a), sizeof(*w->namespaces));
-		w->n_namespaces = json_array_size(a);
-	}
-	json_array_foreach(a, i, e) {
-		const char *name;
-		json_t *clusters;
-		if (json_unpack(e, "{s:s, s:o}", "name", &name, "clusters", &clusters) ||
-		    !egs_strlcpy(w->namespaces[i].name, name, sizeof(w->namespaces[i].name)) ||
-		    !strlist_from_json(clusters, &w->namespaces[i].clusters)) {
-			r_fail(r, col, "malformed namespace entry");
-			break;
-		}
-	}
-	json_decref(a);
-}
-
-static void r_users(struct reader *r, struct egs_workspace *w)
-{
-	int col = r->i;
-	json_t *a = r_json_array(r);
-	size_t i;
-	json_t *e;
-	if (!a)
-		return;
-	if (json_array_size(a) > 0) {
-		w->users = egs_calloc(json_array_size(a), sizeof(*w->users));
-		w->n_users = json_array_size(a);
-	}
-	json_array_foreach(a, i, e) {
-		const char *user, *email;
-		if (json_unpack(e, "{s:s, s:s}", "username", &user, "email", &email) ||
-		    !egs_strlcpy(w->users[i].username, user, sizeof(w->users[i].username)) ||
-		    !egs_strlcpy(w->users[i].email, email, sizeof(w->users[i].email))) {
-			r_fail(r, col, "malformed user entry");
-			break;
-		}
-	}
-	json_decref(a);
-}
-
-static void read_workspace(struct reader *r, void *obj)
-{
-	struct egs_workspace *w = obj;
-	r_str(r, w->name, sizeof(w->name));
-	r_str(r, w->project, sizeof(w->project));
-	w->description = r_dup(r);
-	r_strlist(r, &w->clusters);
-	r_namespaces(r, w);
-	r_users(r, w);
-	w->created_at = r_int(r);
-	w->webhook_url = r_dup(r);
-	w->policy_json = r_dup(r); /* parsed by the server at start (api_policy.c) */
-}
-
-static void r_shares(struct reader *r, struct egs_gpr *g)
-{
-	int col = r->i++;
-	const char *s = (const char *)sqlite3_column_text(r->stmt, col);
-	if (!s)
-		return;
-	json_t *v = json_loadb(s, (size_t)sqlite3_column_bytes(r->stmt, col), 0, NULL), *devices, *c;
-	json_int_t request = 0;
-	const char *uuid;
-	if (json_unpack(v, "{s:I, s:o}", "request", &request, "devices", &devices) || request < 1 ||
-	    request > EGS_SHARE_DEV_MAX * EGS_SHARE_WHOLE || !json_is_object(devices) ||
-	    json_object_size(devices) > EGS_SHARE_DEV_MAX) {
-		r_fail(r, col, "not a JSON object {request, devices}");
-		goto out;
-	}
-	g->share_centi = (int)request;
-	g->shares = egs_calloc(json_object_size(devices) + 1, sizeof(*g->shares));
-	json_object_foreach(devices, uuid, c) {
-		struct egs_gpu_share *sh = &g->shares[g->n_shares++];
-		if (!json_is_integer(c) || json_integer_value(c) < 1 || json_integer_value(c) > EGS_SHARE_WHOLE ||
-		    !egs_strlcpy(sh->uuid, uuid, sizeof(sh->uuid))) {
-			r_fail(r, col, "a device share is not 1..100 hundredths of a GPU");
-			break;
-		}
-		sh->centi = (int)json_integer_value(c);
-	}
-out:
-	json_decref(v);
-}
-
-static void read_gpr(struct reader *r, void *obj)
-{
-	struct egs_gpr *g = obj;
-	char state[32];
-	r_str(r, g->id, sizeof(g->id));
-	r_str(r, g->name, sizeof(g->name));
-	r_str(r, g->workspace, sizeof(g->workspace));
-	r_str(r, g->cluster, sizeof(g->cluster));
-	r_str(r, g->instance_type, sizeof(g->instance_type));
-	r_str(r, g->gpu_shape, sizeof(g->gpu_shape));
-	r_str(r, g->created_by, sizeof(g->created_by));
-	g->gpus_per_node = (int)r_int(r);
-	g->node_count = (int)r_int(r);
-	g->memory_mib = r_int(r);
-	g->exit_duration_s = r_int(r);
-	g->idle_timeout_s = r_int(r);
-	g->priority = (int)r_int(r);
-	g->flags = (uint32_t)r_int(r);
-	r_strlist(r, &g->preferred_clusters);
-	r_str(r, state, sizeof(state));
-	if (!egs_gpr_state_parse(state, &g->state))
-		r_fail(r, r->i - 1, "unknown state");
-	g->failure_reason = r_dup(r);
-	g->pending_reason = r_dup(r);
-	g->created_at = r_int(r);
-	g->start_ts = r_int(r);
-	g->exit_at = r_int(r);
-	g->completion_ts = r_int(r);
-	g->retry_count = (int)r_int(r);
-	g->delayed_count = (int)r_int(r);
-	g->seq = (uint64_t)r_int(r);
-	r_strlist(r, &g->nodes);
-	g->marks_sent = (unsigned)r_int(r);
-	r_str(r, g->evicted_by, sizeof(g->evicted_by));
-	g->fair = sqlite3_column_type(r->stmt, r->i) == SQLITE_NULL ? -INFINITY : sqlite3_column_double(r->stmt, r->i);
-	r->i++;
-	r_shares(r, g);
-	char *held = r_dup(r);
-	if (held && !egs_rows_parse_held(held, g))
-		r_fail(r, r->i - 1, "not a JSON object {until, ghost, nodes}");
-	free(held);
-}
-
-static void read_apikey(struct reader *r, void *obj)
-{
-	struct egs_apikey *k = obj;
-	char role[32];
-	r_str(r, k->id, sizeof(k->id));
-	r_str(r, k->name, sizeof(k->name));
-	r_str(r, k->user_name, sizeof(k->user_name));
-	k->description = r_dup(r);
-	r_str(r, role, sizeof(role));
-	if (!egs_role_parse(role, &k->role))
-		r_fail(r, r->i - 1, "unknown role");
-	r_str(r, k->project, sizeof(k->project));
-	r_str(r, k->workspace, sizeof(k->workspace));
-	r_str(r, k->cluster, sizeof(k->cluster));
-	int col = r->i++;
-	const void *hash = sqlite3_column_blob(r->stmt, col);
-	if (hash && sqlite3_column_bytes(r->stmt, col) == (int)sizeof(k->hash))
-		memcpy(k->hash, hash, sizeof(k->hash));
-	else
-		r_fail(r, col, "hash is not 32 bytes");
-	k->created_at = r_int(r);
-	k->expires_at = r_int(r);
-}
-
-static void read_doc(struct reader *r, void *obj)
-{
-	struct egs_doc *d = obj;
-	r_str(r, d->name, sizeof(d->name));
-	r_str(r, d->project, sizeof(d->project));
-	d->spec = r_dup(r);
-	if (!d->spec)
-		r_fail(r, r->i - 1, "spec is NULL");
-	d->created_at = r_int(r);
-	d->updated_at = r_int(r);
-}
-
-static void read_event(struct reader *r, struct egs_event *ev)
-{
-	ev->id = r_int(r);
-	ev->time = r_int(r);
-	ev->first_time = r_int(r);
-	ev->count = (int)r_int(r);
-	r_str(r, ev->type, sizeof(ev->type));
-	r_str(r, ev->reason, sizeof(ev->reason));
-	r_str(r, ev->object_kind, sizeof(ev->object_kind));
-	r_str(r, ev->object_name, sizeof(ev->object_name));
-	r_str(r, ev->workspace, sizeof(ev->workspace));
-	ev->message = r_dup(r);
-	if (!ev->message)
-		ev->message = egs_strdup("");
-}
-
 #define EVENT_COLS "id,time,first_time,count,type,reason,object_kind,object_name,workspace,message"
-
-/* Thin wrappers so one table of function pointers covers every kind without casts. */
-static void *alloc_project(void) { return egs_calloc(1, sizeof(struct egs_project)); }
-static void *alloc_cluster(void) { return egs_calloc(1, sizeof(struct egs_cluster)); }
-static void *alloc_node(void) { return egs_calloc(1, sizeof(struct egs_node)); }
-static void *alloc_workspace(void) { return egs_calloc(1, sizeof(struct egs_workspace)); }
-static void *alloc_gpr(void) { return egs_gpr_new(); }
-static void *alloc_apikey(void) { return egs_calloc(1, sizeof(struct egs_apikey)); }
-static void *alloc_template(void) { return egs_calloc(1, sizeof(struct egs_doc)); }
-#define alloc_binding alloc_template
-#define alloc_kubecred alloc_template
-#define alloc_alert alloc_template
-#define alloc_outbox alloc_template
-#define alloc_gprlink alloc_template
-#define alloc_endpoint alloc_template
-static void free_project(void *o) { egs_project_free(o); }
-static void free_cluster(void *o) { egs_cluster_free(o); }
-static void free_node(void *o) { egs_node_free(o); }
-static void free_workspace(void *o) { egs_workspace_free(o); }
-static void free_gpr(void *o) { egs_gpr_free(o); }
-static void free_apikey(void *o) { egs_apikey_free(o); }
-static void free_template(void *o) { egs_doc_free(o); }
-#define free_binding free_template
-#define free_kubecred free_template
-#define free_alert free_template
-#define free_outbox free_template
-#define free_gprlink free_template
-#define free_endpoint free_template
-static enum egs_err add_project(struct egs_state *st, void *o) { return egs_state_add_project(st, o); }
-static enum egs_err add_cluster(struct egs_state *st, void *o) { return egs_state_add_cluster(st, o); }
-static enum egs_err add_node(struct egs_state *st, void *o) { return egs_state_add_node(st, o); }
-static enum egs_err add_workspace(struct egs_state *st, void *o) { return egs_state_add_workspace(st, o); }
-static enum egs_err add_gpr(struct egs_state *st, void *o) { return egs_aging_load_gpr(st, o); }
-static enum egs_err add_apikey(struct egs_state *st, void *o) { return egs_state_add_apikey(st, o); }
-static enum egs_err add_template(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_TEMPLATE, o); }
-static enum egs_err add_binding(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_BINDING, o); }
-static enum egs_err add_kubecred(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_KUBECRED, o); }
-static enum egs_err add_alert(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_ALERT, o); }
-static enum egs_err add_outbox(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_OUTBOX, o); }
-static enum egs_err add_gprlink(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_GPRLINK, o); }
-static enum egs_err add_endpoint(struct egs_state *st, void *o) { return egs_state_add_doc(st, EGS_KIND_ENDPOINT, o); }
-static const char *key_project(const void *o) { return ((const struct egs_project *)o)->name; }
-static const char *key_cluster(const void *o) { return ((const struct egs_cluster *)o)->name; }
-static const char *key_node(const void *o) { return ((const struct egs_node *)o)->key; }
-static const char *key_workspace(const void *o) { return ((const struct egs_workspace *)o)->name; }
-static const char *key_gpr(const void *o) { return ((const struct egs_gpr *)o)->id; }
-static const char *key_apikey(const void *o) { return ((const struct egs_apikey *)o)->id; }
-static const char *key_template(const void *o) { return ((const struct egs_doc *)o)->name; }
-#define key_binding key_template
-#define key_kubecred key_template
-#define key_alert key_template
-#define key_outbox key_template
-#define egs_rows_bind_template egs_rows_bind_doc
-#define egs_rows_bind_binding egs_rows_bind_doc
-#define egs_rows_bind_kubecred egs_rows_bind_doc
-#define egs_rows_bind_alert egs_rows_bind_doc
-#define egs_rows_bind_outbox egs_rows_bind_doc
-#define read_template read_doc
-#define read_binding read_doc
-#define read_kubecred read_doc
-#define read_alert read_doc
-#define read_outbox read_doc
-#define key_gprlink key_template
-#define egs_rows_bind_gprlink egs_rows_bind_doc
-#define read_gprlink read_doc
-#define key_endpoint key_template
-#define egs_rows_bind_endpoint egs_rows_bind_doc
-#define read_endpoint read_doc
-
-struct kind_ops {
-	const char *table;
-	const char *cols;  /* the first column is the primary key */
-	const char *order; /* load order */
-	void *(*alloc)(void);
-	void (*free)(void *obj);
-	void (*bind)(const struct egs_row_binder *b, const void *obj); /* store_rows.c */
-	void (*read)(struct reader *r, void *obj);
-	enum egs_err (*add)(struct egs_state *st, void *obj); /* takes ownership on success */
-	const char *(*key)(const void *obj);
-};
-
-#define KIND(k, tbl, cols, order, x)                                                              \
-	[k] = { tbl, cols, order, alloc_##x, free_##x, egs_rows_bind_##x, read_##x, add_##x, key_##x }
-
-/* Loaded in this order: GPRs by seq so that st->active is in enqueue order too. */
-static const struct kind_ops kinds[] = {
-	KIND(EGS_KIND_PROJECT, "projects", "name,created_at", "name", project),
-	KIND(EGS_KIND_CLUSTER, "clusters", "name,project,api_server,ca_data,agent_key_id,created_at",
-	     "name", cluster),
-	KIND(EGS_KIND_NODE, "nodes",
-	     "key,cluster,name,instance_type,gpu_shape,cloud_provider,region,gpu_count,memory_mib,"
-	     "temp_threshold,power_threshold,health,gpr_id,attached_gpr,allocated_at,gpus,zone",
-	     "key", node),
-	KIND(EGS_KIND_WORKSPACE, "workspaces",
-	     "name,project,description,clusters,namespaces,users,created_at,webhook_url,policy", "name",
-	     workspace),
-	KIND(EGS_KIND_GPR, "gprs",
-	     "id,name,workspace,cluster,instance_type,gpu_shape,created_by,gpus_per_node,node_count,"
-	     "memory_mib,exit_duration_s,idle_timeout_s,priority,flags,preferred_clusters,state,"
-	     "failure_reason,pending_reason,created_at,start_ts,exit_at,completion_ts,retry_count,"
-	     "delayed_count,seq,nodes,marks_sent,evicted_by,fair_key,shares,held",
-	     "seq, id", gpr),
-	KIND(EGS_KIND_APIKEY, "api_keys",
-	     "id,name,user_name,description,role,project,workspace,cluster,hash,created_at,expires_at",
-	     "id", apikey),
-	KIND(EGS_KIND_TEMPLATE, "gpr_templates", "name,project,spec,created_at,updated_at", "name", template),
-	KIND(EGS_KIND_BINDING, "gpr_template_bindings", "name,project,spec,created_at,updated_at", "name", binding),
-	KIND(EGS_KIND_KUBECRED, "kube_credentials", "name,project,spec,created_at,updated_at", "name", kubecred),
-	KIND(EGS_KIND_ALERT, "alerts", "name,project,spec,created_at,updated_at", "name", alert),
-	KIND(EGS_KIND_OUTBOX, "webhook_outbox", "name,project,spec,created_at,updated_at", "created_at, name", outbox),
-	KIND(EGS_KIND_GPRLINK, "gpr_links", "name,project,spec,created_at,updated_at", "name", gprlink),
-	KIND(EGS_KIND_ENDPOINT, "inference_endpoints", "name,project,spec,created_at,updated_at", "name", endpoint),
-};
-#define NKINDS ((int)EGS_ARRAY_LEN(kinds))
 
 /* ---- the store ---- */
 
 struct sqlite_store {
 	struct egs_store base; /* first: the handle store.c dispatches through */
 	sqlite3 *db;
-	sqlite3_stmt *put[EGS_ARRAY_LEN(kinds)];
-	sqlite3_stmt *del[EGS_ARRAY_LEN(kinds)];
+	sqlite3_stmt *put[EGS_SQLITE_NKINDS];
+	sqlite3_stmt *del[EGS_SQLITE_NKINDS];
 	sqlite3_stmt *put_event, *put_audit;
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *meta_get, *meta_set, *prune_mark, *prune;
@@ -831,7 +123,7 @@ static enum egs_err migrate(struct sqlite_store *s)
 		if (v == egs_store_schema_version())
 			return exec(s, "COMMIT") ? EGS_OK : EGS_ERR_STORE;
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
-		if (!exec(s, migrations[v]) || !exec(s, sql) || !exec(s, "COMMIT")) {
+		if (!exec(s, egs__sqlite_migrations[v]) || !exec(s, sql) || !exec(s, "COMMIT")) {
 			fprintf(stderr, "store: migration to schema version %d failed\n", v + 1);
 			goto fail;
 		}
@@ -843,7 +135,7 @@ fail:
 }
 
 /* INSERT INTO t(c1,..) VALUES(?1,..) ON CONFLICT(c1) DO UPDATE SET c2=excluded.c2, .. */
-static void upsert_sql(struct egs_sqlbuf *q, const struct kind_ops *k)
+static void upsert_sql(struct egs_sqlbuf *q, const struct egs_sqlite_kind *k)
 {
 	size_t keylen = strcspn(k->cols, ",");
 	int ncols = 1;
@@ -883,8 +175,8 @@ static bool prepare(struct sqlite_store *s, const char *sql, sqlite3_stmt **out)
 static bool prepare_all(struct sqlite_store *s)
 {
 	struct egs_sqlbuf q;
-	for (int i = 0; i < NKINDS; i++) {
-		const struct kind_ops *k = &kinds[i];
+	for (int i = 0; i < EGS_SQLITE_NKINDS; i++) {
+		const struct egs_sqlite_kind *k = &egs__sqlite_kinds[i];
 		upsert_sql(&q, k);
 		if (!prepare(s, q.b, &s->put[i]))
 			return false;
@@ -965,7 +257,7 @@ static void sqlite_free(struct sqlite_store *s)
 		return;
 	if (s->db && !sqlite3_get_autocommit(s->db))
 		exec(s, "ROLLBACK");
-	for (int i = 0; i < NKINDS; i++) {
+	for (int i = 0; i < EGS_SQLITE_NKINDS; i++) {
 		sqlite3_finalize(s->put[i]);
 		sqlite3_finalize(s->del[i]);
 	}
@@ -986,20 +278,20 @@ static void sqlite_free(struct sqlite_store *s)
 
 /* ---- load ---- */
 
-static enum egs_err load_kind(struct sqlite_store *s, struct egs_state *st, const struct kind_ops *k)
+static enum egs_err load_kind(struct sqlite_store *s, struct egs_state *st, const struct egs_sqlite_kind *k)
 {
 	sqlite3_stmt *stmt = NULL;
 	enum egs_err err = EGS_ERR_STORE;
 	char sql[1024], where[320] = "";
 	int rc;
-	if (k == &kinds[EGS_KIND_GPR]) /* finished GPRs older than the retention: load_aged */
+	if (k == &egs__sqlite_kinds[EGS_KIND_GPR]) /* finished GPRs older than the retention: load_aged */
 		egs_rows_load_where(st, where, sizeof(where));
 	snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s", k->cols, k->table, where, k->order);
 	if (!prepare(s, sql, &stmt))
 		goto out;
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		const char *key = (const char *)sqlite3_column_text(stmt, 0);
-		struct reader r = { .stmt = stmt };
+		struct egs_sqlite_reader r = { .stmt = stmt };
 		void *obj = k->alloc();
 		k->read(&r, obj);
 		if (r.bad) {
@@ -1061,9 +353,9 @@ static enum egs_err load_events(struct sqlite_store *s, struct egs_state *st)
 		goto out;
 	sqlite3_bind_int64(stmt, 1, (int64_t)st->cfg.event_retention);
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		struct reader r = { .stmt = stmt };
+		struct egs_sqlite_reader r = { .stmt = stmt };
 		struct egs_event *ev = egs_calloc(1, sizeof(*ev));
-		read_event(&r, ev);
+		egs__sqlite_read_event(&r, ev);
 		if (r.bad) {
 			fprintf(stderr, "store: events row %lld: column %s: %s\n", (long long)ev->id, r.bad, r.why);
 			egs_event_free(ev);
@@ -1101,8 +393,8 @@ static enum egs_err sqlite_load(struct sqlite_store *s, struct egs_state *st)
 	/* One read transaction: every table from the same committed snapshot. */
 	if (!exec(s, "BEGIN"))
 		return EGS_ERR_STORE;
-	for (int i = 0; i < NKINDS; i++) {
-		err = load_kind(s, st, &kinds[i]);
+	for (int i = 0; i < EGS_SQLITE_NKINDS; i++) {
+		err = load_kind(s, st, &egs__sqlite_kinds[i]);
 		if (!err && i == EGS_KIND_GPR && st->aged_before)
 			err = load_aged(s, st);
 		if (err)
@@ -1119,8 +411,8 @@ out:
 
 static bool write_change(struct sqlite_store *s, const struct egs_change *c)
 {
-	EGS_ASSERT((int)c->kind >= 0 && (int)c->kind < NKINDS);
-	const struct kind_ops *k = &kinds[c->kind];
+	EGS_ASSERT((int)c->kind >= 0 && (int)c->kind < EGS_SQLITE_NKINDS);
+	const struct egs_sqlite_kind *k = &egs__sqlite_kinds[c->kind];
 	const char *key = k->key(c->obj);
 	if (c->deleted) {
 		sqlite3_stmt *del = s->del[c->kind];
@@ -1130,8 +422,8 @@ static bool write_change(struct sqlite_store *s, const struct egs_change *c)
 		}
 		return step_done(s, del, "delete", k->table, key);
 	}
-	struct binder b = { .stmt = s->put[c->kind] };
-	struct egs_row_binder rb = row_binder(&b);
+	struct egs_sqlite_binder b = { .stmt = s->put[c->kind] };
+	struct egs_row_binder rb = egs__sqlite_row_binder(&b);
 	k->bind(&rb, c->obj);
 	if (b.rc) {
 		fprintf(stderr, "store: put %s '%s': %s\n", k->table, key, b.why ? b.why : sqlite3_errstr(b.rc));
@@ -1142,8 +434,8 @@ static bool write_change(struct sqlite_store *s, const struct egs_change *c)
 
 static bool write_event(struct sqlite_store *s, const struct egs_event *ev)
 {
-	struct binder b = { .stmt = s->put_event };
-	struct egs_row_binder rb = row_binder(&b);
+	struct egs_sqlite_binder b = { .stmt = s->put_event };
+	struct egs_row_binder rb = egs__sqlite_row_binder(&b);
 	char id[24];
 	egs_rows_bind_event(&rb, ev);
 	snprintf(id, sizeof(id), "%lld", (long long)ev->id);
@@ -1156,8 +448,8 @@ static bool write_event(struct sqlite_store *s, const struct egs_event *ev)
 
 static bool write_audit(struct sqlite_store *s, const struct egs_audit *a)
 {
-	struct binder b = { .stmt = s->put_audit };
-	struct egs_row_binder rb = row_binder(&b);
+	struct egs_sqlite_binder b = { .stmt = s->put_audit };
+	struct egs_row_binder rb = egs__sqlite_row_binder(&b);
 	char id[24];
 	egs_rows_bind_audit(&rb, a);
 	snprintf(id, sizeof(id), "%lld", (long long)a->id);
@@ -1269,15 +561,15 @@ static enum egs_err sqlite_gprs_find(struct sqlite_store *s, const struct egs_gp
 	const char *vals[4];
 	sqlite3_stmt *stmt = NULL;
 	enum egs_err err = EGS_ERR_STORE;
-	int rc, np = egs_rows_find_sql(f, kinds[EGS_KIND_GPR].cols, '?', sql, sizeof(sql), vals);
+	int rc, np = egs_rows_find_sql(f, egs__sqlite_kinds[EGS_KIND_GPR].cols, '?', sql, sizeof(sql), vals);
 	if (np < 0 || !prepare(s, sql, &stmt))
 		goto out;
 	for (int i = 0; i < np; i++)
 		sqlite3_bind_text(stmt, i + 1, vals[i], -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		struct reader r = { .stmt = stmt };
+		struct egs_sqlite_reader r = { .stmt = stmt };
 		struct egs_gpr *g = egs_gpr_new();
-		read_gpr(&r, g);
+		egs__sqlite_kinds[EGS_KIND_GPR].read(&r, g);
 		if (r.bad) {
 			fprintf(stderr, "store: gprs row '%s': column %s: %s\n", g->id, r.bad, r.why);
 			egs_gpr_free(g);
