@@ -286,7 +286,7 @@ int main(int argc, char **argv)
 	}
 	/* What egsd meets under creates at mixed priorities: a run after each burst of creates (1 or
 	 * 64 at random priorities), in slices of 2,000 GPRs; the walk resumes from the kept plan's
-	 * snapshot before the first of them (core/sched.c walk_resume). */
+	 * snapshot before the first of them (core/sched_kept.c walk_resume). */
 	static const int bursts[] = { 1, 64 };
 	double burst_med[2], burst_walked[2];
 	struct piece longest = { 0, "", 0, "" };

@@ -236,7 +236,7 @@ bool egs_gpr_update_request(struct egs_state *st, struct egs_gpr *g, const struc
 	g->flags = c->flags;
 	g->share_centi = c->share_centi;
 	egs_strlist_copy(&g->preferred_clusters, &c->preferred_clusters);
-	g->match_layout = 0; /* the planner's cached pool match reads the shape (core/sched.c) */
+	g->match_layout = 0; /* the planner's cached pool match reads the shape (core/sched_place.c) */
 	egs_state_touch(st, EGS_KIND_GPR, g);
 	egs_state_event(st, now, "Normal", "Updated", "GPR", g->id, g->workspace, "GPR %s updated", g->name);
 	return true;

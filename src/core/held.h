@@ -12,7 +12,7 @@
  *     reserving what it would hold, but never started, never shown.  When a ghost's planned start
  *     comes, it turns into a held release of the nodes it was planned on, until its planned end.
  * The planner applies a hold only when a walk without it moves no queued GPR later than a walk with
- * it (core/sched.c, the trials), so early releases and cancels can only make estimates earlier.
+ * it (core/sched_held.c, the trials), so early releases and cancels can only make estimates earlier.
  *
  * Bookkeeping only: the nodes' and the GPR's held_until, the GPR's ghost flag and held_nodes, and
  * the state's list of holds, oldest first.  A hold is stored with its GPR (every function here that

@@ -114,7 +114,7 @@ struct egs_node {
 	int64_t quarantine_until; /* a failed check keeps it Unhealthy at least until then */
 	int64_t failure_noted;    /* when a NodeFailed warning was written for the current failure */
 	int64_t held_until;       /* the planner holds it for an early release or a cancel until then (core/held.h) */
-	uint32_t name_rank;       /* its place in name order among all nodes, under st->name_rank_gen (core/sched.c) */
+	uint32_t name_rank;       /* its place in name order among all nodes, under st->name_rank_gen (core/sched_pool.c) */
 	char address[128];        /* "host:port" of the agent's check port from registration, "" = none */
 	/* GPU sharing (core/share_gpr.h), runtime only */
 	bool sharing;                       /* its agent registered the "sharing" feature */
@@ -233,9 +233,9 @@ struct egs_gpr {
 	bool aging_listed;  /* finished and in st->finished, the list the age sweep walks (core/aging.h) */
 	struct egs_strlist held_nodes; /* the nodes its hold keeps (core/held.h) */
 	uint32_t plan_ws;     /* the planner's cache: its workspace's index in the plans of serial... */
-	uint64_t plan_serial; /* ...plan_serial (a workspace layout, core/sched.c) */
+	uint64_t plan_serial; /* ...plan_serial (a workspace layout, core/sched_place.c) */
 	uint64_t match_mask;   /* the planner's cache: the pools it matches in pool layout... */
-	uint64_t match_layout; /* ...match_layout (core/sched.c); 0 = none: reset it when its shape changes */
+	uint64_t match_layout; /* ...match_layout (core/sched_place.c); 0 = none: reset it when its shape changes */
 	/* Owned by the state, not by this struct: freed by egs_gpr_clear_check_runs() when the GPR leaves
 	 * the state, so that a shallow copy of a GPR (PATCH edits one) never frees them. */
 	struct egs_check_run *check_runs;

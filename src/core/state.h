@@ -69,7 +69,7 @@ struct egs_state {
 	uint64_t generation; /* bumped on every change that can move the plan */
 	/* Queued creates since the planner last took them (egs_gpr_submit notes them): the generation
 	 * bumps they made, and the queue key of the one that goes first.  When they are the only
-	 * changes since its kept plan, the planner walks from that GPR's place (core/sched.c).
+	 * changes since its kept plan, the planner walks from that GPR's place (core/sched_kept.c).
 	 * hold_bumps: the bumps made by early releases and cancels that left a hold (core/held.h):
 	 * when they are the only changes, the kept plan's estimates are the walk with the holds. */
 	struct {
@@ -88,7 +88,7 @@ struct egs_state {
 	 * touched, and by whoever changes a node's name, cluster, GPU shape, instance type, GPU count
 	 * or memory (node registration): what the planner keeps about the inventory holds under it. */
 	uint64_t inventory_gen;
-	uint64_t name_rank_gen;  /* inventory_gen when the nodes' name_rank were set (core/sched.c) */
+	uint64_t name_rank_gen;  /* inventory_gen when the nodes' name_rank were set (core/sched_pool.c) */
 	struct egs_map capacity; /* egs_sched_capacity's answers (core/sched.c; owned values) ... */
 	uint64_t capacity_gen;   /* ... for the inventory of this inventory_gen */
 	/* Finished GPRs leaving memory by age (core/aging.h; only when cfg.finished_retention_s > 0) */

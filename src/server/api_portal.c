@@ -6,7 +6,7 @@
  *
  * GET /api/v1/schedule?clusterName= (admins): the schedule of each node: what holds it now and the
  * queued GPRs planned on it, with when.  The planner keeps each GPR's estimated start but not the
- * nodes it reserved for it (core/sched.c keeps only the last placement), so the nodes are replayed
+ * nodes it reserved for it (core/sched_place.c keeps only the last placement), so the nodes are replayed
  * here: the first SCHEDULE_MAX_PLANNED queued GPRs with an estimate, in queue order, each on the
  * first nodes (by name) that match it and are free for its whole window from its estimate.  The
  * times are the planner's; the node a GPR is drawn on is this replay's, which may differ from the

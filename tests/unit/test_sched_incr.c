@@ -1,5 +1,5 @@
 /*
- * test_sched_incr.c: incremental planning (core/sched.c walk_resume).  When only creates came since
+ * test_sched_incr.c: incremental planning (core/sched_kept.c walk_resume).  When only creates came since
  * the kept plan was made, a run resumes the walk from the plan's snapshot before the first of them
  * instead of walking the whole queue.  Two states are built and changed identically (creates at
  * random priorities, time passing, agents' acks, cancels, early releases, creates between the

@@ -1,0 +1,222 @@
+/*
+ * sched_int.h: the scheduler's private parts, shared by sched.c and its sched_*.c files (never
+ * included outside src/core/sched*.c).  struct egs_plan is one walk's state: slots (the schedulable
+ * nodes), pools of identical nodes with a min-heap and a min-segment tree each, workspaces' free
+ * times and backfill holes, the walk's order, and its snapshots (sched.h explains the plan).
+ */
+#ifndef EGS_SCHED_INT_H
+#define EGS_SCHED_INT_H
+
+#include "core/sched.h"
+#include "core/share_gpr.h"
+
+struct pool;
+struct snap;
+struct trial;
+
+/* A GPR the plan started, at order[pos]; or, carried over by a resumed walk (walk_resume), one
+ * an earlier walk started at or after pos, the place the walk resumed from (it is not in the
+ * order any more: provisioning, it left the queue). */
+struct started {
+	size_t pos;
+	struct egs_gpr *g;
+};
+
+/* Bounds of the backfill search (sched.h): holes kept per pool and per workspace.  A hole that
+ * finds no room is not recorded: the time is lost to backfill, never double-booked. */
+#define POOL_HOLES 32
+#define WS_HOLES 16
+
+/* A stretch [s, e) that is free before a reservation made in this walk, on the slot of index
+ * `slot` in p->slots (pools) or in a workspace (slot unused). */
+struct hole {
+	int64_t s, e;
+	uint32_t slot;
+};
+
+struct slot {
+	struct egs_node *n;
+	int64_t free_at;
+	bool free_now;
+	bool idle_now; /* free now and not started on in this walk (free_now also goes false when reserved) */
+	uint32_t name_rank; /* the node's place in name order: ties break without strcmp */
+	uint32_t name_pos;  /* its place in its pool's byname (and segment tree leaves) */
+	struct pool *pool;
+	size_t hidx; /* position in its pool's heap */
+	int64_t ded_free_at;           /* free of dedicated holds and reservations: shared GPRs' floor */
+	struct egs_share_timeline *sh; /* shares running and reserved on it (owned), NULL when none */
+};
+
+/* Identical nodes (cluster, GPU shape, instance type, GPU count, memory) form a pool; a min-heap
+ * keeps them in the order the plan takes them, so a GPR finds its k earliest nodes in
+ * O(k log n) instead of sorting the whole inventory. */
+struct pool {
+	const struct egs_node *proto; /* any member: the attributes all members share */
+	size_t group_end;             /* index past the last pool of this pool's cluster */
+	struct slot **heap;
+	size_t n, cap;
+	struct hole *holes; /* POOL_HOLES entries, in no order */
+	size_t nholes;
+	uint32_t *byname; /* the members (indexes into p->slots) in name order, n entries */
+	size_t index;     /* its place in p->pools */
+	/* A min-segment tree of the members' free_at over byname (leaves at segsz + name_pos), so
+	 * that the first members in name order free by t are found in O(log n) each (pool_tails). */
+	size_t segsz;
+	int64_t *seg;
+};
+
+struct wsinfo {
+	char name[EGS_NAME_MAX];
+	const struct egs_workspace *ws; /* NULL when deleted */
+	int64_t until; /* free for a new GPR from then */
+	bool active;   /* holds an active GPR now */
+	struct hole holes[WS_HOLES]; /* free stretches before until (backfill) */
+	size_t nholes;
+	uint64_t pool_ok; /* bit j: p->pools[j] is in one of its clusters (plans of <= 64 pools) */
+};
+
+/* The state of one walk over the queue; kept between runs so that a GPR that goes to the end of
+ * the queue can be placed without walking everything again (egs_sched_append). */
+struct egs_plan {
+	struct egs_state *st;
+	int64_t now;
+	struct slot *slots;
+	size_t nslots;
+	struct pool *pools;    /* sorted by cluster */
+	size_t npools;
+	struct egs_map ws;     /* workspace name -> struct wsinfo* (into wsv) */
+	struct wsinfo *wsv;
+	size_t nws, capws;
+	struct slot **chosen;  /* the nodes of the GPR placed last */
+	struct slot **tmp;     /* scratch of egs__place() */
+	struct pool **match;   /* scratch of egs__place(): one cluster's matching pools */
+	int64_t *cand;         /* scratch of fit(): candidate start times */
+	struct hole **hsel;    /* scratch of fit(): holes that can hold the GPR */
+	struct hole **hok;     /* scratch of fit(): holes long enough for it, starting by T */
+	size_t nhok;
+	bool backfill;         /* st->cfg.backfill */
+	const struct egs_gpr *last; /* the last GPR placed, in queue order */
+	struct egs_gpr **order;    /* every GPR placed, in queue order (the walk's, then appended) */
+	size_t norder, caporder;
+	struct started *started;   /* the GPRs this plan started, by position, ascending */
+	size_t nstarted, capstarted;
+	struct snap *snaps;        /* the walk's state every SNAP_EVERY GPRs (wait-time queries) */
+	size_t nsnaps;
+	bool valid;
+	/* A walk in progress (egs_sched_begin .. egs_sched_end): order[cursor ..] is still to place. */
+	bool walking;
+	bool keep;         /* the walk is kept: snapshots, order, valid at its end */
+	bool stale;        /* something else changed the state during the walk (egs_sched_stale) */
+	size_t cursor;
+	int64_t base_next; /* the due transitions' next time (a walk after preemption starts from it) */
+	int64_t run_next;  /* base_next and the walk's own due times so far */
+	uint64_t gen_seen; /* st->generation when the walk last ran */
+	/* Incremental planning (walk_resume): the walk began at order[from] (0: a full walk); when
+	 * splice, its first step takes only the queue's order after order[from - 1]. */
+	size_t from;
+	bool splice;
+	uint64_t arr_seen;  /* st->arrivals.bumps when gen_seen was taken */
+	uint64_t hold_seen; /* and st->arrivals.hold_bumps */
+	bool foreign;      /* a change other than queued creates came while the walk went on */
+	bool stuck;        /* a GPR was placed at now without starting: the plan holds for its now only */
+	int64_t hole_end_min; /* the earliest end of a backfill hole the walk recorded */
+	/* Held releases tried before the walk (held_trial_*): while trial is set, p only holds st,
+	 * now, keep and base_next, and the steps walk the trial; trial_void: a change came during
+	 * it, so the holds are tried again at the next run. */
+	struct trial *trial;
+	bool trial_void;
+	/* The plan this walk replaced, freed by its next step (plan_retire), and whether the walk's
+	 * first state is still to be made (walk_defer): pieces of their own at 100,000 x 10,000. */
+	struct egs_plan *old;
+	bool deferred;
+	/* The first nws_fixed entries of wsv are the state's workspaces in its map's order, the same
+	 * in every plan of one serial (st->inventory_gen + 1): GPRs cache their index under it. */
+	uint64_t serial;
+	size_t nws_fixed;
+	uint64_t layout; /* the pools' layout (st->pool_layout): GPRs cache their pool masks under it */
+	int share_take[EGS_SHARE_DEV_MAX]; /* egs__place() of a shared GPR: its shares of p->chosen[0] */
+	bool shared; /* some slot has a share timeline (snapshots do not keep them) */
+};
+
+/* The state of a walk before the GPR at order[pos]: enough to rebuild the plan there without
+ * walking order[0 .. pos) again.  Slots and heap entries are stored as indexes into p->slots. */
+#define SNAP_EVERY 2048
+struct snap {
+	size_t pos;
+	int64_t run_next; /* the walk's run_next there */
+	bool stuck;       /* the plan's stuck there */
+	int64_t hole_end_min; /* and its hole_end_min */
+	int64_t *free_at;
+	bool *free_now;
+	uint32_t *heaps; /* every pool's heap in turn, p->pools[j].n entries each */
+	size_t *heap_n;
+	struct wsinfo *wsv;
+	size_t nws;
+	struct hole *holes; /* every pool's holes in turn, POOL_HOLES entries each */
+	size_t *nholes;
+};
+
+/*
+ * Held early releases (core/held.h) are applied when lifting them moves no queued GPR later: all
+ * of them when a walk with all of them lifted moves no one later than a walk with none, else the
+ * oldest ones that pass one at a time (at most HELD_TRIES per run, a failed one goes to the back
+ * of the list).  Each try is a trial: the walk with the holds as they are (base) and the walk with
+ * the tried ones lifted (lift) go side by side over the queue's order, in the run's slices, until
+ * a GPR starts later in lift (fail) or the order ends (pass).  A change to the state during a
+ * trial voids it (its walks compared another state): the run goes on to its walk and the holds
+ * are tried again at the next run.
+ */
+struct trial {
+	struct egs_plan base, lift;
+	struct egs_gpr **order; /* the queue's order with the ghosts (plan_order), holds on */
+	size_t n, cursor;
+	int phase; /* what the next step does: 0 base's plan, 1 lift's, 2 the order, 3 walk */
+	struct egs_gpr **tried; /* the holds lifted: every one, or the first alone */
+	size_t ntried;
+	bool all;
+	bool kept_base; /* the base is the kept plan's estimates (held_kept_base): no base walk */
+	size_t tries, nheld; /* one-at-a-time tries made, and the holds there were before them */
+	uint64_t gen;        /* st->generation when the trial began */
+};
+
+static inline int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* sched.c: the runs (contracts above their definitions). */
+bool egs__shape_matches(const struct egs_gpr *g, const struct egs_node *n);
+struct egs_gpr **egs__plan_order(struct egs_state *st, size_t *n);
+void egs__plan_retire(struct egs_plan *p);
+void egs__walk_defer(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next, bool keep);
+
+/* sched_pool.c: a walk's state (contracts above their definitions). */
+void egs__plan_init(struct egs_plan *p, struct egs_state *st, int64_t now);
+void egs__snap_free(struct snap *s);
+void egs__plan_cleanup(struct egs_plan *p);
+void egs__snap_take(struct egs_plan *p, size_t pos);
+void egs__snap_restore(struct egs_plan *q, const struct egs_plan *p, const struct snap *s, int64_t now);
+void egs__order_push(struct egs_plan *p, struct egs_gpr *g);
+void egs__started_push(struct egs_plan *p, size_t pos, struct egs_gpr *g);
+int64_t egs__stale_next(const struct egs_plan *p, int64_t base);
+
+/* sched_place.c: placing one GPR (contracts above their definitions). */
+struct wsinfo *egs__ws_get(struct egs_plan *p, const char *name);
+void egs__heap_push(struct pool *q, struct slot *s);
+void egs__share_slot_init(struct egs_plan *p, struct slot *s);
+int64_t egs__place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w, const uint64_t *cached);
+void egs__reserve(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w, int64_t t);
+int64_t egs__place_dry(struct egs_plan *p, struct egs_gpr *g);
+int64_t egs__plan_one(struct egs_plan *p, struct egs_gpr *g);
+
+/* sched_held.c: held releases' trials (contracts above their definitions). */
+void egs__trial_free(struct trial *t);
+bool egs__held_pending(struct egs_state *st, int64_t now);
+bool egs__held_kept_base(const struct egs_plan *p, const struct egs_state *st, int64_t now);
+void egs__trial_begin(struct egs_plan *p, bool all);
+void egs__trial_step(struct egs_plan *p, size_t max);
+
+/* sched_kept.c: the kept plan (contracts above their definitions). */
+bool egs__walk_resume(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next);
+
+#endif

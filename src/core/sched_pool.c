@@ -1,0 +1,447 @@
+/*
+ * sched_pool.c: the state of one walk of the plan (sched_int.h): the schedulable nodes as slots,
+ * grouped into pools of identical nodes, the workspaces' free times, and the snapshots a kept plan
+ * takes every SNAP_EVERY GPRs so that a later walk or query can start from one.
+ */
+#include "core/sched_int.h"
+
+#include "core/gpr.h"
+#include "core/held.h"
+#include "core/share_gpr.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* (Re)builds q's segment tree from its members' free_at. */
+static void seg_build(struct egs_plan *p, struct pool *q)
+{
+	size_t sz = 1;
+	while (sz < q->n)
+		sz *= 2;
+	q->segsz = sz;
+	free(q->seg);
+	q->seg = egs_malloc(2 * sz * sizeof(int64_t));
+	for (size_t x = 0; x < 2 * sz; x++)
+		q->seg[x] = INT64_MAX;
+	for (size_t r = 0; r < q->n; r++)
+		q->seg[sz + r] = p->slots[q->byname[r]].free_at;
+	for (size_t x = sz - 1; x >= 1; x--)
+		q->seg[x] = min64(q->seg[2 * x], q->seg[2 * x + 1]);
+}
+
+struct pool_ref {
+	const char *cluster;
+	size_t id;
+};
+
+static int cmp_pool_ref(const void *a, const void *b)
+{
+	const struct pool_ref *x = a, *y = b;
+	int c = strcmp(x->cluster, y->cluster);
+	return c ? c : (x->id > y->id) - (x->id < y->id);
+}
+
+/* Sets p->layout to the state's serial for the pools' attributes in their final order, starting a
+ * new serial when they differ from the last plan's: a GPR's cached pool mask (match_mask) holds
+ * while the layout does. */
+static void layout_note(struct egs_plan *p)
+{
+	enum { KEYSZ = 2 * EGS_NAME_MAX + EGS_KEY_MAX + 48 };
+	struct egs_state *st = p->st;
+	char *joined = egs_malloc(p->npools * KEYSZ + 1);
+	size_t len = 0;
+	for (size_t j = 0; j < p->npools; j++) {
+		const struct egs_node *n = p->pools[j].proto;
+		int w = snprintf(joined + len, KEYSZ, "%s\x1f%s\x1f%s\x1f%d\x1f%lld\x1e", n->cluster, n->gpu_shape,
+				 n->instance_type, n->gpu_count, (long long)n->memory_mib);
+		len += w > 0 && w < KEYSZ ? (size_t)w : 0;
+	}
+	joined[len] = '\0';
+	if (!st->pool_layout_keys || strcmp(st->pool_layout_keys, joined) != 0) {
+		free(st->pool_layout_keys);
+		st->pool_layout_keys = joined;
+		st->pool_layout++;
+	} else {
+		free(joined);
+	}
+	p->layout = st->pool_layout;
+}
+
+/* The attributes that make nodes one pool: cluster, GPU shape, instance type, GPU count, memory. */
+static bool same_pool(const struct egs_node *a, const struct egs_node *b)
+{
+	return a->gpu_count == b->gpu_count && a->memory_mib == b->memory_mib && !strcmp(a->gpu_shape, b->gpu_shape) &&
+	       !strcmp(a->cluster, b->cluster) && !strcmp(a->instance_type, b->instance_type);
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+	return (h ^ 0x1f) * 0x100000001b3ull;
+}
+
+static uint64_t pool_hash(const struct egs_node *n)
+{
+	uint64_t h = fnv_str(fnv_str(fnv_str(0xcbf29ce484222325ull, n->cluster), n->gpu_shape), n->instance_type);
+	h = (h ^ (uint64_t)n->gpu_count) * 0x100000001b3ull;
+	return (h ^ (uint64_t)n->memory_mib) * 0x100000001b3ull;
+}
+
+static void build_pools(struct egs_plan *p)
+{
+	/* Pools are numbered in order of first appearance.  An open-addressing table of pool
+	 * numbers, hashed on the attributes (a formatted key per node and a map cost a tenth of a
+	 * run's set-up). */
+	size_t tsz = 16;
+	while (tsz < 2 * p->nslots)
+		tsz *= 2;
+	size_t *table = egs_malloc(tsz * sizeof(*table));
+	for (size_t h = 0; h < tsz; h++)
+		table[h] = SIZE_MAX;
+	size_t *slot_pool = egs_calloc(p->nslots + 1, sizeof(*slot_pool));
+	size_t npools = 0, cap = 16;
+	struct pool *pools = egs_malloc(cap * sizeof(*pools));
+	for (size_t i = 0; i < p->nslots; i++) {
+		const struct egs_node *n = p->slots[i].n;
+		size_t h = (size_t)pool_hash(n) & (tsz - 1);
+		while (table[h] != SIZE_MAX && !same_pool(pools[table[h]].proto, n))
+			h = (h + 1) & (tsz - 1);
+		if (table[h] == SIZE_MAX) {
+			if (npools == cap) {
+				cap *= 2;
+				pools = egs_realloc(pools, cap * sizeof(*pools));
+			}
+			memset(&pools[npools], 0, sizeof(*pools));
+			table[h] = npools;
+			pools[npools++].proto = n;
+		}
+		slot_pool[i] = table[h];
+	}
+	free(table);
+	/* Sort the pools by cluster (egs__place() walks a cluster's pools together), keeping track of
+	 * where each one went. */
+	struct pool_ref *order = egs_calloc(npools + 1, sizeof(*order));
+	for (size_t j = 0; j < npools; j++)
+		order[j] = (struct pool_ref){ pools[j].proto->cluster, j };
+	qsort(order, npools, sizeof(*order), cmp_pool_ref);
+	size_t *where = egs_calloc(npools + 1, sizeof(*where));
+	p->pools = egs_calloc(npools + 1, sizeof(*p->pools));
+	for (size_t j = 0; j < npools; j++) {
+		p->pools[j] = pools[order[j].id];
+		where[order[j].id] = j;
+	}
+	p->npools = npools;
+	for (size_t a = 0; a < npools;) {
+		size_t b = a;
+		while (b < npools && !strcmp(p->pools[b].proto->cluster, p->pools[a].proto->cluster))
+			b++;
+		for (size_t j = a; j < b; j++)
+			p->pools[j].group_end = b;
+		a = b;
+	}
+	for (size_t j = 0; j < npools; j++) {
+		p->pools[j].holes = egs_calloc(POOL_HOLES, sizeof(struct hole));
+		p->pools[j].index = j;
+	}
+	layout_note(p);
+	for (size_t i = 0; i < p->nslots; i++) {
+		struct pool *q = &p->pools[where[slot_pool[i]]];
+		p->slots[i].pool = q;
+		egs__heap_push(q, &p->slots[i]);
+	}
+	uint32_t *byrank = egs_calloc(p->nslots + 1, sizeof(*byrank));
+	for (size_t i = 0; i < p->nslots; i++)
+		byrank[p->slots[i].name_rank] = (uint32_t)i;
+	for (size_t j = 0; j < npools; j++) {
+		p->pools[j].byname = egs_calloc(p->pools[j].n + 1, sizeof(uint32_t));
+		p->pools[j].nholes = 0;
+	}
+	size_t *fill = egs_calloc(npools + 1, sizeof(*fill));
+	for (size_t r = 0; r < p->nslots; r++) {
+		struct pool *q = p->slots[byrank[r]].pool;
+		p->slots[byrank[r]].name_pos = (uint32_t)fill[q->index];
+		q->byname[fill[q->index]++] = byrank[r];
+	}
+	free(fill);
+	for (size_t j = 0; j < npools; j++)
+		seg_build(p, &p->pools[j]);
+	free(byrank);
+	free(where);
+	free(order);
+	free(pools);
+	free(slot_pool);
+}
+
+static int cmp_node_name(const void *a, const void *b)
+{
+	const struct egs_node *x = *(struct egs_node *const *)a, *y = *(struct egs_node *const *)b;
+	return strcmp(x->name, y->name);
+}
+
+/* Sets every node's name_rank (its place in name order among all nodes) unless the inventory is
+ * as when they were set: sorting 10,000 names was a third of a run's set-up. */
+static void rank_nodes(struct egs_state *st)
+{
+	if (st->name_rank_gen == st->inventory_gen && st->inventory_gen)
+		return;
+	struct egs_node **by = egs_calloc(st->nodes.len + 1, sizeof(*by));
+	size_t n = 0;
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);)
+		by[n++] = v;
+	qsort(by, n, sizeof(*by), cmp_node_name);
+	for (size_t i = 0; i < n; i++)
+		by[i]->name_rank = (uint32_t)i;
+	free(by);
+	st->name_rank_gen = st->inventory_gen;
+}
+
+/* The slots' name_rank: their place in name order among the slots (ties of equal names keep
+ * the order of the sort of all nodes). */
+static void rank_names(struct egs_plan *p)
+{
+	rank_nodes(p->st);
+	size_t total = p->st->nodes.len;
+	uint32_t *at = egs_malloc((total + 1) * sizeof(*at)); /* node rank -> slot index + 1, 0 = none */
+	memset(at, 0, (total + 1) * sizeof(*at));
+	for (size_t i = 0; i < p->nslots; i++)
+		at[p->slots[i].n->name_rank] = (uint32_t)i + 1;
+	uint32_t r = 0;
+	for (size_t k = 0; k < total; k++)
+		if (at[k])
+			p->slots[at[k] - 1].name_rank = r++;
+	free(at);
+}
+
+/* The scratch arrays of egs__place(), once p->nslots and p->npools are known. */
+static void scratch_alloc(struct egs_plan *p)
+{
+	size_t nholes = POOL_HOLES * p->npools;
+	p->chosen = egs_calloc(p->nslots + 1, sizeof(*p->chosen));
+	p->tmp = egs_calloc(p->nslots + 1, sizeof(*p->tmp));
+	p->match = egs_calloc(p->nslots + 1, sizeof(*p->match));
+	p->cand = egs_calloc(p->nslots + nholes + WS_HOLES + 4, sizeof(*p->cand));
+	p->hsel = egs_calloc(nholes + 1, sizeof(*p->hsel));
+	p->hok = egs_calloc(nholes + 1, sizeof(*p->hok));
+	p->backfill = p->st->cfg.backfill > 0;
+}
+
+void egs__plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
+{
+	memset(p, 0, sizeof(*p));
+	p->st = st;
+	p->now = now;
+	p->hole_end_min = INT64_MAX;
+	p->serial = st->inventory_gen + 1; /* workspaces come and go only with inventory_gen */
+	p->slots = egs_calloc(st->nodes.len + 1, sizeof(*p->slots));
+	p->capws = 2 * (st->workspaces.len + st->active.len) + 16;
+	p->wsv = egs_malloc(p->capws * sizeof(*p->wsv)); /* ws_get sets what it uses */
+	egs_map_init(&p->ws);
+
+	void *v;
+	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);) {
+		struct egs_node *n = v;
+		if (!egs_node_schedulable(st, n, now))
+			continue;
+		struct slot *s = &p->slots[p->nslots++];
+		s->n = n;
+		s->free_now = !n->gpr_id[0] && !n->attached_gpr[0];
+		/* A free node counts as free since it became so: a fixed time, so the order of nodes
+		 * does not change merely because time passes. */
+		s->free_at = s->free_now && n->free_since < now ? n->free_since : now;
+		struct egs_gpr *g = n->gpr_id[0] ? egs_state_gpr(st, n->gpr_id) : NULL;
+		if (g && g->state == EGS_GPR_PROVISIONED)
+			s->free_at = g->exit_at > now ? g->exit_at : now;
+		else if (g && g->state == EGS_GPR_PROVISIONING) /* its window starts when attached: ~now */
+			s->free_at = g->phase_since + g->exit_duration_s;
+		int64_t held = egs_node_held(n, now); /* an early release not applied yet (core/held.h) */
+		if (held) {
+			s->free_at = held > s->free_at ? held : s->free_at;
+			s->free_now = false;
+		}
+		egs__share_slot_init(p, s);
+		s->idle_now = s->free_now;
+	}
+	rank_names(p);
+	build_pools(p);
+	scratch_alloc(p);
+	for (size_t i = 0; egs_map_next(&st->workspaces, &i, NULL, &v);)
+		egs__ws_get(p, ((const struct egs_workspace *)v)->name);
+	p->nws_fixed = p->nws;
+	for (size_t i = 0; i < st->active.len; i++) {
+		struct egs_gpr *g = st->active.items[i];
+		struct wsinfo *w = egs__ws_get(p, g->workspace);
+		int64_t until = egs_gpr_planned_end(g, now);
+		if (until > w->until)
+			w->until = until;
+		w->active = true;
+	}
+	for (size_t i = 0; i < st->held.len; i++) {
+		const struct egs_gpr *g = st->held.items[i];
+		if (g->held_lifted || g->ghost || g->held_until <= now)
+			continue; /* a ghost's workspace is reserved by the walk that places it */
+		struct wsinfo *w = egs__ws_get(p, g->workspace);
+		if (g->held_until > w->until)
+			w->until = g->held_until;
+	}
+}
+
+void egs__snap_free(struct snap *s)
+{
+	free(s->free_at);
+	free(s->free_now);
+	free(s->heaps);
+	free(s->heap_n);
+	free(s->wsv);
+	free(s->holes);
+	free(s->nholes);
+}
+
+void egs__plan_cleanup(struct egs_plan *p)
+{
+	if (p->trial)
+		egs__trial_free(p->trial);
+	if (p->old)
+		egs_plan_free(p->old);
+	for (size_t i = 0; i < p->nslots; i++)
+		if (p->slots[i].sh) {
+			egs_share_timeline_cleanup(p->slots[i].sh);
+			free(p->slots[i].sh);
+		}
+	for (size_t i = 0; i < p->npools; i++) {
+		free(p->pools[i].heap);
+		free(p->pools[i].holes);
+		free(p->pools[i].byname);
+		free(p->pools[i].seg);
+	}
+	free(p->pools);
+	free(p->slots);
+	free(p->chosen);
+	free(p->tmp);
+	free(p->match);
+	free(p->cand);
+	free(p->hsel);
+	free(p->hok);
+	free(p->wsv);
+	egs_map_cleanup(&p->ws);
+	for (size_t i = 0; i < p->nsnaps; i++)
+		egs__snap_free(&p->snaps[i]);
+	free(p->snaps);
+	free(p->order);
+	free(p->started);
+	memset(p, 0, sizeof(*p));
+}
+
+void egs__snap_take(struct egs_plan *p, size_t pos)
+{
+	if (p->nsnaps % 16 == 0)
+		p->snaps = egs_realloc(p->snaps, (p->nsnaps + 16) * sizeof(*p->snaps));
+	struct snap *s = &p->snaps[p->nsnaps++];
+	s->pos = pos;
+	s->run_next = p->run_next;
+	s->stuck = p->stuck;
+	s->hole_end_min = p->hole_end_min;
+	s->free_at = egs_malloc((p->nslots + 1) * sizeof(*s->free_at));
+	s->free_now = egs_malloc(p->nslots + 1);
+	s->heaps = egs_malloc((p->nslots + 1) * sizeof(*s->heaps));
+	s->heap_n = egs_malloc((p->npools + 1) * sizeof(*s->heap_n));
+	for (size_t i = 0; i < p->nslots; i++) {
+		s->free_at[i] = p->slots[i].free_at;
+		s->free_now[i] = p->slots[i].free_now;
+	}
+	size_t k = 0;
+	for (size_t j = 0; j < p->npools; j++) {
+		s->heap_n[j] = p->pools[j].n;
+		for (size_t h = 0; h < p->pools[j].n; h++)
+			s->heaps[k++] = (uint32_t)(p->pools[j].heap[h] - p->slots);
+	}
+	s->holes = egs_malloc((POOL_HOLES * p->npools + 1) * sizeof(*s->holes));
+	s->nholes = egs_malloc((p->npools + 1) * sizeof(*s->nholes));
+	for (size_t j = 0; j < p->npools; j++) {
+		s->nholes[j] = p->pools[j].nholes;
+		memcpy(s->holes + j * POOL_HOLES, p->pools[j].holes, p->pools[j].nholes * sizeof(*s->holes));
+	}
+	s->nws = p->nws;
+	s->wsv = egs_malloc((p->nws + 1) * sizeof(*s->wsv));
+	memcpy(s->wsv, p->wsv, p->nws * sizeof(*s->wsv));
+}
+
+/* Makes q a copy of p as it stood at snapshot s (q is uninitialised; release with plan_cleanup). */
+void egs__snap_restore(struct egs_plan *q, const struct egs_plan *p, const struct snap *s, int64_t now)
+{
+	memset(q, 0, sizeof(*q));
+	q->st = p->st;
+	q->now = now;
+	q->hole_end_min = INT64_MAX;
+	q->serial = p->serial; /* the snapshot's wsv starts with the same fixed entries */
+	q->nws_fixed = p->nws_fixed;
+	q->nslots = p->nslots;
+	q->slots = egs_malloc((p->nslots + 1) * sizeof(*q->slots));
+	memcpy(q->slots, p->slots, p->nslots * sizeof(*q->slots));
+	q->npools = p->npools;
+	q->pools = egs_calloc(p->npools + 1, sizeof(*q->pools));
+	size_t k = 0;
+	for (size_t j = 0; j < p->npools; j++) {
+		struct pool *d = &q->pools[j];
+		*d = p->pools[j];
+		d->n = d->cap = s->heap_n[j];
+		d->heap = egs_malloc((d->cap + 1) * sizeof(*d->heap));
+		d->holes = egs_calloc(POOL_HOLES, sizeof(*d->holes));
+		d->byname = egs_malloc((d->n + 1) * sizeof(*d->byname));
+		memcpy(d->byname, p->pools[j].byname, d->n * sizeof(*d->byname));
+		d->seg = NULL; /* rebuilt below from the restored slots */
+		d->nholes = s->nholes[j];
+		memcpy(d->holes, s->holes + j * POOL_HOLES, d->nholes * sizeof(*d->holes));
+		for (size_t h = 0; h < d->n; h++) {
+			struct slot *x = &q->slots[s->heaps[k++]];
+			d->heap[h] = x;
+			x->hidx = h;
+		}
+	}
+	for (size_t i = 0; i < q->nslots; i++) {
+		q->slots[i].free_at = s->free_at[i];
+		q->slots[i].free_now = s->free_now[i];
+		q->slots[i].pool = q->pools + (p->slots[i].pool - p->pools);
+	}
+	for (size_t j = 0; j < q->npools; j++)
+		seg_build(q, &q->pools[j]);
+	scratch_alloc(q);
+	q->capws = 2 * s->nws + 16;
+	q->nws = s->nws;
+	q->wsv = egs_malloc(q->capws * sizeof(*q->wsv));
+	memcpy(q->wsv, s->wsv, s->nws * sizeof(*q->wsv));
+	egs_map_init(&q->ws);
+	for (size_t i = 0; i < q->nws; i++)
+		egs_map_put(&q->ws, q->wsv[i].name, &q->wsv[i]);
+}
+
+void egs__order_push(struct egs_plan *p, struct egs_gpr *g)
+{
+	if (p->norder == p->caporder) {
+		p->caporder = p->caporder ? 2 * p->caporder : 64;
+		p->order = egs_realloc(p->order, p->caporder * sizeof(*p->order));
+	}
+	p->order[p->norder++] = g;
+}
+
+void egs__started_push(struct egs_plan *p, size_t pos, struct egs_gpr *g)
+{
+	if (p->nstarted == p->capstarted) {
+		p->capstarted = p->capstarted ? 2 * p->capstarted : 64;
+		p->started = egs_realloc(p->started, p->capstarted * sizeof(*p->started));
+	}
+	p->started[p->nstarted++] = (struct started){ pos, g };
+}
+
+/* The earliest of base and the times at which a node of p goes stale (unheard from). */
+int64_t egs__stale_next(const struct egs_plan *p, int64_t base)
+{
+	for (size_t i = 0; i < p->nslots; i++) {
+		int64_t stale = p->slots[i].n->last_heartbeat + p->st->cfg.heartbeat_timeout_s + 1;
+		if (stale < base)
+			base = stale;
+	}
+	return base;
+}
