@@ -221,7 +221,7 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fno-strict-aliasi
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 $(shell pkg-config --cflags libevent jansson yaml-0.1 2>/dev/null)
 FUZZ_CORE    := src/core/common.c src/core/util.c src/core/share.c
-FUZZ_TARGETS := frame parsers manifest prom http body agent query
+FUZZ_TARGETS := frame parsers manifest prom http body agent query json
 FUZZ_BINS    := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 # The targets that run a whole egsd in the process (fuzz/egsd_harness.h) link the server, the store and
 # the core built with coverage and the sanitizers into build/fuzz/obj (incremental, like build/obj).
@@ -246,6 +246,9 @@ build/fuzz/fuzz_frame: fuzz/fuzz_frame.c src/server/frame.c $(FUZZ_CORE)
 build/fuzz/fuzz_parsers: fuzz/fuzz_parsers.c $(FUZZ_CORE)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lm
+build/fuzz/fuzz_json: fuzz/fuzz_json.c src/server/json_fast.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -ljansson -lm
 build/fuzz/fuzz_prom: fuzz/fuzz_prom.c src/agent/prom.c src/core/map.c $(FUZZ_CORE)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lsodium -lm
