@@ -179,6 +179,14 @@ const char *const egs__pg_migrations[] = {
 	"  created_at BIGINT NOT NULL,"
 	"  updated_at BIGINT NOT NULL);",
 	/* 13 (the twin of SQLite's 13): partial indexes over finished GPRs, read back by egs_store_gprs_find */
+	"CREATE INDEX gprs_finished_ws ON gprs(workspace, id) WHERE "
+	"state IN ('Complete', 'Cancelled', 'Rejected', 'Error');"
+	"CREATE INDEX gprs_finished_at ON gprs(completion_ts) WHERE "
+	"state IN ('Complete', 'Cancelled', 'Rejected', 'Error');",
+	/* 14 (the twin of SQLite's 14): the same indexes over EGS_ROWS_FINISHED's OR of the states, the
+	 * condition egs_store_gprs_find's queries now repeat */
+	"DROP INDEX gprs_finished_ws;"
+	"DROP INDEX gprs_finished_at;"
 	"CREATE INDEX gprs_finished_ws ON gprs(workspace, id) WHERE " EGS_ROWS_FINISHED ";"
 	"CREATE INDEX gprs_finished_at ON gprs(completion_ts) WHERE " EGS_ROWS_FINISHED ";",
 };
