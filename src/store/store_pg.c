@@ -367,6 +367,7 @@ out:
 static enum egs_err pg_load(struct pg_store *s, struct egs_state *st)
 {
 	enum egs_err err = EGS_ERR_STORE;
+	s->seq_floor = 0; /* which GPRs are stored: known again after the next commit */
 	/* One snapshot for every table. */
 	if (!egs__pg_exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))
 		return EGS_ERR_STORE;
@@ -388,7 +389,8 @@ out:
 
 /* ---- commit ---- */
 
-enum turn { TURN_OK, TURN_FAILED, TURN_BROKEN };
+/* TURN_CONFLICT: a plain INSERT met a stored key (egs__pg_fresh guessed wrong): send it again as upserts. */
+enum turn { TURN_OK, TURN_FAILED, TURN_BROKEN, TURN_CONFLICT };
 
 /* The statements of a turn in flight: what each one writes, for the error line. */
 struct pipe {
@@ -433,8 +435,11 @@ static enum turn collect(struct pipe *p, bool synced)
 		if (!res || (st != PGRES_COMMAND_OK && t == TURN_OK)) {
 			const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 			p->s->full = state && strcmp(state, "53100") == 0; /* disk_full */
-			report(p, i, res);
 			t = connection_error(p->s, res) ? TURN_BROKEN : TURN_FAILED;
+			if (t == TURN_FAILED && state && strcmp(state, "23505") == 0 && strcmp(p->verb[i], "insert") == 0)
+				t = TURN_CONFLICT; /* unique_violation: not worth a line, the turn goes again */
+			else
+				report(p, i, res);
 		} else if (st == PGRES_COMMAND_OK && strcmp(p->verb[i], "COMMIT") == 0 &&
 			   strcmp(PQcmdStatus(res), "COMMIT") != 0) {
 			fprintf(stderr, "store: COMMIT answered %s\n", PQcmdStatus(res));
@@ -446,10 +451,12 @@ static enum turn collect(struct pipe *p, bool synced)
 		PQclear(egs__pg_wait(p->s, deadline)); /* the NULL that ends each statement's results */
 	}
 	p->pending = 0;
-	if (synced && t == TURN_OK) {
+	if (synced && (t == TURN_OK || t == TURN_CONFLICT)) {
 		PGresult *res = egs__pg_wait(p->s, deadline);
 		if (PQresultStatus(res) != PGRES_PIPELINE_SYNC)
 			t = connection_error(p->s, res) ? TURN_BROKEN : TURN_FAILED;
+		else if (t == TURN_CONFLICT && PQexitPipelineMode(p->s->conn) != 1)
+			t = TURN_BROKEN; /* else the session is idle again, the transaction rolled back */
 		PQclear(res);
 	}
 	return t;
@@ -490,22 +497,29 @@ static enum turn send_batch(struct pipe *p, const char *stmt, const char *verb, 
 	return t;
 }
 
-/* One statement (or one per EGS_PG_BATCH_ROWS rows) deleting, then one upserting, the rows of
- * kind k among the turn's last changes refs[0..n). */
+/* Which statement writes change c: 0 delete, 1 plain insert (a new row), 2 upsert. */
+static int mode_of(const struct pg_store *s, const struct egs_change *c)
+{
+	return c->deleted ? 0 : egs__pg_fresh(s, c) ? 1 : 2;
+}
+
+/* One statement (or one per EGS_PG_BATCH_ROWS rows) deleting, one inserting the new rows and one
+ * upserting the others, of kind k among the turn's last changes refs[0..n). */
 static enum turn send_kind(struct pipe *p, int k, const struct egs_pg_ref *refs, size_t n)
 {
+	static const char *const prefix[] = { "del", "ins", "put" }, *const verb[] = { "delete", "insert", "put" };
 	const struct egs_pg_kind *kind = &egs__pg_kinds[k];
 	struct egs_pg_batch *b = p->s->batch;
 	struct egs_row_binder rb = egs__pg_batch_binder(b);
 	char stmt[16];
 	enum turn t = TURN_OK;
-	for (int del = 1; del >= 0 && t == TURN_OK; del--) {
-		snprintf(stmt, sizeof(stmt), "%s%d", del ? "del" : "put", k);
-		egs__pg_batch_start(b, del ? 1 : egs__pg_ncols(kind->cols));
+	for (int m = 0; m < 3 && t == TURN_OK; m++) {
+		snprintf(stmt, sizeof(stmt), "%s%d", prefix[m], k);
+		egs__pg_batch_start(b, m == 0 ? 1 : egs__pg_ncols(kind->cols));
 		for (size_t i = 0; i < n && t == TURN_OK; i++) {
-			if (refs[i].c->deleted != (del == 1))
+			if (mode_of(p->s, refs[i].c) != m)
 				continue;
-			if (del) {
+			if (m == 0) {
 				egs__pg_batch_key(b, refs[i].key);
 			} else {
 				egs__pg_batch_row_begin(b);
@@ -516,10 +530,10 @@ static enum turn send_kind(struct pipe *p, int k, const struct egs_pg_ref *refs,
 				}
 			}
 			if (b->nrows == EGS_PG_BATCH_ROWS)
-				t = send_batch(p, stmt, del ? "delete" : "put", kind->table);
+				t = send_batch(p, stmt, verb[m], kind->table);
 		}
 		if (t == TURN_OK)
-			t = send_batch(p, stmt, del ? "delete" : "put", kind->table);
+			t = send_batch(p, stmt, verb[m], kind->table);
 	}
 	return t;
 }
@@ -541,27 +555,46 @@ static enum turn send_changes(struct pipe *p, const struct egs_state *st)
 	return t;
 }
 
-/* The turn's events and audit entries: one upsert each (or one per EGS_PG_BATCH_ROWS rows). */
-static enum turn send_log(struct pipe *p, const struct egs_state *st)
+/* The turn's events: new ones with one plain insert, repeats of stored ones (and all of them when
+ * s->upsert_only) with one upsert (or one statement per EGS_PG_BATCH_ROWS rows). */
+static enum turn send_events(struct pipe *p, const struct egs_state *st)
 {
 	struct egs_pg_batch *b = p->s->batch;
 	struct egs_row_binder rb = egs__pg_batch_binder(b);
 	enum turn t = TURN_OK;
-	egs__pg_batch_start(b, egs__pg_ncols(EGS_PG_EVENT_COLS));
-	for (size_t i = 0; t == TURN_OK && i < st->new_events.len; i++) {
-		egs__pg_batch_row_begin(b);
-		egs_rows_bind_event(&rb, st->new_events.items[i]);
-		egs__pg_batch_row_end(b); /* text and numbers only: nothing fails */
-		if (b->nrows == EGS_PG_BATCH_ROWS || i + 1 == st->new_events.len)
-			t = send_batch(p, "ev", "put", "events");
+	for (int fresh = 1; fresh >= 0 && t == TURN_OK; fresh--) {
+		egs__pg_batch_start(b, egs__pg_ncols(EGS_PG_EVENT_COLS));
+		for (size_t i = 0; t == TURN_OK && i < st->new_events.len; i++) {
+			const struct egs_event *ev = st->new_events.items[i];
+			if ((!ev->listed && !p->s->upsert_only) != (fresh == 1))
+				continue;
+			egs__pg_batch_row_begin(b);
+			egs_rows_bind_event(&rb, ev);
+			egs__pg_batch_row_end(b); /* text and numbers only: nothing fails */
+			if (b->nrows == EGS_PG_BATCH_ROWS)
+				t = send_batch(p, fresh ? "evi" : "ev", fresh ? "insert" : "put", "events");
+		}
+		if (t == TURN_OK)
+			t = send_batch(p, fresh ? "evi" : "ev", fresh ? "insert" : "put", "events");
 	}
+	return t;
+}
+
+/* The turn's events and audit entries (each audit entry is new: plain inserts, unless
+ * s->upsert_only). */
+static enum turn send_log(struct pipe *p, const struct egs_state *st)
+{
+	struct egs_pg_batch *b = p->s->batch;
+	struct egs_row_binder rb = egs__pg_batch_binder(b);
+	bool fresh = !p->s->upsert_only;
+	enum turn t = send_events(p, st);
 	egs__pg_batch_start(b, egs__pg_ncols(EGS_AUDIT_COLS));
 	for (size_t i = 0; t == TURN_OK && i < st->new_audit.len; i++) {
 		egs__pg_batch_row_begin(b);
 		egs_rows_bind_audit(&rb, st->new_audit.items[i]);
 		egs__pg_batch_row_end(b);
 		if (b->nrows == EGS_PG_BATCH_ROWS || i + 1 == st->new_audit.len)
-			t = send_batch(p, "au", "put", "audit");
+			t = send_batch(p, fresh ? "aui" : "au", fresh ? "insert" : "put", "audit");
 	}
 	return t;
 }
@@ -609,19 +642,30 @@ bool egs__pg_ready(struct pg_store *s)
 	return !s->deposed && ((s->conn && !egs__pg_broken(s)) || reconnect(s));
 }
 
+/* Ends a commit: after a success the GPRs submitted from now on are new rows (egs__pg_fresh); after
+ * a failure nothing is known. */
+static enum egs_err commit_done(struct pg_store *s, const struct egs_state *st, enum egs_err err)
+{
+	s->upsert_only = false;
+	s->seq_floor = err ? 0 : st->next_seq;
+	return err;
+}
+
 static enum egs_err pg_commit_changes(struct pg_store *s, struct egs_state *st)
 {
 	/* A broken connection may break again while the server restarts; each try is the whole turn,
-	 * which is idempotent, so trying again after an unknown COMMIT outcome is safe. */
+	 * and a retry sends every row as an upsert, so trying again after an unknown COMMIT outcome
+	 * is safe. */
 	bool inject = s->fail_path && access(s->fail_path, F_OK) == 0;
 	for (int attempt = 0; attempt < 5; attempt++) {
+		s->upsert_only = attempt > 0;
 		if (!egs__pg_ready(s))
-			return EGS_ERR_STORE;
+			return commit_done(s, st, EGS_ERR_STORE);
 		s->full = false;
 		/* A lease written a second ago or more (an idle or held-up loop) is renewed first, so that
 		 * the turn may wait 3-4 s for its results before its leader must step down. */
 		if (egs__pg_lease_due(s) && !egs__pg_renew_now(s) && s->deposed)
-			return EGS_ERR_STORE;
+			return commit_done(s, st, EGS_ERR_STORE);
 		int64_t t0 = egs__pg_mono_us();
 		enum turn t = send_turn(s, st, inject);
 		if (t == TURN_OK && !egs__pg_within_lease(s))
@@ -629,12 +673,15 @@ static enum egs_err pg_commit_changes(struct pg_store *s, struct egs_state *st)
 		if (t == TURN_OK && s->leader && !inject)
 			egs__pg_lease_sent(s, t0); /* the turn rewrote the lease */
 		if (t == TURN_OK)
-			return inject ? EGS_ERR_STORAGE_FULL : EGS_OK;
-		drop(s);
+			return commit_done(s, st, inject ? EGS_ERR_STORAGE_FULL : EGS_OK);
+		if (t == TURN_CONFLICT) /* read to its Sync: the failed transaction block is still open */
+			s->resent++;
+		if (t != TURN_CONFLICT || PQpipelineStatus(s->conn) != PQ_PIPELINE_OFF || !egs__pg_exec(s, "ROLLBACK"))
+			drop(s);
 		if (t == TURN_FAILED)
-			return s->full ? EGS_ERR_STORAGE_FULL : EGS_ERR_STORE;
+			return commit_done(s, st, s->full ? EGS_ERR_STORAGE_FULL : EGS_ERR_STORE);
 	}
-	return EGS_ERR_STORE;
+	return commit_done(s, st, EGS_ERR_STORE);
 }
 
 /* ---- meta and events ---- */

@@ -46,6 +46,13 @@ struct pg_store {
 	bool full;       /* the last failed turn failed for lack of disk (SQLSTATE 53100) */
 	char *fail_path; /* EGS_STORE_FAIL_IF_EXISTS (store.h): commits fail as on a full disk meanwhile */
 	struct egs_pg_batch *batch; /* the turn's statement being filled (store_pg_batch.c) */
+	/* Rows known new go in as plain INSERTs (store_pg_batch.c, egs__pg_fresh): GPRs whose seq is at
+	 * least seq_floor (st->next_seq at the last commit that succeeded; 0: not known, after a start,
+	 * a load or a failure), events not yet listed, audit entries.  upsert_only: this try sends every
+	 * row as an upsert (a retry, or the turn again after a plain INSERT met an existing key). */
+	uint64_t seq_floor;
+	bool upsert_only;
+	int64_t resent; /* turns sent again as upserts after a conflict (the tests read it) */
 };
 
 /* ---- store_pg.c: the session ---- */
@@ -167,8 +174,14 @@ const char *const *egs__pg_batch_finish(struct egs_pg_batch *b);
 void egs__pg_batch_cleanup(struct egs_pg_batch *b);
 /* Columns in a comma-separated column list. */
 int egs__pg_ncols(const char *cols);
-/* Prepares put<kind>, del<kind>, ev and au: the batch upsert and delete of every table. */
+/* Prepares put<kind>, ins<kind>, del<kind>, ev, evi, au and aui: the batch upsert, plain insert
+ * and delete of every table. */
 bool egs__pg_prepare_batches(struct pg_store *s);
+/* Whether change c (not a deletion) writes a row known not to be in the store yet, so that a plain
+ * INSERT may write it: a GPR submitted since the last commit that succeeded.  Never when
+ * s->upsert_only.  A wrong guess costs a retry, not a lost row: the INSERT fails on the key and the
+ * turn is sent again as upserts. */
+bool egs__pg_fresh(const struct pg_store *s, const struct egs_change *c);
 
 /* One change of a turn that the commit writes: the last one of its object in the turn. */
 struct egs_pg_ref {

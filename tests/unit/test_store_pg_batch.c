@@ -8,7 +8,8 @@
  * unnest() one for one.  Then the store as a whole: one turn holding hostile strings in every kind
  * of text column (GPR, document, event, audit entry) loads back equal; a turn that puts and deletes
  * the same keys keeps only the last change of each, as SQLite's row-at-a-time turn does; a turn
- * larger than EGS_PG_BATCH_ROWS lands whole.
+ * larger than EGS_PG_BATCH_ROWS lands whole; rows known new go in as plain INSERTs, and a wrong guess
+ * or a turn sent again after its commit sends the turn again as upserts.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -296,6 +297,88 @@ static void test_turn_keeps_last_change(void **unused)
 	assert_null(egs_state_gpr(&back, "gpr-gone"));
 	assert_string_equal(egs_state_gpr(&back, "gpr-twice")->name, "second");
 	assert_non_null(egs_state_gpr(&back, "gpr-many-1499"));
+	/* gpr-recreated, new since the last commit, went in as a plain INSERT and met the old row (not
+	 * deleted: the turn's last change of it is the put): the turn was sent again as upserts. */
+	assert_int_equal(((struct pg_store *)s)->resent, 1);
+	egs_state_cleanup(&back);
+	egs_state_cleanup(&st);
+	egs_store_free(s);
+}
+
+static void add_audit(struct egs_state *st, const char *target)
+{
+	struct egs_audit *a = egs_calloc(1, sizeof(*a));
+	a->time = 1700000000;
+	egs_strlcpy(a->target, target, sizeof(a->target));
+	a->status = 200;
+	egs_state_audit(st, a);
+}
+
+/* Rows known new go in as plain INSERTs, beside upserts of stored rows in the same turn, without a
+ * retry; a guess that was wrong, and a turn sent again whole after it committed (a COMMIT whose
+ * answer was lost), are sent again as upserts and leave each row once, as the turn wrote it. */
+static void test_new_rows_plain_insert(void **unused)
+{
+	(void)unused;
+	struct egs_store *s = open_pg("fresh");
+	struct pg_store *ps = (struct pg_store *)s;
+	struct egs_state st, back;
+	egs_state_init(&st, NULL);
+	struct egs_gpr *a = mk_gpr("gpr-a", 1);
+	assert_int_equal(egs_state_add_gpr(&st, a), EGS_OK);
+	egs_state_touch(&st, EGS_KIND_GPR, a);
+	egs_state_event(&st, 1700000000, "Normal", "Created", "GPR", "gpr-a", "ws", "one");
+	add_audit(&st, "first");
+	commit(s, &st); /* the first turn after a start: all upserts (nothing known yet) */
+	assert_int_equal(ps->seq_floor, st.next_seq);
+
+	/* Turn 2: a stored GPR changed, a new one, a repeat of the stored event, a new event and audit
+	 * entry: all guesses right, no retry. */
+	egs_strlcpy(a->name, "changed", sizeof(a->name));
+	egs_state_touch(&st, EGS_KIND_GPR, a);
+	struct egs_gpr *b = mk_gpr("gpr-b", st.next_seq);
+	assert_int_equal(egs_state_add_gpr(&st, b), EGS_OK);
+	egs_state_touch(&st, EGS_KIND_GPR, b);
+	egs_state_event_repeat(&st, 1700000001, 60, "Normal", "Created", "GPR", "gpr-a", "ws", "two");
+	egs_state_event(&st, 1700000001, "Normal", "Created", "GPR", "gpr-b", "ws", "b");
+	add_audit(&st, "second");
+	assert_true(egs__pg_fresh(ps, st.changes.items[1]));  /* b */
+	assert_false(egs__pg_fresh(ps, st.changes.items[0])); /* a */
+	commit(s, &st);
+	assert_int_equal(ps->resent, 0);
+
+	/* Turn 3, committed, then sent again as if its COMMIT's answer had been lost (the changes
+	 * still there, b taken for new again): the plain INSERTs meet the stored keys. */
+	uint64_t floor = ps->seq_floor;
+	struct egs_gpr *c = mk_gpr("gpr-c", st.next_seq);
+	assert_int_equal(egs_state_add_gpr(&st, c), EGS_OK);
+	egs_state_touch(&st, EGS_KIND_GPR, c);
+	egs_state_event(&st, 1700000002, "Normal", "Created", "GPR", "gpr-c", "ws", "c");
+	add_audit(&st, "third");
+	assert_int_equal(egs_store_commit_changes(s, &st), EGS_OK);
+	assert_int_equal(ps->resent, 0);
+	ps->seq_floor = floor;
+	egs_strlcpy(c->name, "sent again", sizeof(c->name));
+	commit(s, &st);
+	assert_int_equal(ps->resent, 1);
+
+	egs_state_init(&back, NULL);
+	assert_int_equal(egs_store_load(s, &back), EGS_OK);
+	assert_int_equal(back.gprs.len, 3);
+	assert_string_equal(egs_state_gpr(&back, "gpr-a")->name, "changed");
+	assert_non_null(egs_state_gpr(&back, "gpr-b"));
+	assert_string_equal(egs_state_gpr(&back, "gpr-c")->name, "sent again");
+	assert_int_equal(back.events_len, 3);
+	const struct egs_event *ev = back.events[back.events_head % back.cfg.event_retention];
+	assert_int_equal(ev->count, 2);
+	assert_string_equal(ev->message, "two");
+	struct egs_vec audit = { 0 };
+	struct egs_audit_filter f = { .limit = 10 };
+	assert_int_equal(egs_store_audit_list(s, &f, &audit), EGS_OK);
+	assert_int_equal(audit.len, 3);
+	for (size_t i = 0; i < audit.len; i++)
+		free(audit.items[i]);
+	egs_vec_cleanup(&audit);
 	egs_state_cleanup(&back);
 	egs_state_cleanup(&st);
 	egs_store_free(s);
@@ -308,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_typed_columns_roundtrip),
 		cmocka_unit_test(test_hostile_rows_roundtrip),
 		cmocka_unit_test(test_turn_keeps_last_change),
+		cmocka_unit_test(test_new_rows_plain_insert),
 	};
 	if (!pgtest_start(&pg))
 		return 1;
