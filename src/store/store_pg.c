@@ -7,17 +7,17 @@
  * transaction-scoped advisory lock, so two egsd starting on a new database do not both run one.
  *
  * Group commit: a loop turn's changes go in one transaction, sent in pipeline mode: BEGIN, per
- * table one prepared delete and one prepared upsert carrying all of the turn's rows of that table
- * as array parameters (store_pg_batch.c), one upsert of the turn's events and one of its audit
- * entries, COMMIT, Sync.  So a turn costs one round trip and a handful of statements however many
+ * table one prepared delete, one prepared plain insert of the rows known new and one prepared upsert
+ * of the others, each carrying all of the turn's rows of its kind as binary array parameters
+ * (store_pg_batch.c), the same for the turn's events and its audit entries, COMMIT, Sync.  So a turn costs one round trip and a handful of statements however many
  * rows it writes (the server's cost per statement was most of its cost per create).  The session
  * runs with synchronous_commit = on: COMMIT returns only once the WAL is flushed on the server (and on
  * synchronous standbys, if the server is configured with them), which is what lets egsd answer
  * 2xx after egs_store_commit_changes().
  *
- * Every statement of a turn is idempotent (whole-row upserts, deletes by key), so when the
- * connection breaks, even during COMMIT where the outcome is unknown, the turn is simply sent
- * again on a new connection: reconnect_and_retry() tries for about RETRY_FOR_S seconds before
+ * A retried turn sends every row as an upsert, which makes each statement idempotent (whole-row
+ * upserts, deletes by key), so when the connection breaks, even during COMMIT where the outcome is
+ * unknown, the turn is simply sent again on a new connection: reconnect_and_retry() tries for about RETRY_FOR_S seconds before
  * the commit fails.
  */
 #include "store/store_impl.h"
@@ -197,6 +197,7 @@ static void pg_free(struct pg_store *s)
 	if (s->batch)
 		egs__pg_batch_cleanup(s->batch);
 	free(s->batch);
+	free(s->types);
 	free(s);
 }
 
@@ -208,6 +209,7 @@ enum egs_err egs_store_open_pg(const char *url, struct egs_store **out)
 	s->base.ops = &pg_ops;
 	s->url = egs_strdup(url);
 	s->batch = egs_calloc(1, sizeof(*s->batch));
+	s->types = egs_calloc((size_t)egs__pg_nkinds + 2, sizeof(*s->types));
 	if (NMIGRATIONS != egs_store_schema_version()) {
 		/* A SQLite migration without its PostgreSQL twin (or the reverse): the two stores
 		 * would no longer hold the same columns. */
@@ -468,11 +470,13 @@ struct what {
 	int rows;
 };
 
-/* Queues one statement: prepared stmt with n text parameters v (borrowed: libpq copies them), or
- * (v NULL) the SQL stmt alone, without parameters. */
-static enum turn send_one(struct pipe *p, const char *stmt, int n, const char *const *v, struct what w)
+/* Queues one statement: prepared stmt with n parameters v (borrowed: libpq copies them; text, or
+ * as lengths len and formats fmt say when they are not NULL), or (v NULL) the SQL stmt alone,
+ * without parameters. */
+static enum turn send_one(struct pipe *p, const char *stmt, int n, const char *const *v, const int *len,
+			  const int *fmt, struct what w)
 {
-	int ok = v ? PQsendQueryPrepared(p->s->conn, stmt, n, v, NULL, NULL, 0)
+	int ok = v ? PQsendQueryPrepared(p->s->conn, stmt, n, v, len, fmt, 0)
 		   : PQsendQueryParams(p->s->conn, stmt, 0, NULL, NULL, NULL, NULL, 0);
 	p->verb[p->pending] = w.verb;
 	p->table[p->pending] = w.table;
@@ -492,8 +496,9 @@ static enum turn send_batch(struct pipe *p, const char *stmt, const char *verb, 
 	struct egs_pg_batch *b = p->s->batch;
 	enum turn t = TURN_OK;
 	if (b->nrows > 0)
-		t = send_one(p, stmt, b->ncols, egs__pg_batch_finish(b), (struct what){ verb, table, b->nrows });
-	egs__pg_batch_start(b, b->ncols);
+		t = send_one(p, stmt, b->ncols, egs__pg_batch_finish(b), b->lengths, b->formats,
+			     (struct what){ verb, table, b->nrows });
+	egs__pg_batch_start(b, b->ncols, b->types);
 	return t;
 }
 
@@ -515,7 +520,7 @@ static enum turn send_kind(struct pipe *p, int k, const struct egs_pg_ref *refs,
 	enum turn t = TURN_OK;
 	for (int m = 0; m < 3 && t == TURN_OK; m++) {
 		snprintf(stmt, sizeof(stmt), "%s%d", prefix[m], k);
-		egs__pg_batch_start(b, m == 0 ? 1 : egs__pg_ncols(kind->cols));
+		egs__pg_batch_start(b, m == 0 ? 1 : egs__pg_ncols(kind->cols), p->s->types[k]);
 		for (size_t i = 0; i < n && t == TURN_OK; i++) {
 			if (mode_of(p->s, refs[i].c) != m)
 				continue;
@@ -563,7 +568,7 @@ static enum turn send_events(struct pipe *p, const struct egs_state *st)
 	struct egs_row_binder rb = egs__pg_batch_binder(b);
 	enum turn t = TURN_OK;
 	for (int fresh = 1; fresh >= 0 && t == TURN_OK; fresh--) {
-		egs__pg_batch_start(b, egs__pg_ncols(EGS_PG_EVENT_COLS));
+		egs__pg_batch_start(b, egs__pg_ncols(EGS_PG_EVENT_COLS), p->s->types[EGS_PG_EVENTS]);
 		for (size_t i = 0; t == TURN_OK && i < st->new_events.len; i++) {
 			const struct egs_event *ev = st->new_events.items[i];
 			if ((!ev->listed && !p->s->upsert_only) != (fresh == 1))
@@ -588,7 +593,7 @@ static enum turn send_log(struct pipe *p, const struct egs_state *st)
 	struct egs_row_binder rb = egs__pg_batch_binder(b);
 	bool fresh = !p->s->upsert_only;
 	enum turn t = send_events(p, st);
-	egs__pg_batch_start(b, egs__pg_ncols(EGS_AUDIT_COLS));
+	egs__pg_batch_start(b, egs__pg_ncols(EGS_AUDIT_COLS), p->s->types[EGS_PG_AUDIT]);
 	for (size_t i = 0; t == TURN_OK && i < st->new_audit.len; i++) {
 		egs__pg_batch_row_begin(b);
 		egs_rows_bind_audit(&rb, st->new_audit.items[i]);
@@ -608,18 +613,18 @@ static enum turn send_turn(struct pg_store *s, struct egs_state *st, bool rollba
 	p->s = s;
 	if (PQenterPipelineMode(s->conn) != 1)
 		goto out;
-	t = send_one(p, "BEGIN", 0, NULL, (struct what){ "BEGIN", NULL, 0 });
+	t = send_one(p, "BEGIN", 0, NULL, NULL, NULL, (struct what){ "BEGIN", NULL, 0 });
 	if (t == TURN_OK)
 		t = send_changes(p, st);
 	if (t == TURN_OK)
 		t = send_log(p, st);
 	if (t == TURN_OK && s->leader && !rollback) { /* followers see the turn (docs/internals/store.md) */
 		static const char *const none[1] = { NULL };
-		t = send_one(p, "turn", 0, none, (struct what){ "update", "meta", 0 });
+		t = send_one(p, "turn", 0, none, NULL, NULL, (struct what){ "update", "meta", 0 });
 	}
 	if (t == TURN_OK) {
 		const char *end = rollback ? "ROLLBACK" : "COMMIT";
-		t = send_one(p, end, 0, NULL, (struct what){ end, NULL, 0 });
+		t = send_one(p, end, 0, NULL, NULL, NULL, (struct what){ end, NULL, 0 });
 	}
 	if (t == TURN_OK)
 		t = PQpipelineSync(s->conn) == 1 ? collect(p, true) : TURN_BROKEN;

@@ -5,8 +5,8 @@
  * store_pg_schema.c: the migrations).
  * Internal to src/store.
  *
- * A turn's rows travel as text-format array parameters, one per column (store_pg_batch.c: numbers
- * printed, JSON as text, the API key hash as bytea hex); results are read in text format.  The
+ * A turn's rows travel as binary-format array parameters, one per column (store_pg_batch.c: numbers
+ * as big-endian bytes, JSON as text, the API key hash as bytea); results are read in text format.  The
  * column lists in egs__pg_kinds are the single source of the bind order and of the load's column
  * order, like egs__sqlite_kinds in store_sqlite_rows.c (the same tables and columns: a new column goes into both
  * files).
@@ -46,6 +46,9 @@ struct pg_store {
 	bool full;       /* the last failed turn failed for lack of disk (SQLSTATE 53100) */
 	char *fail_path; /* EGS_STORE_FAIL_IF_EXISTS (store.h): commits fail as on a full disk meanwhile */
 	struct egs_pg_batch *batch; /* the turn's statement being filled (store_pg_batch.c) */
+	/* Per table (a kind's, EGS_PG_EVENTS, EGS_PG_AUDIT): its columns' types in the kind's column
+	 * order, from the catalog when the statements were prepared (the arrays' element types). */
+	uint32_t (*types)[EGS_PG_MAX_COLS];
 	/* Rows known new go in as plain INSERTs (store_pg_batch.c, egs__pg_fresh): GPRs whose seq is at
 	 * least seq_floor (st->next_seq at the last commit that succeeded; 0: not known, after a start,
 	 * a load or a failure), events not yet listed, audit entries.  upsert_only: this try sends every
@@ -129,7 +132,9 @@ struct egs_pg_kind {
 	const char *(*key)(const void *obj);
 };
 
-/* Indexed by enum egs_kind; egs__pg_nkinds entries. */
+/* Indexed by enum egs_kind; egs__pg_nkinds entries.  s->types has two more tables after them: */
+#define EGS_PG_EVENTS egs__pg_nkinds
+#define EGS_PG_AUDIT (egs__pg_nkinds + 1)
 extern const struct egs_pg_kind egs__pg_kinds[];
 extern const int egs__pg_nkinds;
 
@@ -144,22 +149,29 @@ extern const int egs__pg_nmigrations;
 /* ---- store_pg_batch.c: a turn's rows of one table in one statement ---- */
 #define EGS_PG_BATCH_ROWS 1024 /* rows per statement at most (a larger turn sends several) */
 
-struct egs_pg_text { /* a growable string */
+struct egs_pg_text { /* a growable buffer */
 	char *b;
 	size_t n, cap;
 };
 
-/* The rows of one statement, as one text-format array literal per column ({"a","b\"c",NULL}). */
+/* The rows of one statement, as one binary-format array per column (store_pg_batch.c). */
 struct egs_pg_batch {
 	int ncols, nrows;
 	int col; /* the next column of the row being bound */
 	struct egs_pg_text cols[EGS_PG_MAX_COLS];
-	const char *params[EGS_PG_MAX_COLS]; /* egs__pg_batch_finish's result */
+	const uint32_t *types;         /* as given to egs__pg_batch_start (borrowed) */
+	uint32_t oid[EGS_PG_MAX_COLS]; /* each column's element type */
+	bool nulls[EGS_PG_MAX_COLS];   /* the column holds an SQL NULL */
+	/* egs__pg_batch_finish's result: PQsendQueryPrepared's values, lengths and formats */
+	const char *params[EGS_PG_MAX_COLS];
+	int lengths[EGS_PG_MAX_COLS], formats[EGS_PG_MAX_COLS];
 	const char *why; /* the first failure of ours (e.g. unencodable JSON), or NULL */
 };
 
-/* Empties b for rows of ncols columns (the buffers are kept for the next statement). */
-void egs__pg_batch_start(struct egs_pg_batch *b, int ncols);
+/* Empties b for rows of ncols columns of types[0..ncols) (element type OIDs, s->types[table]; NULL:
+ * each column takes the type its values are bound as, text when all are NULL).  A value bound as
+ * another type than its column's fails the row (b->why).  The buffers are kept for the next statement. */
+void egs__pg_batch_start(struct egs_pg_batch *b, int ncols, const uint32_t *types);
 /* Around the binds of one row: bind every column through egs__pg_batch_binder(b) between them.
  * row_end returns false when the row could not be encoded (b->why says why). */
 void egs__pg_batch_row_begin(struct egs_pg_batch *b);
@@ -168,7 +180,8 @@ bool egs__pg_batch_row_end(struct egs_pg_batch *b);
 struct egs_row_binder egs__pg_batch_binder(struct egs_pg_batch *b);
 /* A one-column row: a key to delete. */
 void egs__pg_batch_key(struct egs_pg_batch *b, const char *key);
-/* Closes the arrays; returns b->ncols text parameters, borrowed from b until its next start. */
+/* Closes the arrays (at least one row); returns b->ncols binary parameters, borrowed from b until its
+ * next start, their lengths and formats in b->lengths and b->formats. */
 const char *const *egs__pg_batch_finish(struct egs_pg_batch *b);
 /* Frees the buffers (b may be started again). */
 void egs__pg_batch_cleanup(struct egs_pg_batch *b);

@@ -2,10 +2,11 @@
  * test_store_pg_batch.c: the PostgreSQL store's batched turn (store_pg_batch.c) against a real
  * server of its own (pgtest.h).
  *
- * The array literals first: hostile strings (quotes, backslashes, braces, commas, the words NULL
+ * The binary arrays first: hostile strings (quotes, backslashes, braces, commas, the words NULL
  * and null, SQL NULL, the empty string, whitespace, control characters, multi-byte UTF-8) and
  * extreme numbers, bytes and JSON go through egs__pg_batch_* and come back from the server's
- * unnest() one for one.  Then the store as a whole: one turn holding hostile strings in every kind
+ * unnest() one for one; doubles' edges bit for bit, a long string, a string that is not UTF-8
+ * refused by the server, a value of the wrong type refused before it is sent.  Then the store as a whole: one turn holding hostile strings in every kind
  * of text column (GPR, document, event, audit entry) loads back equal; a turn that puts and deletes
  * the same keys keeps only the last change of each, as SQLite's row-at-a-time turn does; a turn
  * larger than EGS_PG_BATCH_ROWS lands whole; rows known new go in as plain INSERTs, and a wrong guess
@@ -35,7 +36,7 @@ static const char *const hostile[] = {
 	"", "NULL", "null", " NULL ", "\"NULL\"", NULL, "\"", "\\", "\\\\", "\\\"", "\"\\", "{", "}", "{}",
 	"{a,b}", "{\"a\",NULL}", ",", ",,", " ", "  two  spaces  ", "a\tb\nc\rd", "\x01\x1f", "'", "''; DROP TABLE x; --",
 	"$1", "(1,2)", "[1:2]={3,4}", "\\x00ff", "E'\\n'", "\xc3\xbc\xe2\x9c\x93 \xe6\xbc\xa2\xe5\xad\x97 \xf0\x9f\x8e\x89",
-	"end\\",
+	"end\\", "\x7f", "\xef\xbb\xbf", "\xf0\x9f\x98\x80\xf0\x90\x8d\x88",
 };
 #define NHOSTILE (sizeof(hostile) / sizeof(hostile[0]))
 
@@ -52,7 +53,7 @@ static void test_text_array_roundtrip(void **unused)
 	(void)unused;
 	struct egs_pg_batch b = { 0 };
 	struct egs_row_binder rb = egs__pg_batch_binder(&b);
-	egs__pg_batch_start(&b, 1);
+	egs__pg_batch_start(&b, 1, NULL);
 	for (size_t i = 0; i < NHOSTILE; i++) {
 		egs__pg_batch_row_begin(&b);
 		rb.text(rb.ctx, hostile[i]);
@@ -61,7 +62,7 @@ static void test_text_array_roundtrip(void **unused)
 	const char *const *v = egs__pg_batch_finish(&b);
 	PGconn *c = connect_db();
 	PGresult *r = PQexecParams(c, "SELECT x IS NULL, x FROM unnest($1::text[]) WITH ORDINALITY AS u(x, i) ORDER BY i",
-				   1, NULL, v, NULL, NULL, 0);
+				   1, NULL, v, b.lengths, b.formats, 0);
 	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
 	assert_int_equal(PQntuples(r), NHOSTILE);
 	for (size_t i = 0; i < NHOSTILE; i++) {
@@ -88,9 +89,9 @@ static void test_typed_columns_roundtrip(void **unused)
 	static const unsigned char bytes[4][3] = { { 0, 0, 0 }, { 0x5c, 0x22, 0x2c }, { 0x7b, 0x7d, 0xff }, { 1, 2, 3 } };
 	struct egs_pg_batch b = { 0 };
 	struct egs_row_binder rb = egs__pg_batch_binder(&b);
-	egs__pg_batch_start(&b, 1);
+	egs__pg_batch_start(&b, 1, NULL);
 	egs__pg_batch_key(&b, "left over"); /* dropped by the next start */
-	egs__pg_batch_start(&b, 4);
+	egs__pg_batch_start(&b, 4, NULL);
 	for (int i = 0; i < 4; i++) {
 		egs__pg_batch_row_begin(&b);
 		rb.int64(rb.ctx, ints[i]);
@@ -105,7 +106,7 @@ static void test_typed_columns_roundtrip(void **unused)
 				   "SELECT a::text, encode(c, 'hex'), d FROM "
 				   "unnest($1::bigint[], $2::double precision[], $3::bytea[], $4::text[]) "
 				   "WITH ORDINALITY AS u(a, b, c, d, i) ORDER BY i",
-				   4, NULL, v, NULL, NULL, 0);
+				   4, NULL, v, b.lengths, b.formats, 0);
 	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
 	assert_int_equal(PQntuples(r), 4);
 	for (int i = 0; i < 4; i++) {
@@ -124,10 +125,77 @@ static void test_typed_columns_roundtrip(void **unused)
 	/* The doubles exactly: compared on the server, bit for bit after the text round trip. */
 	r = PQexecParams(c, "SELECT bool_and(x = y) FROM unnest($1::double precision[], "
 			    "ARRAY[-0.1, 1e-300, 0.30000000000000004, 1.7976931348623157e308]::double precision[]) AS u(x, y)",
-			 1, NULL, (const char *const[]){ v[1] }, NULL, NULL, 0);
+			 1, NULL, (const char *const[]){ v[1] }, (const int[]){ b.lengths[1] }, (const int[]){ 1 }, 0);
 	assert_string_equal(PQgetvalue(r, 0, 0), "t");
 	PQclear(r);
+	/* A column bound as int8 where the statement says text is refused by the server, not converted. */
+	r = PQexecParams(c, "SELECT unnest($1::text[])", 1, NULL, v, b.lengths, b.formats, 0);
+	assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
+	PQclear(r);
 	PQfinish(c);
+	egs__pg_batch_cleanup(&b);
+}
+
+/* What the binary form carries that text would have to spell: doubles' -0, infinities, NaN and the
+ * smallest denormal bit for bit; a 100,000-byte string of quotes, backslashes and braces; and a
+ * string that is not UTF-8 is refused by the server (it checks each element's encoding), not stored. */
+static void test_binary_edges(void **unused)
+{
+	(void)unused;
+	static const double reals[] = { -0.0, 1.0 / 0.0, -1.0 / 0.0, 0.0 / 0.0, 4.9406564584124654e-324 };
+	static const char *const want[] = { "-0", "Infinity", "-Infinity", "NaN", "5e-324" };
+	struct egs_pg_batch b = { 0 };
+	struct egs_row_binder rb = egs__pg_batch_binder(&b);
+	char *big = egs_malloc(100001);
+	for (int i = 0; i < 100000; i++)
+		big[i] = "\"\\{},x"[i % 6];
+	big[100000] = '\0';
+	egs__pg_batch_start(&b, 2, NULL);
+	for (int i = 0; i < 5; i++) {
+		egs__pg_batch_row_begin(&b);
+		rb.real(rb.ctx, reals[i]);
+		rb.text(rb.ctx, i == 0 ? big : NULL);
+		assert_true(egs__pg_batch_row_end(&b));
+	}
+	const char *const *v = egs__pg_batch_finish(&b);
+	PGconn *c = connect_db();
+	PGresult *r = PQexecParams(c,
+				   "SELECT x::text, y IS NULL, y FROM unnest($1::double precision[], $2::text[]) "
+				   "WITH ORDINALITY AS u(x, y, i) ORDER BY i",
+				   2, NULL, v, b.lengths, b.formats, 0);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_int_equal(PQntuples(r), 5);
+	for (int i = 0; i < 5; i++) {
+		assert_string_equal(PQgetvalue(r, i, 0), want[i]);
+		assert_string_equal(PQgetvalue(r, i, 1), i == 0 ? "f" : "t");
+	}
+	assert_string_equal(PQgetvalue(r, 0, 2), big);
+	PQclear(r);
+	/* -0 is not 0 bit for bit: its sign survives. */
+	r = PQexecParams(c, "SELECT (unnest($1::double precision[]))::text", 1, NULL, v, b.lengths, b.formats, 0);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_string_equal(PQgetvalue(r, 0, 0), "-0");
+	PQclear(r);
+	egs__pg_batch_start(&b, 1, NULL);
+	egs__pg_batch_key(&b, "ok");
+	egs__pg_batch_key(&b, "\xc3(");
+	v = egs__pg_batch_finish(&b);
+	r = PQexecParams(c, "SELECT unnest($1::text[])", 1, NULL, v, b.lengths, b.formats, 0);
+	assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
+	assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "22021"); /* character_not_in_repertoire */
+	PQclear(r);
+	/* A value bound as another type than its column's fails its row in egsd; a NULL fits any. */
+	static const uint32_t int8_col[1] = { 20 };
+	egs__pg_batch_start(&b, 1, int8_col);
+	egs__pg_batch_row_begin(&b);
+	rb.text(rb.ctx, NULL);
+	assert_true(egs__pg_batch_row_end(&b));
+	egs__pg_batch_row_begin(&b);
+	rb.text(rb.ctx, "7");
+	assert_false(egs__pg_batch_row_end(&b));
+	assert_non_null(b.why);
+	PQfinish(c);
+	free(big);
 	egs__pg_batch_cleanup(&b);
 }
 
@@ -389,6 +457,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_array_roundtrip),
 		cmocka_unit_test(test_typed_columns_roundtrip),
+		cmocka_unit_test(test_binary_edges),
 		cmocka_unit_test(test_hostile_rows_roundtrip),
 		cmocka_unit_test(test_turn_keeps_last_change),
 		cmocka_unit_test(test_new_rows_plain_insert),
