@@ -219,6 +219,21 @@ static bool parse_request(struct egs_req *r, struct egs_gpr *g, bool create)
 	return true;
 }
 
+/* 16 random bits for a GPR id's tail, from a pool refilled 512 bytes at a time: libsodium's
+ * randombytes_buf is a getrandom() system call per use, one per create (issue 16).  The bits only
+ * keep ids of one sequence number apart; ids are not secrets (every read checks scope). */
+static unsigned id_random16(void)
+{
+	static unsigned char pool[512];
+	static size_t left;
+	if (left < 2) {
+		randombytes_buf(pool, sizeof(pool));
+		left = sizeof(pool);
+	}
+	left -= 2;
+	return (unsigned)pool[left] << 8 | pool[left + 1];
+}
+
 /* Cross-field checks against the inventory and the caller's scope. */
 static bool check_request(struct egs_req *r, struct egs_gpr *g, struct egs_workspace **wsp, bool write)
 {
@@ -297,9 +312,9 @@ struct egs_gpr *egs_gpr_api_submit(struct egs_req *r)
 	 * touching a random page each (that cut the WAL written per create by ~10x), and end with 16
 	 * random bits; the format stays gpr-xxxxxxxx-xxxx. */
 	do {
-		unsigned char rnd[2];
-		randombytes_buf(rnd, sizeof(rnd));
-		snprintf(g->id, sizeof(g->id), "gpr-%08x-%02x%02x", (unsigned)(srv->st.next_seq & 0xffffffffu), rnd[0], rnd[1]);
+		unsigned rnd = id_random16();
+		snprintf(g->id, sizeof(g->id), "gpr-%08x-%02x%02x", (unsigned)(srv->st.next_seq & 0xffffffffu), rnd >> 8,
+			 rnd & 0xffu);
 	} while (egs_state_gpr(&srv->st, g->id));
 	egs_strlcpy(g->created_by, r->who.key_id, sizeof(g->created_by));
 	int64_t now = egs_now(srv);

@@ -380,9 +380,8 @@ bool egs_body_only(struct egs_req *r, const char *const *allowed)
 	json_t *v;
 	json_object_foreach(r->body, k, v) {
 		bool ok = false;
-		for (const char *const *a = allowed; *a; a++)
-			if (strcmp(*a, k) == 0)
-				ok = true;
+		for (const char *const *a = allowed; *a && !ok; a++)
+			ok = strcmp(*a, k) == 0;
 		if (!ok) {
 			char shown[80];
 			egs_strlcpy(shown, k, sizeof(shown));
