@@ -281,20 +281,9 @@ static enum egs_err load_kind(struct pg_store *s, struct egs_state *st, const st
 	if (!res)
 		return EGS_ERR_STORE;
 	for (int row = 0; row < PQntuples(res); row++) {
-		const char *key = PQgetvalue(res, row, 0);
-		struct egs_pg_reader r = { .res = res, .row = row };
-		void *obj = k->alloc();
-		k->read(&r, obj);
-		if (r.bad) {
-			fprintf(stderr, "store: %s row '%s': column %s: %s\n", k->table, key, r.bad, r.why);
-			k->free(obj);
+		struct egs_row_reader r = { .src = &egs__pg_row_source, .res = res, .row = row };
+		if (!egs_rows_load_obj(k, &r, st))
 			goto out;
-		}
-		if (k->add(st, obj) != EGS_OK) {
-			fprintf(stderr, "store: %s row '%s': duplicate object\n", k->table, key);
-			k->free(obj);
-			goto out;
-		}
 	}
 	err = EGS_OK;
 out:
@@ -340,15 +329,9 @@ static enum egs_err load_events(struct pg_store *s, struct egs_state *st)
 	if (!res)
 		return EGS_ERR_STORE;
 	for (int row = 0; row < PQntuples(res); row++) {
-		struct egs_pg_reader r = { .res = res, .row = row };
-		struct egs_event *ev = egs_calloc(1, sizeof(*ev));
-		egs__pg_read_event(&r, ev);
-		if (r.bad) {
-			fprintf(stderr, "store: events row %lld: column %s: %s\n", (long long)ev->id, r.bad, r.why);
-			egs_event_free(ev);
+		struct egs_row_reader r = { .src = &egs__pg_row_source, .res = res, .row = row };
+		if (!egs_rows_load_event(&r, st))
 			goto out;
-		}
-		egs_state_add_event(st, ev);
 	}
 	PQclear(res);
 	res = egs__pg_run(s,

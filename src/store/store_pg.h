@@ -1,15 +1,14 @@
 /*
  * store_pg.h: what the PostgreSQL store's files share (store_pg.c: connection, leadership, group
  * commit, load; store_pg_batch.c: a turn's rows as one statement per table, through the binder of
- * store_rows.c; store_pg_rows.c: one read function per object kind;
+ * store_rows.c; store_pg_rows.c: the row source store_rows_read.c reads loaded rows through;
  * store_pg_schema.c: the migrations).
  * Internal to src/store.
  *
  * A turn's rows travel as binary-format array parameters, one per column (store_pg_batch.c: numbers
  * as big-endian bytes, JSON as text, the API key hash as bytea); results are read in text format.  The
- * column lists in egs__pg_kinds are the single source of the bind order and of the load's column
- * order, like egs__sqlite_kinds in store_sqlite_rows.c (the same tables and columns: a new column goes into both
- * files).
+ * column lists of egs_rows_kinds (store_rows_read.c, shared with SQLite) are the single source of
+ * the bind order and of the load's column order.
  */
 #ifndef EGS_STORE_PG_H
 #define EGS_STORE_PG_H
@@ -111,36 +110,19 @@ enum egs_err egs__pg_leader(struct egs_store *b, struct egs_store_leader *out);
 enum egs_err egs__pg_renew(struct egs_store *b);
 bool egs__pg_deposed(struct egs_store *b);
 
-/* Reads columns 0, 1, ... of one result row in order; the first failure names its column. */
-struct egs_pg_reader {
-	const PGresult *res; /* borrowed */
-	int row;
-	int i;
-	const char *bad; /* the column of the first failure, NULL when all is well */
-	const char *why;
-};
+/* The rows (store_rows.h): the PostgreSQL files know its table of kinds by these names. */
+#define egs_pg_kind egs_row_kind
+#define egs__pg_kinds egs_rows_kinds
+#define egs__pg_nkinds EGS_ROWS_NKINDS
+#define EGS_PG_EVENT_COLS EGS_ROWS_EVENT_COLS
 
-struct egs_pg_kind {
-	const char *table;
-	const char *cols;  /* the first column is the primary key */
-	const char *order; /* load order */
-	void *(*alloc)(void);
-	void (*free)(void *obj);
-	void (*bind)(const struct egs_row_binder *b, const void *obj); /* store_rows.c */
-	void (*read)(struct egs_pg_reader *r, void *obj);
-	enum egs_err (*add)(struct egs_state *st, void *obj); /* takes ownership on success */
-	const char *(*key)(const void *obj);
-};
-
-/* Indexed by enum egs_kind; egs__pg_nkinds entries.  s->types has two more tables after them: */
+/* s->types has two more tables after the kinds: */
 #define EGS_PG_EVENTS egs__pg_nkinds
 #define EGS_PG_AUDIT (egs__pg_nkinds + 1)
-extern const struct egs_pg_kind egs__pg_kinds[];
-extern const int egs__pg_nkinds;
 
-#define EGS_PG_EVENT_COLS "id,time,first_time,count,type,reason,object_kind,object_name,workspace,message"
-
-void egs__pg_read_event(struct egs_pg_reader *r, struct egs_event *ev);
+/* The columns of one row of a PGresult for store_rows_read.c (a reader's res is the PGresult, its
+ * row the row; store_pg_rows.c). */
+extern const struct egs_row_source egs__pg_row_source;
 
 /* The schema (store_pg_schema.c): egs__pg_nmigrations SQL scripts, entry i from version i to i + 1. */
 extern const char *const egs__pg_migrations[];

@@ -41,14 +41,10 @@ enum egs_err egs__pg_gprs_find(struct egs_store *b, const struct egs_gpr_find *f
 	if (!res)
 		return EGS_ERR_STORE;
 	for (int row = 0; row < PQntuples(res); row++) {
-		struct egs_pg_reader r = { .res = res, .row = row };
-		struct egs_gpr *g = k->alloc();
-		k->read(&r, g);
-		if (r.bad) {
-			fprintf(stderr, "store: gprs row '%s': column %s: %s\n", PQgetvalue(res, row, 0), r.bad, r.why);
-			k->free(g);
+		struct egs_row_reader r = { .src = &egs__pg_row_source, .res = res, .row = row };
+		struct egs_gpr *g = egs_rows_read_obj(k, &r);
+		if (!g)
 			goto out;
-		}
 		each(ctx, g);
 	}
 	err = EGS_OK;

@@ -4,8 +4,8 @@
  * order of the kind's column list and hands each value to a binder that the store implements
  * (SQLite's sqlite3_bind_*, PostgreSQL's text parameters), so both stores write the same columns in
  * the same order with the same encodings: lists and nested objects as compact JSON text, enums by
- * name, an empty list as the literal "[]".  The reverse direction (row to object) stays in each
- * store: the two read different value types (SQLite columns, libpq text) and check them apart.
+ * name, an empty list as the literal "[]".  The reverse direction (row to object) is
+ * store_rows_read.c's, also shared.
  */
 #include "store/store_rows.h"
 

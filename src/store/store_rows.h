@@ -1,8 +1,10 @@
 /*
- * store_rows.h: the row encoder both stores share (store_rows.c).  A store implements one
+ * store_rows.h: the row codec both stores share.  Writing (store_rows.c): a store implements one
  * egs_row_binder over its own parameter API; the egs_rows_bind_* functions then call it once per
- * column, in the order of that kind's column list (docs/internals/store.md), so the column order
- * and the value encodings live in one place for SQLite and PostgreSQL alike.
+ * column, in the order of that kind's column list (docs/internals/store.md).  Reading
+ * (store_rows_read.c): a store implements one egs_row_source over its own result rows; the read
+ * functions of egs_rows_kinds take the columns back in the same order.  So the tables, the column
+ * order and the value encodings live in one place for SQLite and PostgreSQL alike.
  */
 #ifndef EGS_STORE_ROWS_H
 #define EGS_STORE_ROWS_H
@@ -70,6 +72,64 @@ void egs_rows_bind_event(const struct egs_row_binder *b, const struct egs_event 
 /* An audit entry, in the order of EGS_AUDIT_COLS (table audit, migration 11). */
 #define EGS_AUDIT_COLS "id,time,key_id,key_name,role,method,route,target,status,error_key,peer"
 void egs_rows_bind_audit(const struct egs_row_binder *b, const struct egs_audit *a);
+
+/* ---- reading rows (store_rows_read.c) ---- */
+
+struct egs_row_reader;
+
+/* One store's accessors for the columns of the reader's current row (col counts from 0). */
+struct egs_row_source {
+	/* The value as text, NULL for SQL NULL; *len gets its length in bytes.  Borrowed until the
+	 * reader moves to another row. */
+	const char *(*text)(const struct egs_row_reader *r, int col, size_t *len);
+	bool (*is_null)(const struct egs_row_reader *r, int col);
+	/* The value as a number into *out; false when it is not one (then *out is unspecified). */
+	bool (*int64)(const struct egs_row_reader *r, int col, int64_t *out);
+	bool (*real)(const struct egs_row_reader *r, int col, double *out);
+	/* Copies the value, exactly n bytes, into dst; returns NULL, or why it is not n bytes. */
+	const char *(*bytes)(const struct egs_row_reader *r, int col, unsigned char *dst, size_t n);
+	/* The column's name, for the error line (static, or borrowed from res). */
+	const char *(*name)(const struct egs_row_reader *r, int col);
+};
+
+/* Reads columns 0, 1, ... of one row in order; the first failure names its column. */
+struct egs_row_reader {
+	const struct egs_row_source *src; /* static */
+	void *res;  /* the store's result: a sqlite3_stmt stepped to the row, or a PGresult (borrowed) */
+	int row;    /* the row of res (PostgreSQL; 0 for SQLite) */
+	int i;      /* the next column */
+	const char *bad; /* the column of the first failure, NULL when all is well */
+	const char *why;
+};
+
+/* One object kind's row: its table, its columns and the functions between row and object. */
+struct egs_row_kind {
+	const char *table;
+	const char *cols;  /* the first column is the primary key */
+	const char *order; /* load order */
+	void *(*alloc)(void);
+	void (*free)(void *obj);
+	void (*bind)(const struct egs_row_binder *b, const void *obj); /* store_rows.c */
+	void (*read)(struct egs_row_reader *r, void *obj); /* failures are recorded in r */
+	enum egs_err (*add)(struct egs_state *st, void *obj); /* takes ownership on success */
+	const char *(*key)(const void *obj);
+};
+
+/* Indexed by enum egs_kind, in load order (GPRs by seq, so that st->active is in enqueue order). */
+#define EGS_ROWS_NKINDS (EGS_KIND_ENDPOINT + 1)
+extern const struct egs_row_kind egs_rows_kinds[EGS_ROWS_NKINDS];
+
+/* Reads r's row as one object of kind k; returns it (caller frees with k->free) or NULL after
+ * printing "store: <table> row '<key>': column <name>: <why>". */
+void *egs_rows_read_obj(const struct egs_row_kind *k, struct egs_row_reader *r);
+/* Reads r's row as one object of kind k and adds it to st; false (printed) when the row is bad or
+ * the object a duplicate. */
+bool egs_rows_load_obj(const struct egs_row_kind *k, struct egs_row_reader *r, struct egs_state *st);
+/* The events table: its columns, one row read into ev (failures recorded in r), and one row read
+ * and added to st (false, printed, when bad). */
+#define EGS_ROWS_EVENT_COLS "id,time,first_time,count,type,reason,object_kind,object_name,workspace,message"
+void egs_rows_read_event(struct egs_row_reader *r, struct egs_event *ev);
+bool egs_rows_load_event(struct egs_row_reader *r, struct egs_state *st);
 
 /* A small appender for the SQL a store builds once when it opens (statements per table); running out
  * of the buffer is a bug. */

@@ -10,7 +10,7 @@
  *
  * Every statement of the hot path (upserts, deletes, event inserts, BEGIN/COMMIT) is prepared once
  * at open and reused: per row there is only reset, bind and step.  The column lists of
- * egs__sqlite_kinds are the single source of the bind order for writes and the column order for
+ * egs_rows_kinds are the single source of the bind order for writes and the column order for
  * loads.
  */
 #include "store/store_sqlite.h"
@@ -21,15 +21,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#define EVENT_COLS "id,time,first_time,count,type,reason,object_kind,object_name,workspace,message"
-
 /* ---- the store ---- */
 
 struct sqlite_store {
 	struct egs_store base; /* first: the handle store.c dispatches through */
 	sqlite3 *db;
-	sqlite3_stmt *put[EGS_SQLITE_NKINDS];
-	sqlite3_stmt *del[EGS_SQLITE_NKINDS];
+	sqlite3_stmt *put[EGS_ROWS_NKINDS];
+	sqlite3_stmt *del[EGS_ROWS_NKINDS];
 	sqlite3_stmt *put_event, *put_audit;
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *meta_get, *meta_set, *prune_mark, *prune;
@@ -135,7 +133,7 @@ fail:
 }
 
 /* INSERT INTO t(c1,..) VALUES(?1,..) ON CONFLICT(c1) DO UPDATE SET c2=excluded.c2, .. */
-static void upsert_sql(struct egs_sqlbuf *q, const struct egs_sqlite_kind *k)
+static void upsert_sql(struct egs_sqlbuf *q, const struct egs_row_kind *k)
 {
 	size_t keylen = strcspn(k->cols, ",");
 	int ncols = 1;
@@ -175,8 +173,8 @@ static bool prepare(struct sqlite_store *s, const char *sql, sqlite3_stmt **out)
 static bool prepare_all(struct sqlite_store *s)
 {
 	struct egs_sqlbuf q;
-	for (int i = 0; i < EGS_SQLITE_NKINDS; i++) {
-		const struct egs_sqlite_kind *k = &egs__sqlite_kinds[i];
+	for (int i = 0; i < EGS_ROWS_NKINDS; i++) {
+		const struct egs_row_kind *k = &egs_rows_kinds[i];
 		upsert_sql(&q, k);
 		if (!prepare(s, q.b, &s->put[i]))
 			return false;
@@ -189,7 +187,7 @@ static bool prepare_all(struct sqlite_store *s)
 		if (!prepare(s, q.b, &s->del[i]))
 			return false;
 	}
-	return prepare(s, "INSERT OR REPLACE INTO events(" EVENT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?)",
+	return prepare(s, "INSERT OR REPLACE INTO events(" EGS_ROWS_EVENT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?)",
 		       &s->put_event) &&
 	       prepare(s, "INSERT INTO audit(" EGS_AUDIT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?)", &s->put_audit) &&
 	       prepare(s, "BEGIN IMMEDIATE", &s->begin) && prepare(s, "COMMIT", &s->commit) &&
@@ -257,7 +255,7 @@ static void sqlite_free(struct sqlite_store *s)
 		return;
 	if (s->db && !sqlite3_get_autocommit(s->db))
 		exec(s, "ROLLBACK");
-	for (int i = 0; i < EGS_SQLITE_NKINDS; i++) {
+	for (int i = 0; i < EGS_ROWS_NKINDS; i++) {
 		sqlite3_finalize(s->put[i]);
 		sqlite3_finalize(s->del[i]);
 	}
@@ -278,33 +276,21 @@ static void sqlite_free(struct sqlite_store *s)
 
 /* ---- load ---- */
 
-static enum egs_err load_kind(struct sqlite_store *s, struct egs_state *st, const struct egs_sqlite_kind *k)
+static enum egs_err load_kind(struct sqlite_store *s, struct egs_state *st, const struct egs_row_kind *k)
 {
 	sqlite3_stmt *stmt = NULL;
 	enum egs_err err = EGS_ERR_STORE;
 	char sql[1024], where[320] = "";
 	int rc;
-	if (k == &egs__sqlite_kinds[EGS_KIND_GPR]) /* finished GPRs older than the retention: load_aged */
+	if (k == &egs_rows_kinds[EGS_KIND_GPR]) /* finished GPRs older than the retention: load_aged */
 		egs_rows_load_where(st, where, sizeof(where));
 	snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s", k->cols, k->table, where, k->order);
 	if (!prepare(s, sql, &stmt))
 		goto out;
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		const char *key = (const char *)sqlite3_column_text(stmt, 0);
-		struct egs_sqlite_reader r = { .stmt = stmt };
-		void *obj = k->alloc();
-		k->read(&r, obj);
-		if (r.bad) {
-			fprintf(stderr, "store: %s row '%s': column %s: %s\n", k->table, key ? key : "",
-				r.bad, r.why);
-			k->free(obj);
+		struct egs_row_reader r = { .src = &egs__sqlite_row_source, .res = stmt };
+		if (!egs_rows_load_obj(k, &r, st))
 			goto out;
-		}
-		if (k->add(st, obj) != EGS_OK) {
-			fprintf(stderr, "store: %s row '%s': duplicate object\n", k->table, key ? key : "");
-			k->free(obj);
-			goto out;
-		}
 	}
 	if (rc != SQLITE_DONE) {
 		fprintf(stderr, "store: reading %s: %s\n", k->table, sqlite3_errmsg(s->db));
@@ -348,20 +334,14 @@ static enum egs_err load_events(struct sqlite_store *s, struct egs_state *st)
 	sqlite3_stmt *stmt = NULL;
 	enum egs_err err = EGS_ERR_STORE;
 	int rc;
-	if (!prepare(s, "SELECT * FROM (SELECT " EVENT_COLS " FROM events ORDER BY id DESC LIMIT ?1) ORDER BY id",
+	if (!prepare(s, "SELECT * FROM (SELECT " EGS_ROWS_EVENT_COLS " FROM events ORDER BY id DESC LIMIT ?1) ORDER BY id",
 		     &stmt))
 		goto out;
 	sqlite3_bind_int64(stmt, 1, (int64_t)st->cfg.event_retention);
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		struct egs_sqlite_reader r = { .stmt = stmt };
-		struct egs_event *ev = egs_calloc(1, sizeof(*ev));
-		egs__sqlite_read_event(&r, ev);
-		if (r.bad) {
-			fprintf(stderr, "store: events row %lld: column %s: %s\n", (long long)ev->id, r.bad, r.why);
-			egs_event_free(ev);
+		struct egs_row_reader r = { .src = &egs__sqlite_row_source, .res = stmt };
+		if (!egs_rows_load_event(&r, st))
 			goto out;
-		}
-		egs_state_add_event(st, ev);
 	}
 	if (rc != SQLITE_DONE) {
 		fprintf(stderr, "store: reading events: %s\n", sqlite3_errmsg(s->db));
@@ -393,8 +373,8 @@ static enum egs_err sqlite_load(struct sqlite_store *s, struct egs_state *st)
 	/* One read transaction: every table from the same committed snapshot. */
 	if (!exec(s, "BEGIN"))
 		return EGS_ERR_STORE;
-	for (int i = 0; i < EGS_SQLITE_NKINDS; i++) {
-		err = load_kind(s, st, &egs__sqlite_kinds[i]);
+	for (int i = 0; i < EGS_ROWS_NKINDS; i++) {
+		err = load_kind(s, st, &egs_rows_kinds[i]);
 		if (!err && i == EGS_KIND_GPR && st->aged_before)
 			err = load_aged(s, st);
 		if (err)
@@ -411,8 +391,8 @@ out:
 
 static bool write_change(struct sqlite_store *s, const struct egs_change *c)
 {
-	EGS_ASSERT((int)c->kind >= 0 && (int)c->kind < EGS_SQLITE_NKINDS);
-	const struct egs_sqlite_kind *k = &egs__sqlite_kinds[c->kind];
+	EGS_ASSERT((int)c->kind >= 0 && (int)c->kind < EGS_ROWS_NKINDS);
+	const struct egs_row_kind *k = &egs_rows_kinds[c->kind];
 	const char *key = k->key(c->obj);
 	if (c->deleted) {
 		sqlite3_stmt *del = s->del[c->kind];
@@ -561,20 +541,16 @@ static enum egs_err sqlite_gprs_find(struct sqlite_store *s, const struct egs_gp
 	const char *vals[4];
 	sqlite3_stmt *stmt = NULL;
 	enum egs_err err = EGS_ERR_STORE;
-	int rc, np = egs_rows_find_sql(f, egs__sqlite_kinds[EGS_KIND_GPR].cols, '?', sql, sizeof(sql), vals);
+	int rc, np = egs_rows_find_sql(f, egs_rows_kinds[EGS_KIND_GPR].cols, '?', sql, sizeof(sql), vals);
 	if (np < 0 || !prepare(s, sql, &stmt))
 		goto out;
 	for (int i = 0; i < np; i++)
 		sqlite3_bind_text(stmt, i + 1, vals[i], -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		struct egs_sqlite_reader r = { .stmt = stmt };
-		struct egs_gpr *g = egs_gpr_new();
-		egs__sqlite_kinds[EGS_KIND_GPR].read(&r, g);
-		if (r.bad) {
-			fprintf(stderr, "store: gprs row '%s': column %s: %s\n", g->id, r.bad, r.why);
-			egs_gpr_free(g);
+		struct egs_row_reader r = { .src = &egs__sqlite_row_source, .res = stmt };
+		struct egs_gpr *g = egs_rows_read_obj(&egs_rows_kinds[EGS_KIND_GPR], &r);
+		if (!g)
 			goto out;
-		}
 		each(ctx, g);
 	}
 	if (rc != SQLITE_DONE)
