@@ -3,7 +3,8 @@
 # clusters and DEPTH GPRs queued at priorities uniform over 1-300, then wrk at 64 connections with
 # creates at random priorities mixed 1:1 with status reads.  Reports creates/s (counted in the
 # store: each one durable), reads/s, p50/p99 of all requests, and the longest the scheduler held the
-# loop in one go (egs_scheduler_slice_max_seconds).  With EGSD_BASE=path, the same case runs against
+# loop in one go (egs_scheduler_slice_max_seconds) and its longest single step with what it did
+# (egs_scheduler_step_max_cpu_seconds).  With EGSD_BASE=path, the same case runs against
 # that binary too, in the same invocation (a baseline; compare ratios, the machine is shared).
 #
 #   ./bench/api/deep.sh            (or `make bench-deep`, which builds first)
@@ -146,7 +147,7 @@ run_case() { # BINARY TAG
 	t1=$(date +%s.%N)
 	after=$(gprs_stored)
 	sed -e '/^BENCH /d' "$out" >&2
-	local req secs creates reads bad slice slice_cpu
+	local req secs creates reads bad slice slice_cpu step
 	req=$(field requests "$out")
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
 	creates=$(awk -v n="$((after - before))" -v s="$secs" 'BEGIN { printf "%.0f", n / s }')
@@ -154,7 +155,10 @@ run_case() { # BINARY TAG
 	bad="$(field non200 "$out") / $(field errors "$out")"
 	slice=$(metric egs_scheduler_slice_max_seconds)
 	slice_cpu=$(metric egs_scheduler_slice_max_cpu_seconds)
-	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | $bad |")
+	step=$(curl -s -H "Authorization: Bearer $ADMIN_KEY" "$URL/metrics" |
+		sed -n 's/^egs_scheduler_step_max_cpu_seconds{piece="\([^"]*\)"} \(.*\)/\2 \1/p' |
+		awk '{ v = $1; $1 = ""; printf "%.1f ms (%s)", v * 1000, substr($0, 2) }')
+	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $bad |")
 	log "row: ${ROWS[-1]}"
 	kill "$EGSD_PID" 2>/dev/null || true
 	wait "$EGSD_PID" 2>/dev/null || true
@@ -170,7 +174,7 @@ if [ -n "$EGSD_BASE" ]; then run_case "$EGSD_BASE" base; fi
 	echo "$NODES nodes of $SHAPES shapes in $CLUSTERS clusters, $WORKSPACES workspaces, $DEPTH GPRs queued at priorities 1-300;"
 	echo "wrk -t$THREADS -c$CONNS -d$DURATION, creates at priorities 1-300 mixed 1:1 with status reads. $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
-	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | longest scheduler slice: wall (CPU) | non-200 / socket errors |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | non-200 / socket errors |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 	printf '%s\n' "${ROWS[@]}"
 } | tee ${RESULTS:+"$RESULTS"}

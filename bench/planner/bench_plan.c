@@ -28,17 +28,25 @@ static double cpu_secs(void)
 }
 
 /* A run in slices as egsd walks it: egs_sched_begin, steps of `slice` GPRs, egs_sched_end, each
- * piece timed alone (CPU).  Returns the run's CPU time; pc gets the longest piece and its kind,
- * and the longest of those that place no GPR (set-up, freeing the last plan, the first state,
- * the queue's order, the end): the pieces a smaller slice cannot shorten. */
+ * piece timed alone (CPU and wall).  Returns the run's CPU time; pc gets the longest piece and its
+ * kind (egs_sched_piece), and the longest of those that place no GPR (set-up, freeing the last
+ * plan, the pieces of the first state, the queue's order, the end): the pieces a smaller slice
+ * cannot shorten.  kinds (every sliced run's) keeps the longest of each kind. */
 struct piece {
 	double longest;
 	const char *what;
-	double fixed;
+	double fixed, fixed_wall;
 	const char *fixed_what;
 };
 
-static void note_piece(struct piece *pc, double d, const char *what, bool placed)
+enum { KINDS_MAX = 24 };
+static struct kind {
+	const char *what;
+	double cpu, wall;
+	size_t n;
+} kinds[KINDS_MAX];
+
+static void note_piece(struct piece *pc, double d, double wall, const char *what, bool placed)
 {
 	if (d > pc->longest) {
 		pc->longest = d;
@@ -46,34 +54,48 @@ static void note_piece(struct piece *pc, double d, const char *what, bool placed
 	}
 	if (!placed && d > pc->fixed) {
 		pc->fixed = d;
+		pc->fixed_wall = wall;
 		pc->fixed_what = what;
 	}
+	size_t k = 0;
+	while (k < KINDS_MAX && kinds[k].what && strcmp(kinds[k].what, what) != 0)
+		k++;
+	if (k == KINDS_MAX)
+		return;
+	kinds[k].what = what;
+	kinds[k].n++;
+	if (d > kinds[k].cpu)
+		kinds[k].cpu = d;
+	if (wall > kinds[k].wall)
+		kinds[k].wall = wall;
 }
 
 static double sliced_run(struct egs_state *st, struct egs_plan *plan, int64_t now, size_t slice, struct piece *pc)
 {
-	double t0 = cpu_secs(), total = 0;
+	double w0 = secs(), t0 = cpu_secs(), total = 0;
 	egs_sched_begin(st, now, plan);
 	double d = cpu_secs() - t0;
 	total += d;
-	note_piece(pc, d, "set-up (due transitions, held releases)", false);
+	note_piece(pc, d, secs() - w0, "set-up (egs_sched_begin: due transitions, held releases, resume)", false);
 	int64_t next;
 	do {
 		for (bool walked = false; !walked;) {
 			size_t at = egs_sched_progress(plan);
+			const char *what = egs_sched_piece(plan);
+			w0 = secs();
 			t0 = cpu_secs();
 			walked = egs_sched_step(plan, slice);
 			d = cpu_secs() - t0;
 			total += d;
-			bool placed = walked || egs_sched_progress(plan) != at;
-			note_piece(pc, d, placed ? "a step of GPRs" : "a step placing none (last plan freed, first state, order)",
-				   placed);
+			bool placed = egs_sched_progress(plan) != at;
+			note_piece(pc, d, secs() - w0, placed ? "walk: a step of GPRs" : what, placed);
 		}
+		w0 = secs();
 		t0 = cpu_secs();
 		bool ended = egs_sched_end(plan, &next);
 		d = cpu_secs() - t0;
 		total += d;
-		note_piece(pc, d, "end (preemption)", false);
+		note_piece(pc, d, secs() - w0, "end (egs_sched_end: preemption)", false);
 		if (ended)
 			break;
 	} while (1);
@@ -289,7 +311,7 @@ int main(int argc, char **argv)
 	 * snapshot before the first of them (core/sched_kept.c walk_resume). */
 	static const int bursts[] = { 1, 64 };
 	double burst_med[2], burst_walked[2];
-	struct piece longest = { 0, "", 0, "" };
+	struct piece longest = { 0, "", 0, 0, "" };
 	long next_id = gprs;
 	for (int b = 0; b < 2; b++) {
 		enum { ROUNDS = 15 };
@@ -305,7 +327,7 @@ int main(int argc, char **argv)
 		burst_walked[b] = walked / ROUNDS;
 	}
 	/* The longest piece of a plain run and of a run after an early release, sliced the same way. */
-	struct piece plain = { 0, "", 0, "" }, after_rel = { 0, "", 0, "" };
+	struct piece plain = { 0, "", 0, 0, "" }, after_rel = { 0, "", 0, 0, "" };
 	sliced_run(&st, plan, now + 1, 2000, &plain);
 	if (st.active.len) {
 		egs_gpr_release(&st, st.active.items[st.active.len - 1], now + 2);
@@ -329,8 +351,12 @@ int main(int argc, char **argv)
 	const struct piece *pcs[] = { &longest, &plain, &after_rel };
 	static const char *const names[] = { "after creates", "plain run", "after an early release" };
 	for (int k = 0; k < 3; k++)
-		printf("longest piece of a sliced run %s (CPU): %.2f ms (%s); placing no GPR: %.2f ms (%s)\n", names[k],
-		       pcs[k]->longest * 1e3, pcs[k]->what, pcs[k]->fixed * 1e3, pcs[k]->fixed_what);
+		printf("longest piece of a sliced run %s (CPU): %.2f ms (%s); placing no GPR: %.2f ms CPU, %.2f ms wall (%s)\n",
+		       names[k], pcs[k]->longest * 1e3, pcs[k]->what, pcs[k]->fixed * 1e3, pcs[k]->fixed_wall * 1e3,
+		       pcs[k]->fixed_what);
+	printf("longest piece of each kind over every sliced run above (CPU / wall, how many):\n");
+	for (size_t k = 0; k < KINDS_MAX && kinds[k].what; k++)
+		printf("  %-66s %6.2f / %6.2f ms (%zu)\n", kinds[k].what, kinds[k].cpu * 1e3, kinds[k].wall * 1e3, kinds[k].n);
 	egs_gpr_free(probe);
 	egs_plan_free(plan);
 	egs_state_cleanup(&st);

@@ -19,21 +19,41 @@ void egs_queue_cleanup(struct egs_queue *q)
 	free(q->heap);
 	free(q->order);
 	free(q->added);
+	free(q->gone);
+	free(q->spare);
 	memset(q, 0, sizeof(*q));
 }
 
-/* Notes g (just pushed or given a new priority) for the next egs_queue_sorted. */
-static void note_added(struct egs_queue *q, struct egs_gpr *g)
+/* Appends e to the list v (n entries, room for *cap). */
+static void entry_add(struct egs_queue_entry **v, size_t *n, size_t *cap, struct egs_queue_entry e)
+{
+	if (*n == *cap) {
+		*cap = *cap ? 2 * *cap : 64;
+		*v = egs_realloc(*v, *cap * sizeof(**v));
+	}
+	(*v)[(*n)++] = e;
+}
+
+/* Notes g (just pushed or given a new priority; its heap slot is key) for the next
+ * egs_queue_sorted. */
+static void note_added(struct egs_queue *q, struct egs_gpr *g, struct egs_queue_slot key)
 {
 	g->queue_stamp = ++q->stamps;
 	if (!q->order_ok)
 		return;
-	if (q->nadded == q->capadded) {
-		q->capadded = q->capadded ? 2 * q->capadded : 64;
-		q->added = egs_realloc(q->added, q->capadded * sizeof(*q->added));
-	}
-	q->added[q->nadded++] = (struct egs_queue_entry){ g, g->queue_stamp };
-	if (q->nadded > q->len / 4 + 64) /* a merge would not beat a fresh sort */
+	entry_add(&q->added, &q->nadded, &q->capadded, (struct egs_queue_entry){ key, g->queue_stamp });
+	if (q->nadded + q->ngone > q->len / 4 + 64) /* a merge would not beat a fresh sort */
+		q->order_ok = false;
+}
+
+/* Notes that the entry of g under key (its heap slot as it was) and its current stamp stops
+ * holding (g leaves the queue or changes priority). */
+static void note_gone(struct egs_queue *q, const struct egs_gpr *g, struct egs_queue_slot key)
+{
+	if (!q->order_ok)
+		return;
+	entry_add(&q->gone, &q->ngone, &q->capgone, (struct egs_queue_entry){ key, g->queue_stamp });
+	if (q->nadded + q->ngone > q->len / 4 + 64)
 		q->order_ok = false;
 }
 
@@ -105,7 +125,7 @@ void egs_queue_push(struct egs_queue *q, struct egs_gpr *g)
 	q->heap[q->len] = slot_of(g);
 	g->heap_idx = q->len++;
 	sift_up(q, g->heap_idx);
-	note_added(q, g);
+	note_added(q, g, q->heap[g->heap_idx]);
 }
 
 bool egs_queue_remove(struct egs_queue *q, struct egs_gpr *g)
@@ -113,6 +133,7 @@ bool egs_queue_remove(struct egs_queue *q, struct egs_gpr *g)
 	if (!egs_queue_contains(q, g))
 		return false;
 	size_t i = g->heap_idx;
+	note_gone(q, g, q->heap[i]);
 	struct egs_queue_slot last = q->heap[--q->len];
 	g->heap_idx = SIZE_MAX;
 	if (last.g != g) {
@@ -131,8 +152,9 @@ void egs_queue_set_priority(struct egs_queue *q, struct egs_gpr *g, int priority
 	g->priority = priority;
 	if (!egs_queue_contains(q, g) || old == priority)
 		return;
-	note_added(q, g); /* its old place in the kept order no longer holds */
+	note_gone(q, g, q->heap[g->heap_idx]); /* its old place in the kept order no longer holds */
 	q->heap[g->heap_idx].priority = priority;
+	note_added(q, g, q->heap[g->heap_idx]);
 	if (priority > old)
 		sift_up(q, g->heap_idx);
 	else
@@ -205,49 +227,80 @@ static void sort_all(const struct egs_queue *q, struct egs_gpr **out)
 static int cmp_entry(const void *a, const void *b)
 {
 	const struct egs_queue_entry *x = a, *y = b;
-	return egs_queue_cmp(&x->g, &y->g);
+	return slot_before(&x->key, &y->key) ? -1 : slot_before(&y->key, &x->key) ? 1 : 0;
 }
 
-/* True when e still stands for its GPR: queued, and not pushed again or reprioritised since. */
-static bool entry_live(const struct egs_queue *q, const struct egs_queue_entry *e)
+/* True when entry x is among the entries gone[*j ..] (sorted; x comes in queue order across calls,
+ * so *j only moves forward): the same GPR under the same stamp. */
+static bool entry_gone(const struct egs_queue *q, const struct egs_queue_entry *x, size_t *j)
 {
-	return egs_queue_contains(q, e->g) && e->g->queue_stamp == e->stamp;
+	while (*j < q->ngone && slot_before(&q->gone[*j].key, &x->key))
+		(*j)++;
+	for (size_t k = *j; k < q->ngone && !slot_before(&x->key, &q->gone[k].key); k++)
+		if (q->gone[k].key.g == x->key.g && q->gone[k].stamp == x->stamp)
+			return true;
+	return false;
 }
 
-/* The kept order merged with the GPRs added since (both in queue order) into out. */
+/* The kept order merged with the entries added since, less those gone since (all three in queue
+ * order), into out and a new kept order.  Only the entries are read: no GPR. */
 static void merge_added(struct egs_queue *q, struct egs_gpr **out)
 {
 	if (q->nadded > 1)
 		qsort(q->added, q->nadded, sizeof(*q->added), cmp_entry);
-	size_t n = 0, a = 0;
+	if (q->ngone > 1)
+		qsort(q->gone, q->ngone, sizeof(*q->gone), cmp_entry);
+	if (q->capspare < q->len + 1) { /* the last order's buffer, reused: no fresh pages each time */
+		q->capspare = q->len + 1 + q->len / 8;
+		free(q->spare);
+		q->spare = egs_malloc(q->capspare * sizeof(*q->spare));
+	}
+	struct egs_queue_entry *merged = q->spare;
+	size_t n = 0, a = 0, j = 0;
 	for (size_t i = 0; i <= q->norder; i++) {
 		const struct egs_queue_entry *e = i < q->norder ? &q->order[i] : NULL;
-		if (e && !entry_live(q, e))
-			continue;
-		for (; a < q->nadded && (!e || egs_queue_before(q->added[a].g, e->g)); a++)
-			if (entry_live(q, &q->added[a]))
-				out[n++] = q->added[a].g;
-		if (e)
-			out[n++] = e->g;
+		for (; a < q->nadded && (!e || slot_before(&q->added[a].key, &e->key)); a++)
+			if (!entry_gone(q, &q->added[a], &j)) {
+				EGS_ASSERT(n < q->len);
+				out[n] = q->added[a].key.g;
+				merged[n++] = q->added[a];
+			}
+		if (e && !entry_gone(q, e, &j)) {
+			EGS_ASSERT(n < q->len);
+			out[n] = e->key.g;
+			merged[n++] = *e;
+		}
 	}
 	EGS_ASSERT(n == q->len);
+	size_t cap = q->capspare;
+	q->spare = q->order;
+	q->capspare = q->caporder;
+	q->order = merged;
+	q->caporder = cap;
 }
 
 void egs_queue_sorted(struct egs_queue *q, struct egs_gpr **out)
 {
 	if (!q->len) {
-		q->norder = q->nadded = 0;
+		q->norder = q->nadded = q->ngone = 0;
 		q->order_ok = true;
 		return;
 	}
-	if (q->order_ok)
+	if (q->order_ok) {
 		merge_added(q, out);
-	else
+	} else {
 		sort_all(q, out);
-	q->order = egs_realloc(q->order, q->len * sizeof(*q->order));
-	for (size_t i = 0; i < q->len; i++)
-		q->order[i] = (struct egs_queue_entry){ out[i], out[i]->queue_stamp };
+		if (q->caporder < q->len) {
+			q->caporder = q->len + q->len / 8;
+			free(q->order);
+			q->order = egs_malloc(q->caporder * sizeof(*q->order));
+		}
+		for (size_t i = 0; i < q->len; i++) { /* the one place that reads every GPR */
+			const struct egs_gpr *g = out[i];
+			q->order[i] = (struct egs_queue_entry){ q->heap[g->heap_idx], g->queue_stamp };
+		}
+	}
 	q->norder = q->len;
-	q->nadded = 0;
+	q->nadded = q->ngone = 0;
 	q->order_ok = true;
 }

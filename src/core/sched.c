@@ -335,19 +335,36 @@ static int64_t ghost_one(struct egs_plan *p, struct egs_gpr *g, bool real)
 	return t;
 }
 
-/* Sets up in p (zeroed) a walk over the queue at now (see egs_sched_run): the plan's first state
- * and the walk's order; base_next is the due transitions' next time.  Kept (keep) walks take
- * snapshots and stay in p as the kept plan when they end. */
-static void walk_begin(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next, bool keep)
+/*
+ * The first state of a deferred walk (walk_defer): the plan at now over the state, made in the
+ * pieces of egs__plan_init_part, one a step when the run is sliced (max < SIZE_MAX), so that no
+ * step holds the loop for all of it.  What changed since the run began still makes it stale (the
+ * generations walk_defer noted are kept).  Returns true when the state is complete.
+ */
+static bool walk_first_state(struct egs_plan *p, size_t max)
 {
-	egs__plan_init(p, st, now);
-	p->keep = keep;
-	p->base_next = base_next;
-	p->run_next = egs__stale_next(p, base_next);
-	p->walking = true; /* the order comes with the first step (plan_order is O(queue)) */
-	p->gen_seen = st->generation;
-	p->arr_seen = st->arrivals.bumps;
-	p->hold_seen = st->arrivals.hold_bumps;
+	do {
+		int part = p->init_part;
+		if (part == 0) { /* the piece zeroes p: keep what walk_defer set */
+			struct egs_plan keep = *p;
+			egs__plan_init_part(p, keep.st, keep.now, 0);
+			p->keep = keep.keep;
+			p->base_next = keep.base_next;
+			p->walking = p->deferred = true;
+			p->gen_seen = keep.gen_seen;
+			p->arr_seen = keep.arr_seen;
+			p->hold_seen = keep.hold_seen;
+			p->trial_void = keep.trial_void;
+		}
+		bool done = part > 0 && egs__plan_init_part(p, p->st, p->now, part);
+		p->init_part = part + 1;
+		if (done) {
+			p->run_next = egs__stale_next(p, p->base_next);
+			p->deferred = false; /* the order comes with the next step (plan_order is O(queue)) */
+			return true;
+		}
+	} while (max == SIZE_MAX);
+	return false;
 }
 
 /* Empties p for a new walk; its content goes to p->old, which the walk's next step frees. */
@@ -363,8 +380,10 @@ void egs__plan_retire(struct egs_plan *p)
 	p->old = old;
 }
 
-/* walk_begin, made by the walk's next step (after p->old is freed): p (retired) holds only what
- * the walk needs to begin, and the generations it must see as changes since. */
+/* Sets p (retired: egs__plan_retire) up for a walk over the queue at now (see egs_sched_run), made
+ * by its next steps (after p->old is freed): the first state (walk_first_state), then the order.
+ * base_next is the due transitions' next time.  Kept (keep) walks take snapshots and stay in p as
+ * the kept plan when they end.  Notes the generations the walk must see as changes since. */
 void egs__walk_defer(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next, bool keep)
 {
 	p->st = st;
@@ -415,17 +434,8 @@ static bool walk_step(struct egs_plan *p, size_t max)
 		if (max < SIZE_MAX)
 			return false;
 	}
-	if (p->deferred) { /* the walk's first state, a piece of its own */
-		uint64_t gen = p->gen_seen, arr = p->arr_seen, hold = p->hold_seen;
-		bool void_ = p->trial_void;
-		walk_begin(p, st, p->now, p->base_next, p->keep);
-		p->gen_seen = gen; /* what changed since the run began makes it stale */
-		p->arr_seen = arr;
-		p->hold_seen = hold;
-		p->trial_void = void_;
-		if (max < SIZE_MAX)
-			return false;
-	}
+	if (p->deferred && (!walk_first_state(p, max) || max < SIZE_MAX))
+		return false; /* the walk's first state: pieces of their own */
 	if (st->generation != p->gen_seen) {
 		p->stale = true; /* requests changed the state between two slices */
 		if (st->generation - p->gen_seen != st->arrivals.bumps - p->arr_seen)
@@ -506,8 +516,8 @@ static bool run_end(struct egs_plan *p, int64_t *next)
 	if (!p->stale && egs_preempt(st, p->now)) {
 		int64_t now = p->now, base = p->base_next;
 		bool keep = p->keep;
-		egs__plan_cleanup(p);
-		walk_begin(p, st, now, base, keep);
+		egs__plan_retire(p); /* freed, and the new walk's first state made, in its steps */
+		egs__walk_defer(p, st, now, base, keep);
 		return false;
 	}
 	if (!p->stale && !p->trial_void && st->generation == p->gen_seen)
@@ -548,6 +558,26 @@ bool egs_sched_end(struct egs_plan *p, int64_t *next)
 size_t egs_sched_progress(const struct egs_plan *p)
 {
 	return p->trial ? p->trial->cursor : p->cursor;
+}
+
+const char *egs_sched_piece(const struct egs_plan *p)
+{
+	static const char *const trial[] = { "trial: base state (slots)", "trial: base state (pools)",
+					     "trial: base state (workspaces)", "trial: lift state (slots)",
+					     "trial: lift state (pools)", "trial: lift state (workspaces)",
+					     "trial: queue order", "trial: walk" };
+	static const char *const first[] = { "first state (slots)", "first state (pools)", "first state (workspaces)" };
+	if (!p || !p->walking)
+		return "none";
+	if (p->trial)
+		return p->old ? "free last plan" : trial[p->trial->phase < 7 ? p->trial->phase : 7];
+	if (p->old)
+		return "free last plan";
+	if (p->deferred)
+		return first[p->init_part < 3 ? p->init_part : 2];
+	if (!p->order || p->splice)
+		return p->splice ? "queue order (resumed walk)" : "queue order";
+	return "walk";
 }
 
 size_t egs_sched_from(const struct egs_plan *p)

@@ -96,6 +96,10 @@ bool egs_sched_step(struct egs_plan *keep, size_t max);
 bool egs_sched_end(struct egs_plan *keep, int64_t *next);
 bool egs_sched_walking(const struct egs_plan *p); /* NULL: false */
 size_t egs_sched_progress(const struct egs_plan *p); /* GPRs the walk in progress has placed */
+/* What the next egs_sched_step of p does, in words (a static string: "walk", "queue order",
+ * "first state (pools)", ...; "none" when no walk is in progress): the pieces' names in metrics
+ * and benchmarks. */
+const char *egs_sched_piece(const struct egs_plan *p);
 /* Where the last walk began in queue order: 0 for a full walk, else the place of the kept plan's
  * snapshot it resumed from, when only creates came since the plan was made (the estimates and
  * starts of the GPRs before it cannot change). */

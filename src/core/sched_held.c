@@ -155,13 +155,15 @@ void egs__trial_step(struct egs_plan *p, size_t max)
 		if (max < SIZE_MAX)
 			return;
 	}
-	for (; t->phase < 3; t->phase++) { /* the set-up, a piece a step when sliced */
-		if (t->phase == 0) {
+	for (; t->phase < 7; t->phase++) { /* the set-up, a piece a step when sliced */
+		if (t->phase < 3) { /* base's first state, in three pieces */
 			if (!t->kept_base)
-				egs__plan_init(&t->base, st, p->now);
-		} else if (t->phase == 1) {
+				egs__plan_init_part(&t->base, st, p->now, t->phase);
+			else if (max < SIZE_MAX && t->phase < 2)
+				continue; /* nothing to make: no empty steps */
+		} else if (t->phase < 6) { /* lift's, with the holds tried lifted */
 			trial_set(t, st, false);
-			egs__plan_init(&t->lift, st, p->now);
+			egs__plan_init_part(&t->lift, st, p->now, t->phase - 3);
 			trial_set(t, st, true);
 		} else {
 			t->order = egs__plan_order(st, &t->n);

@@ -129,6 +129,7 @@ struct egs_plan {
 	 * first state is still to be made (walk_defer): pieces of their own at 100,000 x 10,000. */
 	struct egs_plan *old;
 	bool deferred;
+	int init_part; /* the next piece of the first state (egs__plan_init_part) */
 	/* The first nws_fixed entries of wsv are the state's workspaces in its map's order, the same
 	 * in every plan of one serial (st->inventory_gen + 1): GPRs cache their index under it. */
 	uint64_t serial;
@@ -170,7 +171,7 @@ struct trial {
 	struct egs_plan base, lift;
 	struct egs_gpr **order; /* the queue's order with the ghosts (plan_order), holds on */
 	size_t n, cursor;
-	int phase; /* what the next step does: 0 base's plan, 1 lift's, 2 the order, 3 walk */
+	int phase; /* the next step: 0-2 base's first state, 3-5 lift's, 6 the order, 7 the walk */
 	struct egs_gpr **tried; /* the holds lifted: every one, or the first alone */
 	size_t ntried;
 	bool all;
@@ -191,7 +192,12 @@ void egs__plan_retire(struct egs_plan *p);
 void egs__walk_defer(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next, bool keep);
 
 /* sched_pool.c: a walk's state (contracts above their definitions). */
+/* Sets up p (uninitialised) as the first state of a walk over st at now: the slots, pools and
+ * workspaces.  Release with egs__plan_cleanup. */
 void egs__plan_init(struct egs_plan *p, struct egs_state *st, int64_t now);
+/* egs__plan_init in pieces of about a third each, for runs in slices: part 0 zeroes p and makes
+ * the slots, 1 the pools, 2 the workspaces; returns true after the last. */
+bool egs__plan_init_part(struct egs_plan *p, struct egs_state *st, int64_t now, int part);
 void egs__snap_free(struct snap *s);
 void egs__plan_cleanup(struct egs_plan *p);
 void egs__snap_take(struct egs_plan *p, size_t pos);

@@ -228,13 +228,13 @@ static void scratch_alloc(struct egs_plan *p)
 	p->backfill = p->st->cfg.backfill > 0;
 }
 
-void egs__plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
+/* The slots: every schedulable node with its free time (p zeroed first). */
+static void init_slots(struct egs_plan *p, struct egs_state *st, int64_t now)
 {
 	memset(p, 0, sizeof(*p));
 	p->st = st;
 	p->now = now;
 	p->hole_end_min = INT64_MAX;
-	p->serial = st->inventory_gen + 1; /* workspaces come and go only with inventory_gen */
 	p->slots = egs_calloc(st->nodes.len + 1, sizeof(*p->slots));
 	p->capws = 2 * (st->workspaces.len + st->active.len) + 16;
 	p->wsv = egs_malloc(p->capws * sizeof(*p->wsv)); /* ws_get sets what it uses */
@@ -264,9 +264,15 @@ void egs__plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 		egs__share_slot_init(p, s);
 		s->idle_now = s->free_now;
 	}
-	rank_names(p);
-	build_pools(p);
-	scratch_alloc(p);
+}
+
+/* The workspaces' free times: their active GPRs and held releases. */
+static void init_workspaces(struct egs_plan *p, struct egs_state *st, int64_t now)
+{
+	void *v;
+	/* Workspaces come and go only with inventory_gen: the serial of this wsv's layout, set here
+	 * (a run in slices may have taken its slots before a workspace came). */
+	p->serial = st->inventory_gen + 1;
 	for (size_t i = 0; egs_map_next(&st->workspaces, &i, NULL, &v);)
 		egs__ws_get(p, ((const struct egs_workspace *)v)->name);
 	p->nws_fixed = p->nws;
@@ -286,6 +292,26 @@ void egs__plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
 		if (g->held_until > w->until)
 			w->until = g->held_until;
 	}
+}
+
+bool egs__plan_init_part(struct egs_plan *p, struct egs_state *st, int64_t now, int part)
+{
+	if (part == 0) {
+		init_slots(p, st, now);
+	} else if (part == 1) {
+		rank_names(p);
+		build_pools(p);
+		scratch_alloc(p);
+	} else {
+		init_workspaces(p, st, now);
+	}
+	return part == 2;
+}
+
+void egs__plan_init(struct egs_plan *p, struct egs_state *st, int64_t now)
+{
+	for (int part = 0; !egs__plan_init_part(p, st, now, part); part++)
+		;
 }
 
 void egs__snap_free(struct snap *s)

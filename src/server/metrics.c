@@ -294,6 +294,10 @@ static void control_series(struct egs_server *srv, struct evbuffer *b)
 	head(b, "egs_scheduler_slice_max_cpu_seconds", "gauge",
 	     "The most CPU time one such slice took (on a loaded machine its wall time also counts others' time).");
 	evbuffer_add_printf(b, "egs_scheduler_slice_max_cpu_seconds %.6f\n", (double)srv->slice_max_cpu_us / 1e6);
+	head(b, "egs_scheduler_step_max_cpu_seconds", "gauge",
+	     "The most CPU time one step of a scheduler run took (a slice takes several), and what it did.");
+	evbuffer_add_printf(b, "egs_scheduler_step_max_cpu_seconds{piece=\"%s\"} %.6f\n",
+			    srv->step_max_what ? srv->step_max_what : "none", (double)srv->step_max_cpu_us / 1e6);
 	uint64_t kept, built;
 	egs_views_counts(srv->views, &kept, &built);
 	head(b, "egs_gpr_views_total", "counter",

@@ -47,15 +47,23 @@ static void arm_plan_timer(struct egs_server *srv, int64_t delay_us)
 
 /*
  * The scheduler runs in slices (core/sched.h: egs_sched_begin/step/end), so that walking a deep
- * queue never holds the loop up for long: each slice walks as many GPRs as the last ones managed
- * in about PLAN_SLICE_US, and the next slice comes PLAN_DUTY times its cost later, so planning
- * takes at most about a quarter of the loop while requests are served in between.  The first
- * slice runs in the commit turn that found the plan due: a small queue is planned in it at once,
- * as before.  A run that requests made stale on the way is due again when it ends (coalescing
- * every change meanwhile into one more run).
+ * queue never holds the loop up for long: a slice takes steps until about PLAN_SLICE_US have
+ * passed (the run's set-up counts in its first slice), and the next slice comes PLAN_DUTY times
+ * its cost later, so planning takes at most about a quarter of the loop while requests are served
+ * in between.  A step of GPRs is sized to a fraction (1 / PLAN_STEP_PARTS) of a slice at the pace
+ * of the last full one, and grows at most twice a step: a pace measured on a cheap stretch of the
+ * queue (GPRs that place at once) then meeting a costly one (backfill searches) overshoots by a
+ * fraction of a slice, not by tens of milliseconds.  A step that places no GPR (the first state,
+ * the queue's order: bounded pieces, core/sched.h) begins a slice of its own.  The first slice
+ * runs in the commit turn that found the plan due: a small queue is planned in it at once, as
+ * before.  A run that requests made stale on the way is due again when it ends (coalescing every
+ * change meanwhile into one more run).
  */
 #define PLAN_SLICE_US 1000
 #define PLAN_DUTY 4
+#define PLAN_STEP_PARTS 8
+#define PLAN_STEP_MIN 16
+#define PLAN_STEP_MAX 4096
 
 /* CPU time of the loop thread in microseconds: on a loaded machine a slice's wall time also
  * counts the time others ran, so the metric keeps both. */
@@ -97,23 +105,40 @@ static void plan_ended(struct egs_server *srv, int64_t next)
 	}
 }
 
-/* Walks one slice of the run in progress: steps of srv->slice_gprs GPRs (max at most) until
- * about PLAN_SLICE_US have passed, and sizes the next steps from this one's pace.  Arms the next
- * slice, or takes the run's end. */
-static void plan_slice(struct egs_server *srv, size_t max)
+/* Sizes the next steps from one that placed dg GPRs (all it was asked: n) in dt microseconds. */
+static void size_steps(struct egs_server *srv, size_t n, size_t dg, int64_t dt)
 {
-	int64_t t0 = egs_mono_us(), cost = 0, next;
+	if (dg != n)
+		return; /* the walk's end, or a piece placing none: no pace */
+	size_t want = (size_t)((double)dg * (PLAN_SLICE_US / PLAN_STEP_PARTS) / (double)(dt > 0 ? dt : 1));
+	if (want > 2 * n)
+		want = 2 * n;
+	srv->slice_gprs = want < PLAN_STEP_MIN ? PLAN_STEP_MIN : want > PLAN_STEP_MAX ? PLAN_STEP_MAX : want;
+}
+
+/* Walks one slice of the run in progress, begun at wall time t0 (the run's set-up, when it came
+ * in this slice, included): steps of srv->slice_gprs GPRs (max at most) until about
+ * PLAN_SLICE_US have passed.  Arms the next slice, or takes the run's end.  Notes the longest
+ * single step and what it did (egs_sched_piece) for /metrics. */
+static void plan_slice(struct egs_server *srv, size_t max, int64_t t0)
+{
+	int64_t cost = egs_mono_us() - t0, next;
 	bool walked = false;
 	while (!walked && cost < PLAN_SLICE_US) {
+		const char *what = egs_sched_piece(srv->plan);
+		bool placing = !strcmp(what, "walk");
+		if (!placing && cost > PLAN_SLICE_US / PLAN_STEP_PARTS)
+			break; /* a piece placing no GPR takes a slice of its own */
 		size_t n = max < srv->slice_gprs ? max : srv->slice_gprs, at = egs_sched_progress(srv->plan);
-		int64_t t = egs_mono_us();
+		int64_t t = egs_mono_us(), c = cpu_us();
 		walked = egs_sched_step(srv->plan, n);
-		int64_t now_us = egs_mono_us(), dt = now_us - t;
-		size_t dg = walked ? 0 : egs_sched_progress(srv->plan) - at;
-		if (dg == n) { /* a full step: the next ones walk what fits in PLAN_SLICE_US at its pace */
-			size_t want = (size_t)((double)dg * PLAN_SLICE_US / (double)(dt > 0 ? dt : 1));
-			srv->slice_gprs = want < 64 ? 64 : want > (1u << 20) ? (1u << 20) : want;
+		int64_t now_us = egs_mono_us(), dc = cpu_us() - c;
+		if (dc > srv->step_max_cpu_us) {
+			srv->step_max_cpu_us = dc;
+			srv->step_max_what = what;
 		}
+		if (placing)
+			size_steps(srv, n, walked ? 0 : egs_sched_progress(srv->plan) - at, now_us - t);
 		cost = now_us - t0;
 	}
 	if (!walked || !egs_sched_end(srv->plan, &next)) /* not done, or preemption began another walk */
@@ -135,9 +160,14 @@ static void maybe_plan(struct egs_server *srv, bool force)
 	egs_sched_abort(srv->plan);
 	int64_t t = egs_mono_us(), c = cpu_us();
 	egs_sched_begin(&srv->st, now, srv->plan);
-	do
-		plan_slice(srv, force ? SIZE_MAX : srv->slice_gprs);
-	while (force && egs_sched_walking(srv->plan));
+	int64_t begun = cpu_us() - c;
+	if (begun > srv->step_max_cpu_us) {
+		srv->step_max_cpu_us = begun;
+		srv->step_max_what = "set-up";
+	}
+	plan_slice(srv, srv->slice_gprs, t);
+	while (force && egs_sched_walking(srv->plan)) /* each call makes one step at least */
+		plan_slice(srv, SIZE_MAX, egs_mono_us());
 	if (!force) /* the set-up and the first slice hold the loop together; a forced run is no slice */
 		note_slice(srv, t, c);
 }
@@ -169,7 +199,7 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 		return;
 	egs_views_changed(srv); /* the slice sets estimates without a touch */
 	int64_t t = egs_mono_us(), c = cpu_us();
-	plan_slice(srv, SIZE_MAX);
+	plan_slice(srv, SIZE_MAX, t);
 	note_slice(srv, t, c);
 	egs_server_changed(srv); /* commit what the slice changed (starts, estimates) */
 }
@@ -521,7 +551,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	event_priority_set(srv->commit_ev, 2);
 	srv->plan_ev = evtimer_new(srv->base, on_plan, srv);
 	srv->slice_ev = evtimer_new(srv->base, on_slice, srv);
-	srv->slice_gprs = 2048;
+	srv->slice_gprs = 128; /* sized by the steps' pace from the first (plan_slice) */
 	srv->tick_ev = event_new(srv->base, -1, EV_PERSIST, on_tick, srv);
 	struct timeval sec = { 1, 0 };
 	event_add(srv->tick_ev, &sec);

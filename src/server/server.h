@@ -78,6 +78,8 @@ struct egs_server {
 	size_t slice_gprs;       /* GPRs the next slice walks */
 	int64_t slice_max_us;    /* the longest slice (or run set-up) so far, wall microseconds */
 	int64_t slice_max_cpu_us; /* ... and the most CPU time one took */
+	int64_t step_max_cpu_us;  /* the most CPU time one step of a run took (or its set-up) */
+	const char *step_max_what; /* what that step did (egs_sched_piece; static), NULL before any */
 	FILE *log;
 	bool log_requests;
 	bool stopping;
