@@ -9,6 +9,9 @@ One store per kind is filled once by build/bench/egs-fill (N GPRs, 98% finished 
 start-up (exec to the first 200 of /healthz: the load, the first plan), egsd's CPU seconds by then
 (utime + stime), its resident set (VmRSS) and peak (VmHWM) once ready, and egs_gprs_in_memory.
 Prints a markdown table and the load average.
+
+BASE_EGSD=path adds a second binary (e.g. main's build before a change): every round then starts
+both on the same store, alternating, and the table names which egsd each row is.
 """
 import json
 import os
@@ -93,6 +96,10 @@ def main():
     os.chmod(work, 0o755)
     egsd = os.path.join(work, "egsd")
     shutil.copy(os.path.join(ROOT, "build", "bin", "egsd"), egsd)  # one binary for every round
+    binaries = [("this", egsd)]
+    if os.environ.get("BASE_EGSD"):
+        shutil.copy(os.environ["BASE_EGSD"], os.path.join(work, "egsd-base"))
+        binaries.append(("base", os.path.join(work, "egsd-base")))
     fill = os.path.join(ROOT, "build", "bench", "egs-fill")
     stores = [("sqlite", os.path.join(work, "sqlite"), [])] if os.environ.get("SQLITE", "1") == "1" else []
     pg = None
@@ -121,30 +128,32 @@ def main():
                     time.sleep(8)  # past the lease of the egsd that stepped down, so the next one leads
             for rnd in range(ROUNDS):
                 for ret in RETENTIONS:
-                    try:
-                        r = one_start(egsd, data, sargs, ret)
-                    except RuntimeError as e:  # e.g. a PostgreSQL load longer than the leader's lease
-                        tail = open(os.path.join(data, "egsd.log")).read().strip().splitlines()[-3:]
-                        r = {"failed": " / ".join(tail)[:300]}
-                        print("== %s %s: %s" % (kind, ret, e), file=sys.stderr)
-                    r.update(store=kind, retention=ret, round=rnd + 1)
-                    if "failed" in r:
-                        time.sleep(8)
-                    rows.append(r)
-                    print("== " + json.dumps(r), file=sys.stderr)
+                    for name, binary in (binaries if rnd % 2 == 0 else binaries[::-1]):
+                        try:
+                            r = one_start(binary, data, sargs, ret)
+                        except RuntimeError as e:  # e.g. a PostgreSQL load longer than the leader's lease
+                            tail = open(os.path.join(data, "egsd.log")).read().strip().splitlines()[-3:]
+                            r = {"failed": " / ".join(tail)[:300]}
+                            print("== %s %s: %s" % (kind, ret, e), file=sys.stderr)
+                        r.update(store=kind, retention=ret, round=rnd + 1, egsd=name)
+                        if "failed" in r:
+                            time.sleep(8)
+                        rows.append(r)
+                        print("== " + json.dumps(r), file=sys.stderr)
     finally:
         if pg:
             pg.cleanup()
         if os.environ.get("KEEP") != "1":
             shutil.rmtree(work, ignore_errors=True)
-    print("| store | --finished-retention | round | GPRs in memory | start-up s | CPU s | RSS MiB | peak RSS MiB |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| egsd | store | --finished-retention | round | GPRs in memory | start-up s | CPU s | RSS MiB | peak RSS MiB |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         if "failed" in r:
-            print("| %s | %s | %d | egsd did not start: %s | | | | |" % (r["store"], r["retention"], r["round"], r["failed"]))
+            print("| %s | %s | %s | %d | egsd did not start: %s | | | | |" % (
+                r["egsd"], r["store"], r["retention"], r["round"], r["failed"]))
             continue
-        print("| %s | %s | %d | %d | %.2f | %.2f | %.0f | %.0f |" % (
-            r["store"], r["retention"], r["round"], r["in_memory"], r["ready_s"], r["cpu_s"], r["rss_mib"],
+        print("| %s | %s | %s | %d | %d | %.2f | %.2f | %.0f | %.0f |" % (
+            r["egsd"], r["store"], r["retention"], r["round"], r["in_memory"], r["ready_s"], r["cpu_s"], r["rss_mib"],
             r["hwm_mib"]))
     print("\n%d GPRs; load average %s" % (N, " ".join(open("/proc/loadavg").read().split()[:3])))
 

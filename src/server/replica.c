@@ -8,8 +8,10 @@
  * commit counter, meta leader.turn, which every committed turn of the leader moves on (one more
  * statement in the turn's pipeline: no extra round trip).  When it moved past the turn of the last
  * load, the follower loads the whole model again (egs_server_reload, one snapshot) and sends the
- * events new since the last load to its event streams.  When it gets the lock, it leads: it loads
- * the model once more under the lock, bootstraps, and starts planning and committing.
+ * events new since the last load to its event streams.  When it gets the lock and its model is the
+ * latest commit's (the store gives the lock back otherwise: the next look loads, the one after
+ * leads), it leads: it bootstraps and starts planning and committing.  Nothing is loaded under the
+ * lease, so a store of any size can be taken over.
  *
  * A follower never plans, never runs clock-driven transitions and never commits: a turn with local
  * changes (a request that should have been forwarded) is answered 503 and the model reloaded.
@@ -73,14 +75,15 @@ static void sync_model(struct egs_server *srv)
 	}
 }
 
-/* The lock is ours: load under it, bootstrap, and start leading. */
+/* The lock is ours, and the model is the store's latest snapshot (egs_store_try_lead leads only from
+ * a current load): bootstrap and start leading, loading nothing under the lease. */
 static void promote(struct egs_server *srv)
 {
 	enum egs_err err;
 	event_del(srv->follow_ev);
 	srv->follower = false;
-	if ((err = egs_server_reload(srv)) || (err = egs_audit_start(srv)) || (err = egs_server_bootstrap(srv))) {
-		fprintf(srv->log, "level=fatal msg=\"taking over: the store cannot be loaded: %s; exiting\"\n",
+	if ((err = egs_audit_start(srv)) || (err = egs_server_bootstrap(srv))) {
+		fprintf(srv->log, "level=fatal msg=\"taking over failed: %s; exiting\"\n",
 			egs_err_str(err));
 		fflush(srv->log);
 		_exit(70);
@@ -95,6 +98,7 @@ static void promote(struct egs_server *srv)
 		(long long)srv->leader.epoch, srv->st.gprs.len, srv->st.nodes.len);
 	fflush(srv->log);
 	srv->next_wake = 0;
+	srv->planned_gen = srv->st.generation - 1;
 	egs_server_changed(srv); /* plan at once: exits that fell due meanwhile happen now */
 }
 
@@ -107,7 +111,9 @@ static void on_follow(evutil_socket_t fd, short what, void *arg)
 	bool led = false;
 	if (!srv->follower)
 		return;
-	if (egs_store_try_lead(srv->store, srv->advertised, &led) == EGS_OK && led) {
+	if (srv->resync) /* the model may hold what the store does not: never lead from it */
+		sync_model(srv);
+	if (!srv->resync && egs_store_try_lead(srv->store, srv->advertised, &led) == EGS_OK && led) {
 		promote(srv);
 		return;
 	}

@@ -524,11 +524,14 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	if ((err = advertised(srv, listen, port)))
 		return err;
 	bool led;
-	if ((err = egs_store_try_lead(srv->store, srv->advertised, &led))) /* PostgreSQL: one leader */
+	egs_aging_cutoff(&srv->st, egs_now(srv)); /* finished GPRs older than the retention stay in the store */
+	/* PostgreSQL: load first, then try to lead from that snapshot (a large store's load would outlast
+	 * a leader's lease; docs/ha.md): when a turn was committed in between, this egsd follows. */
+	if ((err = egs_store_load(srv->store, &srv->st)) ||
+	    (err = egs_store_try_lead(srv->store, srv->advertised, &led)))
 		return err;
 	srv->follower = !led;
-	egs_aging_cutoff(&srv->st, egs_now(srv)); /* finished GPRs older than the retention stay in the store */
-	if ((err = egs_store_load(srv->store, &srv->st)) || (err = egs_audit_start(srv)) ||
+	if ((err = egs_audit_start(srv)) ||
 	    (led && (err = egs_server_bootstrap(srv))) ||
 	    (err = egs_kubecred_start(srv)) || (err = egs_policy_start(srv))) /* policies: parse the stored ones */
 		return err;

@@ -47,8 +47,11 @@ struct egs_store_leader {
 };
 /* One attempt to lead, without waiting.  When the leader lock is free this session takes it, moves
  * the epoch on, publishes addr (where this egsd serves; may be "") and a lease, and *led is true.
- * When a session whose lease has expired holds it (a stalled leader), that session is ended (the
- * next attempt can take the lock) and *led is false.  SQLite: *led is always true. */
+ * A handle that has loaded leads only from a current load: when turns were committed since its last
+ * egs_store_load (a leader that died meanwhile), the lock is given back untouched and *led is false
+ * (load again, then try again), so nothing is ever loaded under the lease.  When a session whose
+ * lease has expired holds it (a stalled leader), that session is ended (the next attempt can take
+ * the lock) and *led is false.  SQLite: *led is always true. */
 enum egs_err egs_store_try_lead(struct egs_store *s, const char *addr, bool *led);
 /* A follower's look at the leadership (one short query).  SQLite: all zero. */
 enum egs_err egs_store_leader(struct egs_store *s, struct egs_store_leader *out);

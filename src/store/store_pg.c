@@ -352,10 +352,14 @@ out:
 static enum egs_err pg_load(struct pg_store *s, struct egs_state *st)
 {
 	enum egs_err err = EGS_ERR_STORE;
+	int64_t turn = 0;
 	s->seq_floor = 0; /* which GPRs are stored: known again after the next commit */
 	/* One snapshot for every table. */
-	if (!egs__pg_exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))
+	s->loading = true;
+	if (!egs__pg_exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")) {
+		s->loading = false;
 		return EGS_ERR_STORE;
+	}
 	for (int i = 0; i < egs__pg_nkinds; i++) {
 		err = load_kind(s, st, &egs__pg_kinds[i]);
 		if (!err && i == EGS_KIND_GPR && st->aged_before)
@@ -365,10 +369,15 @@ static enum egs_err pg_load(struct pg_store *s, struct egs_state *st)
 	}
 	err = load_events(s, st);
 	if (!err)
-		err = egs__pg_read_turn(s, &s->loaded_turn) ? EGS_OK : EGS_ERR_STORE;
+		err = egs__pg_read_turn(s, &turn) ? EGS_OK : EGS_ERR_STORE;
 out:
 	if (!egs__pg_exec(s, err ? "ROLLBACK" : "COMMIT"))
 		err = EGS_ERR_STORE;
+	s->loading = false;
+	if (!err) { /* the model the caller swaps in is this snapshot (a failed load leaves the old one) */
+		s->loaded_turn = turn;
+		s->loaded = true;
+	}
 	return err;
 }
 

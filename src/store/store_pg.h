@@ -42,6 +42,8 @@ struct pg_store {
 	int64_t renewed_us;     /* monotonic: when the last lease write that succeeded was sent */
 	int64_t grace_until_us; /* monotonic: a lease write in progress may wait until then (0: none) */
 	int64_t loaded_turn;    /* meta leader.turn in the snapshot of the last load */
+	bool loaded;            /* a load ran on this handle: it leads only from a current one */
+	bool loading;           /* a load is running: a non-leader's queries may take LOAD_TIMEOUT_S */
 	bool full;       /* the last failed turn failed for lack of disk (SQLSTATE 53100) */
 	char *fail_path; /* EGS_STORE_FAIL_IF_EXISTS (store.h): commits fail as on a full disk meanwhile */
 	struct egs_pg_batch *batch; /* the turn's statement being filled (store_pg_batch.c) */
@@ -83,7 +85,8 @@ enum egs_err egs__pg_gprs_find(struct egs_store *b, const struct egs_gpr_find *f
 /* ---- store_pg_lead.c: leadership, the lease, the follower's view ---- */
 /* Monotonic microseconds. */
 int64_t egs__pg_mono_us(void);
-/* Until when a query may take: a leader's lease end, else OP_TIMEOUT_S from now. */
+/* Until when a query may take: a leader's lease end, else OP_TIMEOUT_S from now (LOAD_TIMEOUT_S
+ * during a load: a large store's scans take longer, and nothing waits on a follower's load). */
 int64_t egs__pg_deadline(struct pg_store *s);
 /* PQgetResult once the result is there, waiting at most until deadline_us: then s->timed_out is
  * set (and a leader steps down: deposed) and NULL returned. */

@@ -37,6 +37,7 @@
 #define RENEW_EVERY_US 1000000
 #define GRACE_US 1000000 /* a lease write may wait this long even when the lease ran out meanwhile */
 #define OP_TIMEOUT_S 10 /* a query that takes longer is given up (the session is dropped) */
+#define LOAD_TIMEOUT_S 120 /* the same for a query of a load that does not lead (a large store's scans) */
 
 int64_t egs__pg_mono_us(void)
 {
@@ -48,7 +49,7 @@ int64_t egs__pg_mono_us(void)
 int64_t egs__pg_deadline(struct pg_store *s)
 {
 	if (!s->leader)
-		return egs__pg_mono_us() + (int64_t)OP_TIMEOUT_S * 1000000;
+		return egs__pg_mono_us() + (int64_t)(s->loading ? LOAD_TIMEOUT_S : OP_TIMEOUT_S) * 1000000;
 	return s->lease_until_us > s->grace_until_us ? s->lease_until_us : s->grace_until_us;
 }
 
@@ -93,6 +94,12 @@ bool egs__pg_within_lease(struct pg_store *s)
 	if (!s->deposed && egs__pg_mono_us() >= s->lease_until_us)
 		step_down(s, "the lease could not be renewed in time");
 	return !s->deposed;
+}
+
+static void drop_session(struct pg_store *s)
+{
+	PQfinish(s->conn);
+	s->conn = NULL;
 }
 
 /* Tries the leader lock on the current session: 1 taken, 0 held by another session, -1 error. */
@@ -199,6 +206,25 @@ static enum egs_err end_expired(struct pg_store *s)
 	return EGS_OK;
 }
 
+/* With the lock just taken: whether the last load saw every committed turn (nobody commits without
+ * the lock, so it stays current).  When not, or on an error, the lock is given back before anything
+ * is written: this egsd leads only from a current model, which a load outside the lease makes, however
+ * large the store (docs/ha.md), and never loads under its lease on taking over. */
+static bool current(struct pg_store *s)
+{
+	int64_t turn = -1;
+	if (read_number(s, "SELECT value FROM meta WHERE key = 'leader.turn'", &turn) && turn == s->loaded_turn)
+		return true;
+	PGresult *res = egs__pg_run(s, "SELECT pg_advisory_unlock(" LEADER_LOCK ")", true);
+	if (res)
+		fprintf(stderr, "store: the leader lock is free but this egsd's model lacks committed turns (%lld of "
+				"%lld); loading them before it leads\n", (long long)s->loaded_turn, (long long)turn);
+	else
+		drop_session(s); /* with the session goes the lock */
+	PQclear(res);
+	return false;
+}
+
 enum egs_err egs__pg_try_lead(struct egs_store *b, const char *addr, bool *led)
 {
 	struct pg_store *s = (struct pg_store *)b;
@@ -213,6 +239,8 @@ enum egs_err egs__pg_try_lead(struct egs_store *b, const char *addr, bool *led)
 	int got = try_lock(s);
 	if (got != 1)
 		return got == 0 ? end_expired(s) : EGS_ERR_STORE;
+	if (s->loaded && !current(s))
+		return EGS_OK; /* not led: the caller loads again (a follower's next look does) and retries */
 	int64_t t0 = egs__pg_mono_us();
 	static const char sql[] =
 		"WITH e AS (INSERT INTO meta(key, value) VALUES('leader.epoch', '1') ON CONFLICT(key) DO UPDATE "
@@ -227,8 +255,7 @@ enum egs_err egs__pg_try_lead(struct egs_store *b, const char *addr, bool *led)
 	PGresult *res = egs__pg_result(s, sent, sql, PGRES_TUPLES_OK);
 	if (!res || PQntuples(res) != 1) {
 		PQclear(res);
-		PQfinish(s->conn); /* with the session goes the lock: never hold it without leading */
-		s->conn = NULL;
+		drop_session(s); /* with the session goes the lock: never hold it without leading */
 		return EGS_ERR_STORE;
 	}
 	s->epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);

@@ -1,0 +1,110 @@
+"""Taking the lead of a large store on PostgreSQL (docs/ha.md): an egsd loads before it leads, never
+under its lease, so a load of any length cannot cost it the lead.
+
+A scaled-down case of the 1,000,000-GPR bench (bench/mem PG=1): 20,000 GPRs, and a load made longer
+than the leader's lease for certain by a table that another session keeps locked (a load that would
+have to wait for it under the lease would step down; a follower's load may wait)."""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import STORE, Egsd, pg_server, store_args, wait_for
+from test_ha import cluster_with_agent, follower_of, health, role
+
+pytestmark = pytest.mark.skipif(STORE != "postgres", reason="leadership is PostgreSQL's (SQLite: one process per file)")
+
+BULK = 20000
+
+
+def schema_of(url):
+    return url[1].split("search_path%3D")[1]
+
+
+def bulk_gprs(schema, n):
+    """n finished GPRs (Complete, finished now: kept in memory under the default retention), copies of
+    the store's one GPR with their own ids, names and sequence numbers."""
+    return ('INSERT INTO "{s}".gprs SELECT (jsonb_populate_record(g, jsonb_build_object('
+            "'id', 'gpr-' || lpad(to_hex(1000000 + i), 8, '0') || '-00', 'name', 'bulk-' || i, "
+            "'seq', 1000000 + i, 'state', 'Complete', 'start_ts', g.created_at, "
+            "'completion_ts', g.created_at + 60))).* "
+            'FROM "{s}".gprs g, generate_series(1, {n}) i').format(s=schema, n=n)
+
+
+def hold_table_lock(schema, table, seconds):
+    """A psql session that locks table for `seconds` (every other session's read of it waits);
+    returns the process once the lock is held."""
+    pg = pg_server()
+    sql = 'BEGIN; LOCK TABLE "%s".%s IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(%f); COMMIT;' % (schema, table, seconds)
+    args = [os.path.join(pg.bindir, "psql"), "-X", "-q", "-At", "-h", pg.sock, "-U", pg.user, "-d", "postgres",
+            "-c", sql]
+    if pg.root:
+        args = ["runuser", "-u", pg.user, "--"] + args
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    held = ("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = '%s' AND c.relname = '%s' AND l.granted "
+            "AND l.mode = 'AccessExclusiveLock'" % (schema, table))
+    wait_for(lambda: pg.psql(held).strip() == "1", interval=0.05, what="the table lock")
+    return p
+
+
+def quiet_and_caught_up(schema, b):
+    """Waits until the leader committed nothing for a second and b's model has its last turn."""
+    turn = 'SELECT value FROM "%s".meta WHERE key = \'leader.turn\'' % schema
+    def settled():
+        t0 = pg_server().psql(turn)
+        time.sleep(1)
+        h = health(b)
+        return pg_server().psql(turn) == t0 and h and h["behindTurns"] == 0 and h["syncedAgoMs"] < 500
+    wait_for(settled, timeout=30, what="a quiet leader and a follower that has its last turn")
+
+
+def test_a_follower_takes_over_a_large_store_without_loading_under_its_lease(tmpdir_path):
+    url = store_args(os.path.join(tmpdir_path, "shared"))
+    schema = schema_of(url)
+    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
+    b = locker = None
+    try:
+        api = a.api()
+        cluster_with_agent(a, a, tmpdir_path, nodes=1).stop()  # cluster c1, workspace w
+        one = api.ok("POST", "/api/v1/gpr", {"gprName": "seed", "sliceName": "w", "numberOfGPUNodes": 1,
+                                              "numberOfGPUs": 8, "exitDuration": "1h"})["gprId"]
+        a.stop()
+        pg_server().psql(bulk_gprs(schema, BULK))
+        a.start()  # loads the 20,001 GPRs, then leads
+        assert role(a) == "leader"
+        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+        api = a.api()
+        api.ok("POST", "/api/v1/clusters", {"clusterName": "c2"})  # a turn after b's load: b catches up
+        quiet_and_caught_up(schema, b)
+
+        # Every load now waits 8 s for the inference endpoints table: longer than a leader's lease
+        # (it acknowledges for 4 s after its last renewal).  The leader goes; the follower must lead
+        # without a load under the lease (its model is current), and serve the whole store.
+        locker = hold_table_lock(schema, "inference_endpoints", 8)
+        a.proc.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        wait_for(lambda: role(b) == "leader", timeout=5, interval=0.02, what="the follower to lead within 5 s")
+        took = time.time() - killed_at
+        assert locker.poll() is None, "the table lock ended before the follower led: the test proves nothing"
+        print("takeover with %d GPRs and a blocked load: %.2f s" % (BULK + 1, took))
+        bapi = b.api(a.admin_key)
+        bapi.ok("POST", "/api/v1/clusters", {"clusterName": "c3"})  # the new leader acknowledges writes
+        locker.wait(30)
+        time.sleep(1)  # well past the lock: the new leader did not step down meanwhile
+        assert b.proc.poll() is None and role(b) == "leader", b.logs()[-2000:]
+        assert "stepping down" not in b.logs()
+        assert bapi.get("/api/v1/gpr?gprId=" + one)["gprName"] == "seed"
+        assert bapi.get("/api/v1/gpr?gprId=gpr-%08x-00" % (1000000 + BULK))["gprName"] == "bulk-%d" % BULK
+        assert {"c1", "c2", "c3"} <= {x["clusterName"] for x in bapi.get("/api/v1/clusters")["items"]}
+    except Exception:
+        print("follower's log:", b.logs()[-3000:] if b else "")
+        raise
+    finally:
+        if locker and locker.poll() is None:
+            locker.kill()
+        a.stop()
+        if b:
+            b.stop()
