@@ -269,7 +269,13 @@ void egs_forward(struct egs_req *r)
 	evhttp_add_header(out, "Host", srv->leader.addr);
 	evhttp_add_header(out, FORWARDED, srv->advertised);
 	add_client(srv, r, out, evhttp_request_get_uri(r->ev));
-	evbuffer_add_buffer(evhttp_request_get_output_buffer(up), evhttp_request_get_input_buffer(r->ev));
+	struct evbuffer *body = evhttp_request_get_output_buffer(up);
+	evbuffer_add_buffer(body, evhttp_request_get_input_buffer(r->ev));
+	if (evbuffer_get_length(body) > 0) { /* libevent adds it to a POST or PUT only: a DELETE's body was lost */
+		char len[24];
+		snprintf(len, sizeof(len), "%zu", evbuffer_get_length(body));
+		evhttp_add_header(out, "Content-Length", len);
+	}
 	r->ev = NULL; /* taken: on_answer replies */
 	if (evhttp_make_request(f->up, up, f->method, evhttp_request_get_uri(f->client)) != 0) {
 		/* evhttp freed up; the connection is ours to free */
