@@ -51,28 +51,51 @@ static void read_secret(struct egs_server *srv)
 	free(hex);
 }
 
+/* What lives in meta, outside the turns: the global limits and the token secret. */
+static void read_meta(struct egs_server *srv)
+{
+	egs_policy_free(srv->policy_global);
+	srv->policy_global = NULL;
+	if (egs_policy_start(srv))
+		fprintf(srv->log, "level=warn msg=\"follower: a stored policy does not parse\"\n");
+	read_secret(srv);
+}
+
 /* Loads the store again and streams the events it brought. */
 static void sync_model(struct egs_server *srv)
 {
 	int64_t seen = newest_event(&srv->st);
 	enum egs_err err = egs_server_reload(srv);
+	srv->follow_loads++;
 	if (err) {
 		fprintf(srv->log, "level=warn msg=\"follower: loading the store failed; serving the last model\" error=\"%s\"\n",
 			egs_err_str(err));
 		return;
 	}
 	srv->resync = false;
-	egs_policy_free(srv->policy_global); /* the global limits may have changed too */
-	srv->policy_global = NULL;
-	if ((err = egs_policy_start(srv)))
-		fprintf(srv->log, "level=warn msg=\"follower: a stored policy does not parse\"\n");
-	read_secret(srv);
+	read_meta(srv);
 	const struct egs_state *st = &srv->st;
 	for (size_t i = 0; srv->obs && i < st->events_len; i++) {
 		const struct egs_event *e = st->events[(st->events_head + i) % st->cfg.event_retention];
 		if (e->id > seen)
 			egs_events_broadcast(srv, e);
 	}
+}
+
+/* Applies the leader's turns since the last look from the change log (follow.c), or loads the
+ * whole store when that cannot be (a gap in the log, a row it cannot apply, a model to resync). */
+static void catch_up(struct egs_server *srv)
+{
+	enum egs_err err = srv->resync ? EGS_ERR_NOT_FOUND : egs_follow_apply(srv, NULL);
+	if (!err) {
+		srv->follow_applies++;
+		read_meta(srv);
+		return;
+	}
+	if (err != EGS_ERR_NOT_FOUND)
+		fprintf(srv->log, "level=warn msg=\"follower: the change log could not be applied; loading the store\" "
+				  "error=\"%s\"\n", egs_err_str(err));
+	sync_model(srv);
 }
 
 /* The lock is ours, and the model is the store's latest snapshot (egs_store_try_lead leads only from
@@ -123,7 +146,7 @@ static void on_follow(evutil_socket_t fd, short what, void *arg)
 	bool moved = l.turn != l.loaded_turn || l.epoch != srv->leader.epoch;
 	srv->leader = l;
 	if (moved || srv->resync) {
-		sync_model(srv);
+		catch_up(srv);
 		egs_store_leader(srv->store, &srv->leader); /* loaded_turn is the new load's */
 		srv->leader.turn = l.turn > srv->leader.turn ? l.turn : srv->leader.turn;
 	}
@@ -179,5 +202,7 @@ json_t *egs_replica_health(struct egs_server *srv)
 	json_object_set_new(h, "leader", json_string(srv->leader.addr));
 	json_object_set_new(h, "behindTurns", json_integer(behind > 0 ? behind : 0));
 	json_object_set_new(h, "syncedAgoMs", json_integer((egs_mono_us() - srv->synced_us) / 1000));
+	json_object_set_new(h, "fullLoads", json_integer((json_int_t)srv->follow_loads));
+	json_object_set_new(h, "appliedCatchUps", json_integer((json_int_t)srv->follow_applies));
 	return h;
 }

@@ -109,6 +109,8 @@ struct egs_server {
 	struct egs_store_leader leader; /* the leadership as last read from the store */
 	int64_t synced_us;         /* monotonic: the follower's last successful look at the store */
 	bool resync;               /* the follower's model may differ from the store: load it again */
+	uint64_t follow_loads;     /* a follower's full loads since its start (/healthz fullLoads) */
+	uint64_t follow_applies;   /* its catch-ups from the change log (/healthz appliedCatchUps; follow.c) */
 	int64_t pinged_us;         /* monotonic: a follower's last keep-alive on its event streams */
 	struct event *follow_ev;   /* a follower's timer: look at the store, take over when the lock is free */
 	struct ssl_ctx_st *fwd_tls; /* under TLS: the client context of forwarded requests (forward.c), owned */
@@ -154,6 +156,11 @@ void egs_server_store_failed(struct egs_server *srv, enum egs_err err);
 /* Replaces srv->st by a fresh load of the store, keeping runtime-only fields by key; resets the
  * planner's cache.  Returns the load's error (the old model then stays). */
 enum egs_err egs_server_reload(struct egs_server *srv);
+/* A follower applies what the leader committed since its last load or catch-up, from the store's
+ * change log (follow.c); *rows (may be NULL) gets how many rows and events it applied.  An error
+ * (EGS_ERR_NOT_FOUND: the log lacks turns; others: the store failed or a row could not be applied,
+ * the model may hold part of it): load in full (egs_server_reload). */
+enum egs_err egs_follow_apply(struct egs_server *srv, size_t *rows);
 /* Sends the held replies and answers due long polls; called after every successful commit. */
 void egs_server_flush(struct egs_server *srv);
 /* Notes that the turn made changes: arms the commit event. */

@@ -52,6 +52,11 @@ enum egs_err egs_store_leader(struct egs_store *s, struct egs_store_leader *out)
 	return s->ops->leader ? s->ops->leader(s, out) : EGS_OK;
 }
 
+enum egs_err egs_store_follow(struct egs_store *s, egs_store_row_fn row, egs_store_event_fn event, void *ctx)
+{
+	return s->ops->follow ? s->ops->follow(s, row, event, ctx) : EGS_ERR_NOT_FOUND;
+}
+
 enum egs_err egs_store_renew(struct egs_store *s)
 {
 	return s->ops->renew ? s->ops->renew(s) : EGS_OK;

@@ -55,6 +55,17 @@ struct egs_store_leader {
 enum egs_err egs_store_try_lead(struct egs_store *s, const char *addr, bool *led);
 /* A follower's look at the leadership (one short query).  SQLite: all zero. */
 enum egs_err egs_store_leader(struct egs_store *s, struct egs_store_leader *out);
+/* A follower's catch-up from the leader's change log (PostgreSQL; docs/ha.md), instead of a load:
+ * calls row(ctx, kind, key, obj) for every object that the turns committed since this handle's last
+ * load or catch-up wrote, with its current row as a fresh object (the callee takes ownership) or
+ * NULL when the row is gone (deleted), and event(ctx, ev) (owned too) for every event they wrote, in
+ * id order; all from one snapshot, whose turn then counts as loaded (egs_store_leader's loaded_turn).
+ * EGS_ERR_NOT_FOUND, before calling anything: the log does not hold every turn since (pruned, or the
+ * handle never loaded): load in full instead.  EGS_ERR_STORE: the store failed, perhaps after some
+ * calls: load in full too.  SQLite: EGS_ERR_NOT_FOUND. */
+typedef void (*egs_store_row_fn)(void *ctx, enum egs_kind kind, const char *key, void *obj);
+typedef void (*egs_store_event_fn)(void *ctx, struct egs_event *ev);
+enum egs_err egs_store_follow(struct egs_store *s, egs_store_row_fn row, egs_store_event_fn event, void *ctx);
 /* A leader renews its lease (about once a second).  An error means it could not before the lease
  * ran out: the store is then deposed and acknowledges nothing more.  SQLite: nothing to do. */
 enum egs_err egs_store_renew(struct egs_store *s);

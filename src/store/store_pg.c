@@ -143,11 +143,12 @@ bool egs__pg_prepare(struct pg_store *s, const char *name, const char *sql)
 	return res != NULL;
 }
 
-/* Prepared statement names: put<kind>, del<kind>, ev, au (store_pg_batch.c), mget, mset, pmark,
- * prune, turn. */
+/* Prepared statement names: put<kind>, del<kind>, ev, au (store_pg_batch.c), chg
+ * (store_pg_follow.c), mget, mset, pmark, prune, turn. */
 static bool prepare_all(struct pg_store *s)
 {
-	return egs__pg_prepare_batches(s) && egs__pg_prepare(s, "mget", "SELECT value FROM meta WHERE key = $1") &&
+	return egs__pg_prepare_batches(s) && egs__pg_prepare_follow(s) &&
+	       egs__pg_prepare(s, "mget", "SELECT value FROM meta WHERE key = $1") &&
 	       egs__pg_prepare(s, "mset",
 			       "INSERT INTO meta(key, value) VALUES($1, $2) "
 			       "ON CONFLICT(key) DO UPDATE SET value = excluded.value") &&
@@ -613,6 +614,12 @@ static enum turn send_turn(struct pg_store *s, struct egs_state *st, bool rollba
 	if (t == TURN_OK && s->leader && !rollback) { /* followers see the turn (docs/internals/store.md) */
 		static const char *const none[1] = { NULL };
 		t = send_one(p, "turn", 0, none, NULL, NULL, (struct what){ "update", "meta", 0 });
+		if (t == TURN_OK) { /* and what it wrote (store_pg_follow.c); libpq copies the parameters */
+			struct egs_pg_changes chg = { 0 };
+			egs__pg_changes_build(&chg, st);
+			t = send_one(p, "chg", 2, chg.params, NULL, NULL, (struct what){ "put", "changes", 1 });
+			egs__pg_changes_free(&chg);
+		}
 	}
 	if (t == TURN_OK) {
 		const char *end = rollback ? "ROLLBACK" : "COMMIT";
@@ -780,6 +787,7 @@ static const struct egs_store_ops pg_ops = {
 	.try_lead = egs__pg_try_lead,
 	.leader = egs__pg_leader,
 	.renew = egs__pg_renew,
+	.follow = egs__pg_follow,
 	.deposed = egs__pg_deposed,
 	.load = op_load,
 	.commit_changes = op_commit,

@@ -192,4 +192,18 @@ struct egs_pg_ref {
  * object: the last.  Returns how many. */
 size_t egs__pg_turn_rows(const struct egs_state *st, struct egs_pg_ref *out);
 
+/* ---- store_pg_follow.c: the followers' change log (table changes, migration 16) ---- */
+#define EGS_PG_CHANGE_EVENT 100 /* the kind of an event in the log (its key is the event id) */
+/* Prepares "chg": the turn's log row ($1 kinds, $2 keys: text array literals), written after "turn". */
+bool egs__pg_prepare_follow(struct pg_store *s);
+/* The two text parameters of "chg" for the turn st is committing. */
+struct egs_pg_changes {
+	struct egs_pg_text kinds, keys;
+	const char *params[2];
+};
+void egs__pg_changes_build(struct egs_pg_changes *c, const struct egs_state *st);
+void egs__pg_changes_free(struct egs_pg_changes *c);
+/* egs_store_follow (store.h). */
+enum egs_err egs__pg_follow(struct egs_store *b, egs_store_row_fn row, egs_store_event_fn event, void *ctx);
+
 #endif

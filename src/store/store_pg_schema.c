@@ -198,6 +198,13 @@ const char *const egs__pg_migrations[] = {
 	"CREATE INDEX events_time ON events USING brin(time) WITH (autosummarize = on);"
 	"DROP INDEX audit_time;"
 	"CREATE INDEX audit_time ON audit USING brin(time) WITH (autosummarize = on);",
+	/* 16 (SQLite's 16 is empty): the followers' change log (store_pg_follow.c), one row per committed
+	 * turn of the leader, written in the turn's transaction: the kind (enum egs_kind, or
+	 * EGS_PG_CHANGE_EVENT) and key of every row it wrote */
+	"CREATE TABLE changes ("
+	"  turn BIGINT PRIMARY KEY NOT NULL,"
+	"  kinds SMALLINT[] NOT NULL,"
+	"  keys TEXT[] NOT NULL);",
 };
 
 const int egs__pg_nmigrations = (int)EGS_ARRAY_LEN(egs__pg_migrations);

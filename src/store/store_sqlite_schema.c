@@ -197,6 +197,8 @@ const char *const egs__sqlite_migrations[] = {
 	/* 15: nothing for SQLite, which has no BRIN (its PostgreSQL twin turns the events' and audit
 	 * entries' time indexes into BRIN: a B-tree entry per row was 6-8% of the server's CPU per create) */
 	"SELECT 1;",
+	/* 16: nothing (PostgreSQL's 16 is the followers' change log; SQLite has one egsd per file) */
+	"SELECT 1;",
 };
 
 int egs_store_schema_version(void)

@@ -1,0 +1,166 @@
+"""A follower applies only what the leader changed (docs/ha.md): the leader writes one change-log row per
+committed turn (the kinds and keys of what it wrote), and a follower reads the rows of those keys and
+applies them to its model instead of loading the whole store.
+
+- After a burst of mixed changes (GPRs created, provisioned, edited, released, cancelled; nodes
+  allocated, freed and given new thresholds; templates, bindings, workspaces and keys created, changed, deleted) the
+  follower that applied them row by row answers every read route as a fresh egsd that loaded the
+  store in full does, and it loaded nothing in full meanwhile.
+- A gap in the log (rows pruned) makes the follower load in full, and it is right again."""
+import json
+import os
+
+import pytest
+
+from conftest import H100, STORE, Egsd, pg_server, store_args, wait_for
+from test_ha import cluster_with_agent, follower_of, health
+from test_ha_large import schema_of
+
+pytestmark = pytest.mark.skipif(STORE != "postgres", reason="leadership is PostgreSQL's (SQLite: one process per file)")
+
+# Fields that move with each egsd's own clock or runtime (agents' contact, samples), not with the store.
+VOLATILE = {"agentConnected", "lastHeartbeat", "remainingDuration", "estimatedWaitTime", "estimatedStartTime",
+            "now", "syncedAgoMs", "age", "uptimeSeconds", "lastSeen", "gpuUtilization", "power", "temperature",
+            "memoryUsed", "series", "requestId", "generatedAt"}
+
+
+def strip(v):
+    """v without the volatile fields, its lists in a canonical order (a list built from a map follows
+    insertion order, which a running egsd and a fresh load need not share)."""
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items() if k not in VOLATILE}
+    if isinstance(v, list):
+        return sorted((strip(x) for x in v), key=lambda x: json.dumps(x, sort_keys=True))
+    return v
+
+
+def read_routes(api):
+    """Every parameterless read route of the OpenAPI document that answers from the model."""
+    paths = json.loads(api.raw("GET", "/api/v1/openapi.json")[1])["paths"]
+    skip = ("/healthz", "/agent/", "/watch", "/metrics", "/audit", "/gpus", "/insights", "/usage", "/debug", "/openapi",
+            "/auth/whoami", "/notifications", "/prices", "/settings/observability", "/alerts")
+    return sorted(p for p, ops in paths.items() if "get" in ops and "{" not in p and not any(s in p for s in skip))
+
+
+def same_reads(b, c, key):
+    """b's and c's answers to every read route, as (path, b's, c's) for those that differ."""
+    bapi, capi = b.api(key), c.api(key)
+    diffs = []
+    for p in read_routes(bapi) + ["/api/v1/gpr/list?sliceName=w", "/api/v1/gpr/list?sliceName=w2",
+                                  "/api/v1/inventory/list", "/api/v1/events?limit=500"]:
+        sb, db = bapi.call("GET", p)
+        sc, dc = capi.call("GET", p)
+        if (sb, strip(db)) != (sc, strip(dc)):
+            diffs.append((p, sb, db, sc, dc))
+    return diffs
+
+
+def caught_up(b):
+    h = health(b)
+    return h and h["behindTurns"] == 0 and h["syncedAgoMs"] < 1000 and h
+
+
+def mixed_burst(a, b):
+    """Changes of every kind, half of them sent through the follower (forwarded)."""
+    la, fb = a.api(), b.api(a.admin_key)
+    gids = []
+    for i in range(12):
+        api = la if i % 2 else fb
+        gids.append(api.ok("POST", "/api/v1/gpr", {"gprName": "m%d" % i, "sliceName": "w", "numberOfGPUNodes": 1,
+                                                   "numberOfGPUs": 8, "exitDuration": "1h",
+                                                   "priority": 100 + i})["gprId"])
+    wait_for(lambda: sum(g["status"]["provisioningStatus"] == "Provisioned"
+                         for g in la.get("/api/v1/gpr/list?sliceName=w")["items"]) >= 1, what="a provisioned GPR")
+    queued = [g["gprId"] for g in la.get("/api/v1/gpr/list?sliceName=w")["items"]
+              if g["status"]["provisioningStatus"] == "Queued"]
+    la.ok("PUT", "/api/v1/gpr", {"gprId": queued[0], "priority": 250, "gprName": "renamed"})
+    fb.ok("DELETE", "/api/v1/gpr", {"gprId": queued[1]})  # cancelled while queued
+    running = [g["gprId"] for g in la.get("/api/v1/gpr/list?sliceName=w")["items"]
+               if g["status"]["provisioningStatus"] == "Provisioned"]
+    fb.ok("PUT", "/api/v1/gpr", {"gprId": running[0], "earlyRelease": True})  # released: the next one starts
+    la.ok("PUT", "/api/v1/nodes/thresholds", {"clusterName": "c1", "gpuTempThreshold": 91})
+    la.ok("POST", "/api/v1/slice-workspace", {"workspaceName": "w2", "clusters": ["c1"], "namespaces": ["w2"]})
+    fb.ok("PUT", "/api/v1/slice-workspace", {"workspaceName": "w2", "description": "second"})
+    la.ok("POST", "/api/v1/slice-workspace", {"workspaceName": "w3", "clusters": ["c1"], "namespaces": ["w3"]})
+    fb.ok("DELETE", "/api/v1/slice-workspace", {"workspaceName": "w3"})
+    tpl = {"name": "t1", "clusterName": "c1", "numberOfGPUs": 1, "numberOfGPUNodes": 1, "memoryPerGpu": 40,
+           "gpuShape": H100["gpuModel"], "instanceType": H100["instanceType"], "exitDuration": "1h",
+           "priority": 101, "enforceIdleTimeOut": False, "enableEviction": False, "requeueOnFailure": False}
+    la.ok("POST", "/api/v1/gpr-template", tpl)
+    fb.ok("PUT", "/api/v1/gpr-template", dict(tpl, priority=120))
+    la.ok("POST", "/api/v1/gpr-template", dict(tpl, name="t2"))
+    fb.ok("DELETE", "/api/v1/gpr-template", {"gprTemplateName": "t2"})
+    la.ok("POST", "/api/v1/gpr-template-binding",
+          {"workspaceName": "w2", "enableAutoGPR": False,
+           "clusters": [{"clusterName": "c1", "defaultTemplateName": "t1", "templates": ["t1"]}]})
+    k1 = la.ok("POST", "/api/v1/api-key", {"name": "k1", "role": "Viewer"})
+    fb.ok("POST", "/api/v1/api-key", {"name": "k2", "role": "Admin"})
+    fb.ok("DELETE", "/api/v1/api-key", {"keyId": k1["keyId"]})
+    fb.ok("POST", "/api/v1/gpr", {"gprName": "in-w2", "sliceName": "w2", "numberOfGPUNodes": 1, "numberOfGPUs": 8,
+                                  "exitDuration": "2h"})
+    return gids
+
+
+def test_a_follower_applies_changed_rows_and_equals_a_fresh_load(tmpdir_path):
+    url = store_args(os.path.join(tmpdir_path, "shared"))
+    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
+    b = c = agent = None
+    try:
+        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+        agent = cluster_with_agent(a, b, tmpdir_path, nodes=3)
+        wait_for(lambda: caught_up(b), what="the follower to catch up")
+        before = health(b)
+        mixed_burst(a, b)
+        h = wait_for(lambda: caught_up(b), what="the follower to catch up after the burst")
+        assert h["fullLoads"] == before["fullLoads"], h  # every turn applied row by row
+        assert h["appliedCatchUps"] > before["appliedCatchUps"], h
+        # A fresh egsd on the same store loads it in full; the two followers answer alike.
+        c = follower_of(a, os.path.join(tmpdir_path, "c"))
+        wait_for(lambda: caught_up(b) and caught_up(c), what="both followers current")
+        diffs = same_reads(b, c, a.admin_key)
+        assert not diffs, "\n".join("%s: applied %s %s\nloaded %s %s" % d for d in diffs[:3])
+    finally:
+        if agent:
+            agent.stop()
+        for e in (c, b):
+            if e:
+                e.stop()
+        a.stop()
+
+
+def test_a_gap_in_the_change_log_makes_a_follower_load_in_full(tmpdir_path):
+    url = store_args(os.path.join(tmpdir_path, "shared"))
+    schema = schema_of(url)
+    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
+    b = None
+    try:
+        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+        la = a.api()
+        la.ok("POST", "/api/v1/clusters", {"clusterName": "x1"})
+        h = wait_for(lambda: caught_up(b), what="the follower to catch up")
+        loads = h["fullLoads"]
+        # The follower stops looking (SIGSTOP) while the leader commits two turns and the log loses one
+        # of them: on waking, its log has a gap.
+        b.proc.send_signal(19)
+        try:
+            la.ok("POST", "/api/v1/clusters", {"clusterName": "x2"})
+            la.ok("POST", "/api/v1/clusters", {"clusterName": "x3"})
+            pg_server().psql('DELETE FROM "%s".changes WHERE turn = (SELECT max(turn) - 1 FROM "%s".changes)'
+                             % (schema, schema))
+        finally:
+            b.proc.send_signal(18)
+        h = wait_for(lambda: caught_up(b), what="the follower to catch up after the gap")
+        assert h["fullLoads"] == loads + 1, h
+        names = {x["clusterName"] for x in b.api(a.admin_key).get("/api/v1/clusters")["items"]}
+        assert {"x1", "x2", "x3"} <= names, names
+        # And it goes on row by row afterwards.
+        applied = h["appliedCatchUps"]
+        la.ok("POST", "/api/v1/clusters", {"clusterName": "x4"})
+        h = wait_for(lambda: (lambda h: h and h["appliedCatchUps"] > applied and h)(caught_up(b)),
+                     what="a catch-up from the log")
+        assert h["fullLoads"] == loads + 1, h
+        assert "x4" in {x["clusterName"] for x in b.api(a.admin_key).get("/api/v1/clusters")["items"]}
+    finally:
+        if b:
+            b.stop()
+        a.stop()
