@@ -13,6 +13,8 @@
 #include "core/util.h"
 #include "store/store.h"
 
+#include "../../tests/unit/rng.h" /* the deterministic generator of the tests */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,15 +23,6 @@
 #define TURN 10000
 #define NWS 10
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint64_t next_rand(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
 
 static void workspaces(struct egs_state *st)
 {
@@ -46,29 +39,29 @@ static void workspaces(struct egs_state *st)
 static void one(struct egs_state *st, uint64_t seq, uint64_t n, int queued_pm, int64_t now)
 {
 	struct egs_gpr *g = egs_gpr_new();
-	snprintf(g->id, sizeof(g->id), "gpr-%08llx-%04x", (unsigned long long)seq, (unsigned)(next_rand() & 0xffff));
+	snprintf(g->id, sizeof(g->id), "gpr-%08llx-%04x", (unsigned long long)seq, (unsigned)(rng_next() & 0xffff));
 	snprintf(g->name, sizeof(g->name), "job-%llu", (unsigned long long)seq);
 	snprintf(g->workspace, sizeof(g->workspace), "ws-%d", (int)(seq % NWS));
-	g->gpus_per_node = 1 + (int)(next_rand() % 8);
+	g->gpus_per_node = 1 + (int)(rng_next() % 8);
 	g->node_count = 1;
 	g->exit_duration_s = 7200;
-	g->priority = 1 + (int)(next_rand() % 300);
+	g->priority = 1 + (int)(rng_next() % 300);
 	g->seq = seq;
 	/* Created in order over the 30 days before now. */
 	g->created_at = now - 30 * 86400 + (int64_t)((double)seq / (double)n * 30 * 86400);
-	if ((int)(next_rand() % 1000) < queued_pm) {
+	if ((int)(rng_next() % 1000) < queued_pm) {
 		g->state = EGS_GPR_QUEUED;
 	} else {
-		int r = (int)(next_rand() % 100);
+		int r = (int)(rng_next() % 100);
 		g->state = r < 80 ? EGS_GPR_COMPLETE : r < 95 ? EGS_GPR_CANCELLED : EGS_GPR_ERROR;
 		if (g->state != EGS_GPR_CANCELLED) {
-			g->start_ts = g->created_at + (int64_t)(next_rand() % 600);
+			g->start_ts = g->created_at + (int64_t)(rng_next() % 600);
 			g->exit_at = g->start_ts + g->exit_duration_s;
 			char node[40];
-			snprintf(node, sizeof(node), "c1/node-%d", (int)(next_rand() % 1000));
+			snprintf(node, sizeof(node), "c1/node-%d", (int)(rng_next() % 1000));
 			egs_strlist_add(&g->nodes, node);
 		}
-		g->completion_ts = (g->start_ts ? g->start_ts : g->created_at) + 1 + (int64_t)(next_rand() % 7200);
+		g->completion_ts = (g->start_ts ? g->start_ts : g->created_at) + 1 + (int64_t)(rng_next() % 7200);
 		if (g->completion_ts > now)
 			g->completion_ts = now;
 		if (g->state == EGS_GPR_ERROR)

@@ -19,21 +19,14 @@
 #include "core/queue.h"
 #include "core/state.h"
 
+#include "../../tests/unit/rng.h" /* the deterministic generator of the tests */
+
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static uint64_t rng = 88172645463325252ULL;
-
-static uint64_t next_rand(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
 
 static int64_t ns_now(void)
 {
@@ -70,14 +63,14 @@ struct bench {
 
 static int random_priority(void)
 {
-	return 1 + (int)(next_rand() % 300);
+	return 1 + (int)(rng_next() % 300);
 }
 
 /* One operation of kind op on a random member; returns the ns it took (clock reads included).
  * *spare is the one GPR not queued. */
 static int64_t one_op(struct bench *b, enum op op, struct egs_gpr **spare)
 {
-	struct egs_gpr *g = egs_queue_at(&b->q, next_rand() % b->q.len);
+	struct egs_gpr *g = egs_queue_at(&b->q, rng_next() % b->q.len);
 	int64_t t0, t1;
 	switch (op) {
 	case OP_INSERT: /* make room untimed, then insert the spare */

@@ -16,23 +16,7 @@
 #include <string.h>
 
 #include "core/map.h"
-
-/* ---- a deterministic generator (xorshift64*) ---- */
-
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t s)
-{
-	rng_state = s * 0x9E3779B97F4A7C15ULL + 1;
-}
-
-static uint64_t rng_next(void)
-{
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1DULL;
-}
+#include "rng.h"
 
 /* A table of nkeys distinct key strings (the map borrows keys, so they live here). */
 struct keys {

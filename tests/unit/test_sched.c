@@ -32,31 +32,10 @@
 #include "core/sched.h"
 #include "core/state.h"
 #include "core/util.h"
+#include "rng.h"
 
 #define T0 1800000000LL /* 2027-01-15: any fixed "now" will do */
 #define LONG_HEARTBEAT (1000LL * 24 * 3600)
-
-/* ---- a deterministic generator (xorshift64*) ---- */
-
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t s)
-{
-	rng_state = s * 0x9E3779B97F4A7C15ULL + 1;
-}
-
-static uint64_t rng_next(void)
-{
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static int64_t rng_range(int64_t lo, int64_t hi) /* inclusive */
-{
-	return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1));
-}
 
 /* When not 0, sched_run walks in slices of that many GPRs (egs_sched_begin/step/end, egsd's way
  * on a deep queue) instead of egs_sched_run: test_sliced_runs reruns the exactness tests so. */

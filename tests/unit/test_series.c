@@ -17,6 +17,8 @@
 
 #include "core/series.h"
 
+#include "rng.h"
+
 static struct egs_sample smp(double power, double temp, double util, double mem)
 {
 	struct egs_sample s = { power, temp, util, mem };
@@ -164,15 +166,6 @@ static void test_summary_weights_by_samples(void **state)
 
 /* ---- random run against a reference that keeps every accepted sample ---- */
 
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t next(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
 struct ref_sample {
 	int64_t t;
 	double power;
@@ -188,8 +181,8 @@ static void test_random_against_reference(void **state)
 	egs_series_set_init(&set, CAP, STEP, 1);
 	int64_t t = 1000;
 	for (int i = 0; i < N; i++) {
-		t += (int64_t)(next() % 12) - 2; /* mostly forward, sometimes back */
-		struct egs_sample x = smp((double)(next() % 1000), 0, 0, 0);
+		t += (int64_t)(rng_next() % 12) - 2; /* mostly forward, sometimes back */
+		struct egs_sample x = smp((double)(rng_next() % 1000), 0, 0, 0);
 		int64_t newest = nref ? ref[nref - 1].t - ((ref[nref - 1].t % STEP) + STEP) % STEP : INT64_MIN;
 		int64_t at = t - ((t % STEP) + STEP) % STEP;
 		bool want = at >= newest;
