@@ -14,10 +14,12 @@
 #include "agent/log.h"
 #include "core/map.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -379,14 +381,44 @@ void egs_kube_reflector_foreach(struct egs_kube_reflector *r, void (*fn)(void *a
 	pthread_mutex_unlock(&r->mu);
 }
 
+/* obj's metadata.resourceVersion as a number into *out; false when it has none or it is not one. */
+static bool rv_number(const json_t *obj, unsigned long long *out)
+{
+	const char *s = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+	char *end;
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return !errno && !*end;
+}
+
+/* True when the cache holds obj's object at a newer resourceVersion than obj's (caller holds mu).
+ * resourceVersions are opaque to clients, but every API server we talk to (etcd's revision, the
+ * fake's counter) gives decimal numbers that grow with each write; a version that is not one is
+ * never judged older. */
+static bool cached_newer(struct egs_kube_reflector *r, json_t *obj)
+{
+	char key[KEY_MAX];
+	unsigned long long have, put;
+	struct entry *e;
+	if (!egs_kube_object_key(obj, key, sizeof(key)) || !(e = egs_map_get(&r->cache, key)))
+		return false;
+	return rv_number(e->obj, &have) && rv_number(obj, &put) && have > put;
+}
+
 void egs_kube_reflector_put(struct egs_kube_reflector *r, json_t *obj)
 {
 	json_t *copy = json_deep_copy(obj);
+	bool stale;
 	pthread_mutex_lock(&r->mu);
-	cache_put(r, copy);
+	stale = cached_newer(r, copy);
+	if (!stale)
+		cache_put(r, copy);
 	pthread_mutex_unlock(&r->mu);
 	json_decref(copy);
-	notify(r);
+	if (!stale)
+		notify(r);
 }
 
 unsigned egs_kube_reflector_lists(struct egs_kube_reflector *r)

@@ -55,7 +55,9 @@ void egs_kube_reflector_foreach(struct egs_kube_reflector *r, void (*fn)(void *a
 				void *arg);
 
 /* Puts obj (a copy is taken) into the cache now, as a write's answer: the watch event that follows
- * changes nothing.  Lets a reader see its own write without waiting for the watch. */
+ * changes nothing.  Lets a reader see its own write without waiting for the watch.  An answer older
+ * than what the cache holds (its numeric resourceVersion is smaller: the watch already brought a
+ * later write) is dropped, so a stale answer never hides a newer object until the next list. */
 void egs_kube_reflector_put(struct egs_kube_reflector *r, json_t *obj);
 
 /* How many lists (the first included) the reflector made: re-lists after 410 or an outage count. */
