@@ -4,16 +4,13 @@ src/agent/k8s_gprcr.c, and a real egsd holds the GPRs it makes through POST/DELE
 
 What each test proves is in its docstring."""
 import os
-import sys
 import time
 
 import pytest
 
-from conftest import Cluster, wait_for
-from test_k8s_backend import K8sAgent
+from conftest import wait_for
+from k8sfix import K8sAgent, k8s_env
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake-k8s"))
-from fakek8s import FakeK8s  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 CRD = os.path.join(ROOT, "deploy", "kubernetes", "worker", "crd-gpuprovisioningrequest.yaml")
@@ -30,10 +27,7 @@ def ok(p):
 def env(tmpdir_path):
     """The fake API server with the CRD and one 8-GPU node, egsd with workspace ws (namespace ws-dev on k1,
     labelled as a slice namespace) and the agent of k1."""
-    fake = FakeK8s(terminate_seconds=0.5, bookmark_seconds=1.0, directory=os.path.join(tmpdir_path, "k8s"))
-    cluster = Cluster(tmpdir_path)
-    agents = []
-    try:
+    with k8s_env(tmpdir_path, terminate_seconds=0.5) as (fake, cluster, agents):
         ok(fake.kubectl("apply", "-f", CRD))
         fake.add_gpu_node("gpu-1")
         for ns, labels in (("ws-dev", {"kubeslice.io/slice": "ws"}), ("plain", {})):
@@ -45,12 +39,6 @@ def env(tmpdir_path):
                  what="gpu-1 in the inventory")
         cluster.workspace("ws", ["k1"], namespaces=["ws-dev"])
         yield fake, cluster, agents[0]
-    finally:
-        for a in agents:
-            a.stop()
-            print(a.logs()[-20000:])  # shown when the test fails
-        cluster.close()
-        fake.close()
 
 
 def manifest(name, **spec):

@@ -6,7 +6,6 @@ kubectl to look at what was made.  The refusals and roles run against mock agent
 What each test proves is in its docstring."""
 import json
 import os
-import sys
 
 import pytest
 
@@ -15,11 +14,9 @@ from egs import exceptions
 from egs.internal.inference_endpoint.create_inference_endpoint_data import GpuSpec, ModelSpec, Resources
 
 from conftest import H100, Api, Cluster, wait_for
-from test_k8s_backend import K8sAgent
+from k8sfix import K8sAgent, k8s_env
 from test_slice_access_k8s import apply_worker_rbac
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake-k8s"))
-from fakek8s import FakeK8s  # noqa: E402
 
 NS = "ws-dev"
 LABEL = "egs.kubeslice.io/inference-endpoint"
@@ -59,10 +56,7 @@ def least_privilege_agent(cluster, fake, tmp):
 def env(tmpdir_path):
     """The fake API server with one 8-GPU node, egsd with workspace ws (namespace ws-dev on k1), the agent of
     k1 with the least-privilege role, and an SDK session as admin."""
-    fake = FakeK8s(terminate_seconds=0.5, bookmark_seconds=1.0, directory=os.path.join(tmpdir_path, "k8s"))
-    cluster = Cluster(tmpdir_path)
-    agents = []
-    try:
+    with k8s_env(tmpdir_path, terminate_seconds=0.5) as (fake, cluster, agents):
         fake.add_gpu_node("gpu-1")
         agents.append(least_privilege_agent(cluster, fake, tmpdir_path).start())
         wait_for(lambda: [n["gpuNodeName"] for n in cluster.schedulable_nodes()] == ["gpu-1"], timeout=20,
@@ -71,12 +65,6 @@ def env(tmpdir_path):
         wait_for(lambda: fake.get("/api/v1/namespaces/" + NS)[0] == 200, timeout=20, what="the slice namespace")
         cluster.auth = egs.authenticate(cluster.egsd.url, cluster.egsd.admin_key, sdk_default=False)
         yield fake, cluster, agents[0]
-    finally:
-        for a in agents:
-            a.stop()
-            print(a.logs()[-20000:])  # shown when the test fails
-        cluster.close()
-        fake.close()
 
 
 def gpu_spec(gpus=1, exit_duration="1h"):

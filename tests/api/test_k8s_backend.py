@@ -5,76 +5,25 @@ a scheduler that binds pods, admission webhooks called with AdmissionReview v1).
 What each test proves is in its docstring.  The API-server outage lasts EGS_K8S_OUTAGE_S seconds (default 5,
 so that `make test` stays short; tests/k8s-real.sh and `EGS_K8S_OUTAGE_S=30` run the 30 s of the issue)."""
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import BIN, Cluster, free_port, wait_for
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fake-k8s"))
-from fakek8s import FakeK8s  # noqa: E402
+from conftest import wait_for
+from k8sfix import DRAIN_TIMEOUT_S, K8sAgent, k8s_env  # noqa: F401  (K8sAgent: imported from here by others)
 
 OUTAGE_S = int(os.environ.get("EGS_K8S_OUTAGE_S", "5"))
-DRAIN_TIMEOUT_S = 4
 TAINT = {"key": "kubeslice.io/egs", "value": "dedicated-node", "effect": "NoSchedule"}
-
-
-class K8sAgent:
-    """A real egs-agent with --backend kubernetes against the fake API server, serving the webhook."""
-
-    def __init__(self, cluster, fake, name="k1"):
-        data = cluster.admin.ok("POST", "/api/v1/clusters", {"clusterName": name, "apiServer": fake.url})
-        self.workdir = os.path.join(cluster.tmp, "agent-" + name)
-        os.makedirs(self.workdir, exist_ok=True)
-        self.token_file = os.path.join(self.workdir, "token")
-        with open(self.token_file, "w") as f:
-            f.write(data["agentToken"] + "\n")
-        self.webhook_port = free_port()
-        crt, key = fake.issue_cert("egs-agent", ["127.0.0.1", "localhost"])
-        self.args = [os.path.join(BIN, "egs-agent"), "--server", cluster.egsd.url, "--cluster", name,
-                     "--token-file", self.token_file, "--backend", "kubernetes", "--kubeconfig", fake.kubeconfig,
-                     "--state-dir", os.path.join(self.workdir, "state"), "--pre-checks", "node-health",
-                     "--post-checks", "node-health", "--evict-grace", "1", "--drain-timeout", str(DRAIN_TIMEOUT_S),
-                     "--webhook-port", str(self.webhook_port), "--webhook-cert", crt, "--webhook-key", key,
-                     "--webhook-url", "https://127.0.0.1:%d" % self.webhook_port, "--webhook-ca", fake.ca,
-                     "--log-level", "debug"]
-        self.log_path = os.path.join(self.workdir, "agent.log")
-        self.proc = None
-
-    def start(self):
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
-        return self
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(15)
-        self.log.close()
-
-    def logs(self):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
 
 
 @pytest.fixture
 def env(tmpdir_path):
-    fake = FakeK8s(terminate_seconds=1.0, bookmark_seconds=1.0, directory=os.path.join(tmpdir_path, "k8s"))
-    cluster = Cluster(tmpdir_path)
-    agents = []
-
-    def start_agent():
-        a = K8sAgent(cluster, fake).start()
-        agents.append(a)
-        return a
-    yield fake, cluster, start_agent
-    for a in agents:
-        a.stop()
-        print(a.logs()[-20000:])  # shown when the test fails
-    cluster.close()
-    fake.close()
+    with k8s_env(tmpdir_path, terminate_seconds=1.0) as (fake, cluster, agents):
+        def start_agent():
+            a = K8sAgent(cluster, fake).start()
+            agents.append(a)
+            return a
+        yield fake, cluster, start_agent
 
 
 def inventory(cluster):
