@@ -53,10 +53,16 @@ class FakeAgent:
 
 
 def provisioned(cluster, agent, **body):
+    """Creates a GPR and has agent (anything with serve()) carry out actions until the GPR is Provisioned;
+    returns its status then.  Serving some actions is not enough: they may be another GPR's."""
     gid = cluster.gpr(**body)
-    wait_for(lambda: agent.serve() or cluster.status(gid)["status"]["provisioningStatus"] == "Provisioned",
-             what="provisioned")
-    return cluster.status(gid)
+
+    def done():
+        agent.serve()
+        st = cluster.status(gid)
+        return st["status"]["provisioningStatus"] == "Provisioned" and st
+
+    return wait_for(done, what="%s provisioned" % gid)
 
 
 def events(api, query=""):

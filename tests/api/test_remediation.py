@@ -2,6 +2,7 @@
 this test itself speaking the agent protocol, so that node health and GPU utilisation are exactly
 what each step needs (the real agent's own detection is tested with its scripted mock devices)."""
 from conftest import H100, wait_for
+from fakeagent import provisioned
 
 
 class ScriptedAgent:
@@ -29,13 +30,6 @@ class ScriptedAgent:
             self.api.ok("POST", "/api/v1/agent/actions/result", {"actionId": a["actionId"], "type": a["type"],
                                                                 "gprId": a["gprId"], "node": a["node"], "ok": True})
         return acts
-
-
-def provisioned(cluster, agent, **body):
-    gid = cluster.gpr(**body)
-    wait_for(lambda: agent.serve() or cluster.status(gid)["status"]["provisioningStatus"] == "Provisioned",
-             what="provisioned")
-    return cluster.status(gid)
 
 
 def test_unhealthy_node_is_replaced(cluster):
