@@ -48,10 +48,10 @@ static struct egs_doc *find_endpoint(const struct egs_state *st, const char *ws,
 	return NULL;
 }
 
-static json_t *brief(const struct egs_state *st, json_t *s)
+static json_t *brief(const struct egs_state *st, json_t *s, int64_t now)
 {
 	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "endpointName", str_at(s, "endpointName"), "modelName",
-			 str_at(s, "modelName"), "status", egs_infer_status(st, s), "endpoint", str_at(s, "url"),
+			 str_at(s, "modelName"), "status", egs_infer_status(st, s, now), "endpoint", str_at(s, "url"),
 			 "clusterName", str_at(s, "cluster"), "namespace", str_at(s, "namespace"));
 }
 
@@ -76,9 +76,9 @@ static json_t *gpu_requests(const struct egs_state *st, json_t *s)
 			 "memoryPerGPU", mem, "status", g ? egs_gpr_state_name(g->state) : "Released");
 }
 
-static json_t *detail(const struct egs_state *st, json_t *s)
+static json_t *detail(const struct egs_state *st, json_t *s, int64_t now)
 {
-	json_t *d = brief(st, s), *obs = json_object_get(s, "observed");
+	json_t *d = brief(st, s, now), *obs = json_object_get(s, "observed");
 	const char *url = str_at(s, "url");
 	char cmd[URL_MAX + 120];
 
@@ -130,7 +130,7 @@ static void endpoint_list(struct egs_req *r)
 	for (size_t i = 0; egs_map_next(&r->srv->st.endpoints, &i, &k, &v);) {
 		json_t *s = egs_doc_spec(v);
 		if (!strcmp(str_at(s, "workspace"), ws->name))
-			json_array_append_new(out, brief(&r->srv->st, s));
+			json_array_append_new(out, brief(&r->srv->st, s, egs_now(r->srv)));
 		json_decref(s);
 	}
 	egs_reply_ok(r, json_pack("{s:o}", "endpoints", out));
@@ -169,7 +169,7 @@ static void endpoint_get(struct egs_req *r)
 	if (!egs_require_role(r, EGS_R(ADMIN) | EGS_R(OWNER) | EGS_R(VIEWER)) ||
 	    !endpoint_of(r, egs_query(r, "workspace"), egs_query(r, "endpoint"), egs_query(r, "cluster"), false, &spec))
 		return;
-	egs_reply_ok(r, json_pack("{s:o}", "endpoint", detail(&r->srv->st, spec)));
+	egs_reply_ok(r, json_pack("{s:o}", "endpoint", detail(&r->srv->st, spec, egs_now(r->srv))));
 	json_decref(spec);
 }
 
@@ -376,6 +376,23 @@ static void endpoint_create(struct egs_req *r)
 	EGS_ASSERT(spec);
 	store_endpoint(r, NULL, c.w->project, spec);
 	egs_reply_ok(r, json_pack("{s:s}", "endpointName", c.name));
+}
+
+void egs_infer_forget_cluster(struct egs_server *srv, const char *ws, const char *cluster)
+{
+	struct egs_state *st = &srv->st;
+	struct egs_vec gone = { 0 };
+	void *v;
+
+	for (size_t i = 0; egs_map_next(&st->endpoints, &i, NULL, &v);) {
+		json_t *s = egs_doc_spec(v);
+		if (!strcmp(str_at(s, "workspace"), ws) && !strcmp(str_at(s, "cluster"), cluster))
+			egs_vec_push(&gone, v);
+		json_decref(s);
+	}
+	for (size_t i = 0; i < gone.len; i++) /* not while iterating the map */
+		egs_state_del(st, EGS_KIND_ENDPOINT, gone.items[i]);
+	egs_vec_cleanup(&gone);
 }
 
 void egs_infer_forget_workspace(struct egs_server *srv, const char *ws)

@@ -386,6 +386,7 @@ static void ws_update(struct egs_req *r)
 		}
 	for (size_t i = 0; i < rm_cl.n; i++) {
 		egs_kubecred_forget_cluster(srv, w->name, rm_cl.v[i]);
+		egs_infer_forget_cluster(srv, w->name, rm_cl.v[i]); /* its endpoints go with the namespaces */
 		egs_strlist_remove(&w->clusters, rm_cl.v[i]);
 		for (size_t j = 0; j < w->n_namespaces; j++)
 			egs_strlist_remove(&w->namespaces[j].clusters, rm_cl.v[i]);

@@ -402,7 +402,27 @@ bool egs_infer_wanted(const struct egs_state *st, json_t *spec)
 	return !*gid || (g && g->state == EGS_GPR_PROVISIONED);
 }
 
-const char *egs_infer_status(const struct egs_state *st, json_t *spec)
+/* The cluster's agent has not called for longer than the heartbeat timeout.  One that has not called
+ * since egsd started counts from the start (held_settle is the start plus that timeout). */
+static bool agent_gone(const struct egs_state *st, const char *cluster, int64_t now)
+{
+	const struct egs_cluster *c = egs_state_cluster(st, cluster);
+
+	if (!c)
+		return true;
+	if (c->last_seen)
+		return now - c->last_seen > st->cfg.heartbeat_timeout_s;
+	return now > st->held_settle;
+}
+
+/* The GPR no longer holds or waits for nodes (or there is none). */
+static bool gpr_ended(const struct egs_gpr *g)
+{
+	return !g || (g->state != EGS_GPR_PENDING && g->state != EGS_GPR_QUEUED && g->state != EGS_GPR_PROVISIONING &&
+		      g->state != EGS_GPR_PROVISIONED);
+}
+
+const char *egs_infer_status(const struct egs_state *st, json_t *spec, int64_t now)
 {
 	json_t *obs = json_object_get(spec, "observed");
 	const char *gid = str_at(spec, "gprId");
@@ -410,7 +430,7 @@ const char *egs_infer_status(const struct egs_state *st, json_t *spec)
 	bool ready = json_is_true(json_object_get(obs, "ready"));
 
 	if (json_is_true(json_object_get(spec, "deleting")))
-		return "Deleting";
+		return gpr_ended(g) && agent_gone(st, str_at(spec, "cluster"), now) ? "Released" : "Deleting";
 	if (*gid && !g)
 		return "Released"; /* finished and gone from memory */
 	if (g) {

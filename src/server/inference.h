@@ -49,8 +49,10 @@ json_t *egs_infer_render_raw(struct egs_req *r, const struct egs_infer_target *t
 			     size_t urlsz);
 
 /* The endpoint's status as the SDK shows it: Queued, Provisioning, Ready, Failed, Released, Deleting.
- * spec is the endpoint's (borrowed); st reads its GPR. */
-const char *egs_infer_status(const struct egs_state *st, json_t *spec);
+ * spec is the endpoint's (borrowed); st reads its GPR and its cluster's agent.  A deleted endpoint is
+ * Deleting while its agent may still remove the objects; once its GPR has ended and the agent has been
+ * silent past the heartbeat timeout (at now), Released (the agent, should it return, still removes them). */
+const char *egs_infer_status(const struct egs_state *st, json_t *spec, int64_t now);
 
 /* Whether the agent should have the objects applied now: not deleting, and the GPR (if any) Provisioned. */
 bool egs_infer_wanted(const struct egs_state *st, json_t *spec);
@@ -58,5 +60,9 @@ bool egs_infer_wanted(const struct egs_state *st, json_t *spec);
 /* A deleted workspace's endpoints: those whose objects the agent may have created are marked deleting (it
  * removes them, then they go), the others are forgotten at once. */
 void egs_infer_forget_workspace(struct egs_server *srv, const char *ws);
+
+/* A cluster leaves workspace ws: its endpoints there are forgotten at once, offered or not (their objects
+ * are in the slice's namespaces there, which that cluster's agent removes). */
+void egs_infer_forget_cluster(struct egs_server *srv, const char *ws, const char *cluster);
 
 #endif

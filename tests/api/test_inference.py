@@ -410,3 +410,51 @@ def test_deleting_the_workspace_takes_its_endpoints(mock):
     k1.ok("POST", "/api/v1/agent/inference-endpoints", {"id": item["id"], "present": False})
     assert k1.get("/api/v1/agent/inference-endpoints")["items"] == []
     assert mock.admin.call("GET", PATH + "/list?workspace=ws")[0] == 404
+
+
+def test_a_deleted_endpoint_whose_agent_is_gone_ends_released(mock):
+    """Deleted while its cluster's agent is away, an endpoint shows Deleting only until that agent has been
+    silent past the heartbeat timeout: then Released (a bounded end).  It stays listed to the agent as absent,
+    so an agent that comes back still removes the objects, and the endpoint goes once the agent reports them
+    gone."""
+    raw = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n"
+    mock.agents["k1"].stop()  # the test plays k1's agent from here on
+    k1 = Api(mock.egsd.port, mock.tokens["k1"], mock.egsd.ssl_context)
+    mock.admin.ok("POST", PATH, body(modelSpec=None, gpuSpec=None, rawModelSpec=raw))
+    [item] = k1.get("/api/v1/agent/inference-endpoints")["items"]  # offered: the agent may have created it
+    q = PATH + "?workspace=ws&endpoint=llm&cluster=k1"
+    mock.admin.ok("DELETE", PATH, {"endpoint": "llm", "workspace": "ws", "cluster": "k1"})
+    assert mock.admin.get(q)["endpoint"]["status"] == "Deleting"
+    mock.admin.ok("POST", "/api/v1/debug/clock", {"advance": "1m", "keepHeartbeats": False})
+    assert mock.admin.get(q)["endpoint"]["status"] == "Released"
+    assert [e["status"] for e in mock.admin.get(PATH + "/list?workspace=ws")["endpoints"]] == ["Released"]
+    assert [(i["id"], i["want"]) for i in k1.get("/api/v1/agent/inference-endpoints")["items"]] == \
+        [(item["id"], "absent")]
+    k1.ok("POST", "/api/v1/agent/inference-endpoints", {"id": item["id"], "present": False})
+    assert mock.admin.get(PATH + "/list?workspace=ws")["endpoints"] == []
+
+
+def test_removing_a_cluster_from_the_workspace_takes_its_endpoints(mock):
+    """A cluster that leaves a workspace takes the workspace's endpoints there with it at once, offered to the
+    agent or not (their objects are in the slice's namespaces there, which go too); endpoints on the
+    clusters it keeps stay.  Removing a cluster that an endpoint's running GPR holds is refused (409, naming
+    removeClusters) and changes nothing."""
+    raw = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {a: b}\n"
+    api = mock.admin
+    api.ok("POST", "/api/v1/slice-workspace", {"workspaceName": "two", "clusters": ["k1", "k2"],
+                                               "namespaces": ["two-ns"], "username": "u", "email": "u@example.com"})
+    k1 = Api(mock.egsd.port, mock.tokens["k1"], mock.egsd.ssl_context)
+    for name, cluster in (("a", "k1"), ("b", "k1"), ("c", "k2")):
+        api.ok("POST", PATH, body(workspace="two", endpointName=name, clusterName=cluster, modelSpec=None,
+                                  gpuSpec=None, rawModelSpec=raw % name))
+    k1.get("/api/v1/agent/inference-endpoints")  # a and b offered to k1's agent
+    api.ok("POST", PATH, body(workspace="two", endpointName="gpu", clusterName="k2"))
+    gid = api.get(PATH + "?workspace=two&endpoint=gpu")["endpoint"]["gpuRequests"][0]["gprId"]
+    wait_for(lambda: mock.status(gid)["status"]["provisioningStatus"] == "Provisioned", what="gpu's GPR")
+    code, doc = api.call("PUT", "/api/v1/slice-workspace", {"workspaceName": "two", "removeClusters": ["k2"]})
+    assert code == 409 and doc["error"]["data"]["field"] == "removeClusters", doc
+    names = lambda: sorted(e["endpointName"] for e in api.get(PATH + "/list?workspace=two")["endpoints"])  # noqa
+    assert names() == ["a", "b", "c", "gpu"]
+    api.ok("PUT", "/api/v1/slice-workspace", {"workspaceName": "two", "removeClusters": ["k1"], "force": True})
+    assert names() == ["c", "gpu"]
+    assert [i for i in k1.get("/api/v1/agent/inference-endpoints")["items"] if i["namespace"] == "two-ns"] == []
