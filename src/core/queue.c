@@ -42,7 +42,7 @@ static void note_added(struct egs_queue *q, struct egs_gpr *g, struct egs_queue_
 	if (!q->order_ok)
 		return;
 	entry_add(&q->added, &q->nadded, &q->capadded, (struct egs_queue_entry){ key, g->queue_stamp });
-	if (q->nadded + q->ngone > q->len / 4 + 64) /* a merge would not beat a fresh sort */
+	if (q->nadded + q->ngone > 2 * q->len + 4096) /* nobody sorts (a follower): stop noting */
 		q->order_ok = false;
 }
 
@@ -53,7 +53,7 @@ static void note_gone(struct egs_queue *q, const struct egs_gpr *g, struct egs_q
 	if (!q->order_ok)
 		return;
 	entry_add(&q->gone, &q->ngone, &q->capgone, (struct egs_queue_entry){ key, g->queue_stamp });
-	if (q->nadded + q->ngone > q->len / 4 + 64)
+	if (q->nadded + q->ngone > 2 * q->len + 4096)
 		q->order_ok = false;
 }
 

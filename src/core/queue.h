@@ -73,7 +73,9 @@ int egs_queue_cmp(const void *a, const void *b);
 /* Fills out (caller-provided, egs_queue_len entries) with the queued GPRs in queue order.  The
  * heap is not changed; the order is kept for the next call, which merges the GPRs pushed since
  * into it and drops those removed since: O(n + c log c) for c changes, reading no GPR (a copy of
- * contiguous entries), O(n log n) the first time or after changes to a quarter of the queue. */
+ * contiguous entries; a merge beats a fresh sort even after many changes), O(n log n) the first
+ * time, or when more than 2n + 4,096 changes came since the last call (the lists stop growing
+ * where nobody sorts, e.g. on a follower). */
 void egs_queue_sorted(struct egs_queue *q, struct egs_gpr **out);
 
 #endif

@@ -355,6 +355,8 @@ static bool walk_first_state(struct egs_plan *p, size_t max)
 			p->arr_seen = keep.arr_seen;
 			p->hold_seen = keep.hold_seen;
 			p->trial_void = keep.trial_void;
+			p->spare = keep.spare; /* the last plan's snapshots' buffers */
+			p->nspare = keep.nspare;
 		}
 		bool done = part > 0 && egs__plan_init_part(p, p->st, p->now, part);
 		p->init_part = part + 1;
@@ -428,9 +430,8 @@ static bool walk_step(struct egs_plan *p, size_t max)
 		egs__trial_step(p, max);
 		return false;
 	}
-	if (p->old) { /* the plan replaced: freeing its snapshots and order is a piece of its own */
-		egs_plan_free(p->old);
-		p->old = NULL;
+	if (p->old) { /* the plan replaced: freeing it is a piece of its own */
+		egs__plan_free_old(p);
 		if (max < SIZE_MAX)
 			return false;
 	}

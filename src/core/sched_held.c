@@ -150,8 +150,7 @@ void egs__trial_step(struct egs_plan *p, size_t max)
 		return;
 	}
 	if (p->old) {
-		egs_plan_free(p->old);
-		p->old = NULL;
+		egs__plan_free_old(p);
 		if (max < SIZE_MAX)
 			return;
 	}

@@ -101,8 +101,7 @@ bool egs__walk_resume(struct egs_plan *p, struct egs_state *st, int64_t now, int
 	q.started = p->started;
 	q.nstarted = p->nstarted;
 	q.capstarted = p->capstarted;
-	for (size_t i = si; i < p->nsnaps; i++)
-		egs__snap_free(&p->snaps[i]);
+	egs__snap_spare(&q, p->snaps + si, p->nsnaps - si); /* retaken as the walk goes on */
 	q.snaps = p->snaps;
 	q.nsnaps = si;
 	q.stuck = s->stuck;

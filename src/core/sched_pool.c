@@ -355,9 +355,41 @@ void egs__plan_cleanup(struct egs_plan *p)
 	for (size_t i = 0; i < p->nsnaps; i++)
 		egs__snap_free(&p->snaps[i]);
 	free(p->snaps);
+	for (size_t i = 0; i < p->nspare; i++)
+		egs__snap_free(&p->spare[i]);
+	free(p->spare);
 	free(p->order);
 	free(p->started);
 	memset(p, 0, sizeof(*p));
+}
+
+/* Makes s's arrays hold a snapshot of nslots slots, npools pools and nws workspaces, keeping
+ * those that are big enough (a spare snapshot's: no fresh pages, no frees). */
+static void snap_reserve(struct snap *s, size_t nslots, size_t npools, size_t nws)
+{
+	if (s->cap_slots < nslots) {
+		free(s->free_at);
+		free(s->free_now);
+		free(s->heaps);
+		s->cap_slots = nslots;
+		s->free_at = egs_malloc((nslots + 1) * sizeof(*s->free_at));
+		s->free_now = egs_malloc(nslots + 1);
+		s->heaps = egs_malloc((nslots + 1) * sizeof(*s->heaps));
+	}
+	if (s->cap_pools < npools) {
+		free(s->heap_n);
+		free(s->holes);
+		free(s->nholes);
+		s->cap_pools = npools;
+		s->heap_n = egs_malloc((npools + 1) * sizeof(*s->heap_n));
+		s->holes = egs_malloc((POOL_HOLES * npools + 1) * sizeof(*s->holes));
+		s->nholes = egs_malloc((npools + 1) * sizeof(*s->nholes));
+	}
+	if (s->cap_ws < nws) {
+		free(s->wsv);
+		s->cap_ws = nws + nws / 8 + 8; /* workspaces come with the GPRs walked */
+		s->wsv = egs_malloc(s->cap_ws * sizeof(*s->wsv));
+	}
 }
 
 void egs__snap_take(struct egs_plan *p, size_t pos)
@@ -365,14 +397,15 @@ void egs__snap_take(struct egs_plan *p, size_t pos)
 	if (p->nsnaps % 16 == 0)
 		p->snaps = egs_realloc(p->snaps, (p->nsnaps + 16) * sizeof(*p->snaps));
 	struct snap *s = &p->snaps[p->nsnaps++];
+	if (p->nspare) /* the buffers of a snapshot of the plan this walk replaced */
+		*s = p->spare[--p->nspare];
+	else
+		memset(s, 0, sizeof(*s));
+	snap_reserve(s, p->nslots, p->npools, p->nws);
 	s->pos = pos;
 	s->run_next = p->run_next;
 	s->stuck = p->stuck;
 	s->hole_end_min = p->hole_end_min;
-	s->free_at = egs_malloc((p->nslots + 1) * sizeof(*s->free_at));
-	s->free_now = egs_malloc(p->nslots + 1);
-	s->heaps = egs_malloc((p->nslots + 1) * sizeof(*s->heaps));
-	s->heap_n = egs_malloc((p->npools + 1) * sizeof(*s->heap_n));
 	for (size_t i = 0; i < p->nslots; i++) {
 		s->free_at[i] = p->slots[i].free_at;
 		s->free_now[i] = p->slots[i].free_now;
@@ -383,15 +416,31 @@ void egs__snap_take(struct egs_plan *p, size_t pos)
 		for (size_t h = 0; h < p->pools[j].n; h++)
 			s->heaps[k++] = (uint32_t)(p->pools[j].heap[h] - p->slots);
 	}
-	s->holes = egs_malloc((POOL_HOLES * p->npools + 1) * sizeof(*s->holes));
-	s->nholes = egs_malloc((p->npools + 1) * sizeof(*s->nholes));
 	for (size_t j = 0; j < p->npools; j++) {
 		s->nholes[j] = p->pools[j].nholes;
 		memcpy(s->holes + j * POOL_HOLES, p->pools[j].holes, p->pools[j].nholes * sizeof(*s->holes));
 	}
 	s->nws = p->nws;
-	s->wsv = egs_malloc((p->nws + 1) * sizeof(*s->wsv));
 	memcpy(s->wsv, p->wsv, p->nws * sizeof(*s->wsv));
+}
+
+void egs__snap_spare(struct egs_plan *p, struct snap *v, size_t n)
+{
+	if (!n)
+		return;
+	p->spare = egs_realloc(p->spare, (p->nspare + n) * sizeof(*p->spare));
+	memcpy(p->spare + p->nspare, v, n * sizeof(*v));
+	p->nspare += n;
+}
+
+void egs__plan_free_old(struct egs_plan *p)
+{
+	struct egs_plan *old = p->old;
+	p->old = NULL;
+	egs__snap_spare(p, old->snaps, old->nsnaps);
+	egs__snap_spare(p, old->spare, old->nspare); /* a retired trial's, passed on */
+	old->nsnaps = old->nspare = 0;
+	egs_plan_free(old);
 }
 
 /* Makes q a copy of p as it stood at snapshot s (q is uninitialised; release with plan_cleanup). */
