@@ -394,15 +394,18 @@ static size_t candidates(struct egs_plan *p, const struct wsinfo *w, struct pool
 	for (size_t i = 0; i < w->nholes; i++)
 		if (w->holes[i].e - (w->holes[i].s < now ? now : w->holes[i].s) >= d)
 			CAND(w->holes[i].s);
-	p->nhok = 0;
-	for (size_t j = 0; j < nm; j++)
-		for (size_t i = 0; i < m[j]->nholes; i++) {
-			struct hole *h = &m[j]->holes[i];
-			if (h->s <= T && h->e - (h->s < now ? now : h->s) >= d) {
-				p->hok[p->nhok++] = h;
-				CAND(h->s);
+	size_t nhok = 0;
+	for (size_t j = 0; j < nm; j++) { /* locals: the stores below may alias what the loop reads */
+		struct hole *h = m[j]->holes, *end = h + m[j]->nholes;
+		for (; h < end; h++) {
+			int64_t s = h->s, from = s < now ? now : s;
+			if (s <= T && h->e - from >= d) {
+				p->hok[nhok++] = h;
+				CAND(s);
 			}
 		}
+	}
+	p->nhok = nhok;
 #undef CAND
 	for (size_t i = 1; i < nc; i++) { /* a few dozen at most: insertion sort */
 		int64_t x = c[i];
@@ -486,6 +489,32 @@ static uint64_t match_mask(const struct egs_plan *p, struct egs_gpr *g)
 /* Finds g's earliest start over the clusters it may use; on success returns the time and leaves
  * the chosen nodes in p->chosen[0 .. node_count).  w is g's workspace entry; cached (may be NULL)
  * is g's match_mask when the plan has at most 64 pools. */
+/* One cluster's turn in egs__place: its pools that match g are m[0 .. nm), the first of them
+ * p->pools[a].  Keeps the earliest start in *best (a preferred cluster breaks a tie, *best_rank)
+ * and its nodes in p->chosen. */
+static void place_cluster(struct egs_plan *p, const struct egs_gpr *g, const struct wsinfo *w, struct pool **m,
+			  size_t nm, size_t a, int64_t *best, size_t *best_rank)
+{
+	size_t k = (size_t)g->node_count;
+	if (p->backfill)
+		sort_pools(m, nm);
+	if (!nm || !k_first(m, nm, k, p->tmp))
+		return;
+	int64_t t = p->tmp[k - 1]->free_at;
+	if (t < w->until)
+		t = w->until;
+	if (t < p->now) /* a kept plan was built a moment ago */
+		t = p->now;
+	if (p->backfill)
+		t = fit(p, w, m, nm, k, g->exit_duration_s, t);
+	size_t rank = preferred_rank(g, p->pools[a].proto->cluster);
+	if (t < *best || (t == *best && rank < *best_rank)) {
+		*best = t;
+		*best_rank = rank;
+		memcpy(p->chosen, p->tmp, k * sizeof(*p->chosen));
+	}
+}
+
 int64_t egs__place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w, const uint64_t *cached)
 {
 	if (g->share_centi)
@@ -493,39 +522,28 @@ int64_t egs__place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w
 	const struct egs_workspace *ws = w->ws;
 	int64_t best = EGS_NEVER;
 	size_t best_rank = SIZE_MAX;
-	size_t k = (size_t)g->node_count;
 	struct pool **m = p->match;
-	bool masked = p->npools <= 64;
-	uint64_t mask = !masked ? 0 : (cached ? *cached : pools_matching(p, g)) & w->pool_ok;
+	if (p->npools <= 64) { /* the matching pools' bits, a cluster (a run of pools) at a time */
+		uint64_t rest = (cached ? *cached : pools_matching(p, g)) & w->pool_ok;
+		while (rest) {
+			size_t a = (size_t)__builtin_ctzll(rest), b = p->pools[a].group_end, nm = 0;
+			uint64_t grp = b >= 64 ? rest : rest & ((1ull << b) - 1);
+			rest &= ~grp;
+			for (; grp; grp &= grp - 1)
+				m[nm++] = &p->pools[__builtin_ctzll(grp)];
+			place_cluster(p, g, w, m, nm, a, &best, &best_rank);
+		}
+		return best;
+	}
 	for (size_t a = 0; a < p->npools;) {
 		size_t b = p->pools[a].group_end, nm = 0;
-		if (masked) {
-			for (size_t j = a; j < b; j++)
-				if (mask >> j & 1)
-					m[nm++] = &p->pools[j];
-		} else if ((!g->cluster[0] || !strcmp(g->cluster, p->pools[a].proto->cluster)) &&
-			   (!ws || egs_strlist_has(&ws->clusters, p->pools[a].proto->cluster))) {
+		if ((!g->cluster[0] || !strcmp(g->cluster, p->pools[a].proto->cluster)) &&
+		    (!ws || egs_strlist_has(&ws->clusters, p->pools[a].proto->cluster))) {
 			for (size_t j = a; j < b; j++)
 				if (egs__shape_matches(g, p->pools[j].proto))
 					m[nm++] = &p->pools[j];
 		}
-		if (p->backfill)
-			sort_pools(m, nm);
-		if (nm && k_first(m, nm, k, p->tmp)) {
-			int64_t t = p->tmp[k - 1]->free_at;
-			if (t < w->until)
-				t = w->until;
-			if (t < p->now) /* a kept plan was built a moment ago */
-				t = p->now;
-			if (p->backfill)
-				t = fit(p, w, m, nm, k, g->exit_duration_s, t);
-			size_t rank = preferred_rank(g, p->pools[a].proto->cluster);
-			if (t < best || (t == best && rank < best_rank)) {
-				best = t;
-				best_rank = rank;
-				memcpy(p->chosen, p->tmp, k * sizeof(*p->chosen));
-			}
-		}
+		place_cluster(p, g, w, m, nm, a, &best, &best_rank);
 		a = b;
 	}
 	return best;
