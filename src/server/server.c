@@ -47,8 +47,8 @@ static void arm_plan_timer(struct egs_server *srv, int64_t delay_us)
 
 /*
  * The scheduler runs in slices (core/sched.h: egs_sched_begin/step/end), so that walking a deep
- * queue never holds the loop up for long: a slice takes steps until about PLAN_SLICE_US have
- * passed (the run's set-up counts in its first slice), and the next slice comes PLAN_DUTY times
+ * queue never holds the loop up for long: a slice takes steps until about PLAN_SLICE_US of the
+ * loop thread's CPU have passed (the run's set-up counts in its first slice), and the next slice comes PLAN_DUTY times
  * its cost later, so planning takes at most about a quarter of the loop while requests are served
  * in between.  A step of GPRs is sized to a fraction (1 / PLAN_STEP_PARTS) of a slice at the pace
  * of the last full one, and grows at most twice a step: a pace measured on a cheap stretch of the
@@ -105,7 +105,7 @@ static void plan_ended(struct egs_server *srv, int64_t next)
 	}
 }
 
-/* Sizes the next steps from one that placed dg GPRs (all it was asked: n) in dt microseconds. */
+/* Sizes the next steps from one that placed dg GPRs (all it was asked: n) in dt microseconds of CPU. */
 static void size_steps(struct egs_server *srv, size_t n, size_t dg, int64_t dt)
 {
 	if (dg != n)
@@ -116,13 +116,16 @@ static void size_steps(struct egs_server *srv, size_t n, size_t dg, int64_t dt)
 	srv->slice_gprs = want < PLAN_STEP_MIN ? PLAN_STEP_MIN : want > PLAN_STEP_MAX ? PLAN_STEP_MAX : want;
 }
 
-/* Walks one slice of the run in progress, begun at wall time t0 (the run's set-up, when it came
- * in this slice, included): steps of srv->slice_gprs GPRs (max at most) until about
- * PLAN_SLICE_US have passed.  Arms the next slice, or takes the run's end.  Notes the longest
- * single step and what it did (egs_sched_piece) for /metrics. */
-static void plan_slice(struct egs_server *srv, size_t max, int64_t t0)
+/* Walks one slice of the run in progress, begun at the loop thread's CPU time c0 (the run's
+ * set-up, when it came in this slice, included): steps of srv->slice_gprs GPRs (max at most) until
+ * about PLAN_SLICE_US of CPU have passed.  CPU, not wall time: on a loaded machine the wall clock
+ * also counts other processes' turns, and slices cut by it left even a small queue's run unplaced
+ * for several slices (a create or an early release then waited milliseconds for its placement).
+ * Arms the next slice, or takes the run's end.  Notes the longest single step and what it did
+ * (egs_sched_piece) for /metrics. */
+static void plan_slice(struct egs_server *srv, size_t max, int64_t c0)
 {
-	int64_t cost = egs_mono_us() - t0, next;
+	int64_t cost = cpu_us() - c0, next;
 	bool walked = false;
 	while (!walked && cost < PLAN_SLICE_US) {
 		const char *what = egs_sched_piece(srv->plan);
@@ -130,16 +133,16 @@ static void plan_slice(struct egs_server *srv, size_t max, int64_t t0)
 		if (!placing && cost > PLAN_SLICE_US / PLAN_STEP_PARTS)
 			break; /* a piece placing no GPR takes a slice of its own */
 		size_t n = max < srv->slice_gprs ? max : srv->slice_gprs, at = egs_sched_progress(srv->plan);
-		int64_t t = egs_mono_us(), c = cpu_us();
+		int64_t c = cpu_us();
 		walked = egs_sched_step(srv->plan, n);
-		int64_t now_us = egs_mono_us(), dc = cpu_us() - c;
+		int64_t now_cpu = cpu_us(), dc = now_cpu - c;
 		if (dc > srv->step_max_cpu_us) {
 			srv->step_max_cpu_us = dc;
 			srv->step_max_what = what;
 		}
 		if (placing)
-			size_steps(srv, n, walked ? 0 : egs_sched_progress(srv->plan) - at, now_us - t);
-		cost = now_us - t0;
+			size_steps(srv, n, walked ? 0 : egs_sched_progress(srv->plan) - at, dc);
+		cost = now_cpu - c0;
 	}
 	if (!walked || !egs_sched_end(srv->plan, &next)) /* not done, or preemption began another walk */
 		arm_slice_timer(srv, PLAN_DUTY * (cost > 250 ? cost : 250));
@@ -165,9 +168,9 @@ static void maybe_plan(struct egs_server *srv, bool force)
 		srv->step_max_cpu_us = begun;
 		srv->step_max_what = "set-up";
 	}
-	plan_slice(srv, srv->slice_gprs, t);
+	plan_slice(srv, srv->slice_gprs, c);
 	while (force && egs_sched_walking(srv->plan)) /* each call makes one step at least */
-		plan_slice(srv, SIZE_MAX, egs_mono_us());
+		plan_slice(srv, SIZE_MAX, cpu_us());
 	if (!force) /* the set-up and the first slice hold the loop together; a forced run is no slice */
 		note_slice(srv, t, c);
 }
@@ -199,7 +202,7 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 		return;
 	egs_views_changed(srv); /* the slice sets estimates without a touch */
 	int64_t t = egs_mono_us(), c = cpu_us();
-	plan_slice(srv, SIZE_MAX, t);
+	plan_slice(srv, SIZE_MAX, c);
 	note_slice(srv, t, c);
 	egs_server_changed(srv); /* commit what the slice changed (starts, estimates) */
 }
