@@ -63,7 +63,7 @@ static void arm_plan_timer(struct egs_server *srv, int64_t delay_us)
 #define PLAN_DUTY 4
 #define PLAN_STEP_PARTS 8
 #define PLAN_STEP_MIN 16
-#define PLAN_STEP_MAX 4096
+#define PLAN_STEP_MAX 512 /* a GPR's cost varies many times over along a deep queue */
 
 /* CPU time of the loop thread in microseconds: on a loaded machine a slice's wall time also
  * counts the time others ran, so the metric keeps both. */
