@@ -257,7 +257,23 @@ static void merge_added(struct egs_queue *q, struct egs_gpr **out)
 	}
 	struct egs_queue_entry *merged = q->spare;
 	size_t n = 0, a = 0, j = 0;
-	for (size_t i = 0; i <= q->norder; i++) {
+	for (size_t i = 0; i <= q->norder;) {
+		/* The kept entries before the next added or gone key go as a block: none of them is gone
+		 * (a gone entry has a gone key equal to its own) and no added one goes before them. */
+		const struct egs_queue_slot *lim = a < q->nadded ? &q->added[a].key : NULL;
+		if (j < q->ngone && (!lim || slot_before(&q->gone[j].key, lim)))
+			lim = &q->gone[j].key;
+		size_t run = i;
+		if (!lim)
+			run = q->norder;
+		else
+			while (run < q->norder && slot_before(&q->order[run].key, lim))
+				run++;
+		EGS_ASSERT(n + (run - i) <= q->len);
+		if (run > i)
+			memcpy(merged + n, q->order + i, (run - i) * sizeof(*merged));
+		for (; i < run; i++)
+			out[n++] = q->order[i].key.g;
 		const struct egs_queue_entry *e = i < q->norder ? &q->order[i] : NULL;
 		for (; a < q->nadded && (!e || slot_before(&q->added[a].key, &e->key)); a++)
 			if (!entry_gone(q, &q->added[a], &j)) {
@@ -270,6 +286,7 @@ static void merge_added(struct egs_queue *q, struct egs_gpr **out)
 			out[n] = e->key.g;
 			merged[n++] = *e;
 		}
+		i++;
 	}
 	EGS_ASSERT(n == q->len);
 	size_t cap = q->capspare;
