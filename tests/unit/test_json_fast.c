@@ -20,6 +20,8 @@
 
 #include "server/json_fast.h"
 
+#include "rng.h"
+
 /* Both trees are objects whose keys iterate in the same order, recursively, and json_equal holds. */
 static int same_order(json_t *a, json_t *b)
 {
@@ -161,15 +163,6 @@ static void test_bounded_by_len(void **state)
 	}
 }
 
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t next_rand(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
 /* Mutated bodies: when the fast parser answers, jansson must accept the same bytes, equal. */
 static void test_mutations_agree_with_jansson(void **state)
 {
@@ -182,10 +175,10 @@ static void test_mutations_agree_with_jansson(void **state)
 		char buf[sizeof(seed) + 8];
 		size_t n = sizeof(seed) - 1;
 		memcpy(buf, seed, n);
-		for (int m = 0, muts = 1 + (int)(next_rand() % 3); m < muts; m++) {
-			size_t at = next_rand() % n;
-			char c = alphabet[next_rand() % (sizeof(alphabet) - 1)];
-			switch (next_rand() % 3) {
+		for (int m = 0, muts = 1 + (int)(rng_next() % 3); m < muts; m++) {
+			size_t at = rng_next() % n;
+			char c = alphabet[rng_next() % (sizeof(alphabet) - 1)];
+			switch (rng_next() % 3) {
 			case 0:
 				buf[at] = c;
 				break;
