@@ -78,7 +78,8 @@ def health(port):
 
 
 class Egsd:
-    def __init__(self, work, name, url, key_from=None):
+    def __init__(self, work, name, url, key_from=None, binary=None):
+        self.binary = binary or os.path.join(ROOT, "build", "bin", "egsd")
         self.data = os.path.join(work, name)
         self.port = free_port()
         self.url = url
@@ -89,7 +90,7 @@ class Egsd:
 
     def start(self):
         logf = open(self.data + ".log", "ab")
-        self.proc = subprocess.Popen([os.path.join(ROOT, "build", "bin", "egsd"), "--listen",
+        self.proc = subprocess.Popen([self.binary, "--listen",
                                       "127.0.0.1:%d" % self.port, "--data", self.data, "--quiet",
                                       "--store-url", self.url], stdout=logf, stderr=subprocess.STDOUT)
         logf.close()
