@@ -36,6 +36,7 @@
 #define MIGRATION_LOCK "4716501726" /* an arbitrary advisory lock key: egsd's migrations */
 #define PIPE_MAX 256                /* statements in flight before their results are read */
 #define RETRY_FOR_S 15              /* how long a commit keeps reconnecting */
+#define LOAD_BATCH 10000            /* rows a load fetches at a time */
 #define CONNECT_TIMEOUT "5"         /* seconds, unless the URL's connect_timeout says otherwise */
 
 
@@ -271,25 +272,34 @@ bool egs__pg_broken(struct pg_store *s)
 
 /* ---- load ---- */
 
+/* Reads kind k's rows through a cursor, LOAD_BATCH rows a fetch: a result of a million rows held
+ * whole while the model is built was most of a large load's peak memory. */
 static enum egs_err load_kind(struct pg_store *s, struct egs_state *st, const struct egs_pg_kind *k)
 {
 	char sql[1024], where[320] = "";
-	enum egs_err err = EGS_ERR_STORE;
 	if (k == &egs__pg_kinds[EGS_KIND_GPR]) /* finished GPRs older than the retention: load_aged */
 		egs_rows_load_where(st, where, sizeof(where));
-	snprintf(sql, sizeof(sql), "SELECT %s FROM %s%s ORDER BY %s", k->cols, k->table, where, k->order);
-	PGresult *res = egs__pg_run(s, sql, true);
-	if (!res)
+	snprintf(sql, sizeof(sql), "DECLARE load_rows NO SCROLL CURSOR FOR SELECT %s FROM %s%s ORDER BY %s", k->cols,
+		 k->table, where, k->order);
+	if (!egs__pg_exec(s, sql))
 		return EGS_ERR_STORE;
-	for (int row = 0; row < PQntuples(res); row++) {
-		struct egs_row_reader r = { .src = &egs__pg_row_source, .res = res, .row = row };
-		if (!egs_rows_load_obj(k, &r, st))
-			goto out;
+	for (;;) {
+		PGresult *res = egs__pg_run(s, "FETCH " EGS_PG_STR(LOAD_BATCH) " FROM load_rows", true);
+		int n = res ? PQntuples(res) : 0;
+		for (int row = 0; res && row < n; row++) {
+			struct egs_row_reader r = { .src = &egs__pg_row_source, .res = res, .row = row };
+			if (!egs_rows_load_obj(k, &r, st)) {
+				PQclear(res);
+				res = NULL;
+			}
+		}
+		PQclear(res);
+		if (!res)
+			return EGS_ERR_STORE; /* the caller rolls the transaction back, the cursor with it */
+		if (n < LOAD_BATCH)
+			break;
 	}
-	err = EGS_OK;
-out:
-	PQclear(res);
-	return err;
+	return egs__pg_exec(s, "CLOSE load_rows") ? EGS_OK : EGS_ERR_STORE;
 }
 
 /* Counts the finished GPRs a load leaves in the store (core/aging.h): summed by the server, one
@@ -357,7 +367,8 @@ static enum egs_err pg_load(struct pg_store *s, struct egs_state *st)
 	s->seq_floor = 0; /* which GPRs are stored: known again after the next commit */
 	/* One snapshot for every table. */
 	s->loading = true;
-	if (!egs__pg_exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")) {
+	/* The cursors of load_kind are read to the end: plan them for the whole result, not its start. */
+	if (!egs__pg_exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL cursor_tuple_fraction = 1")) {
 		s->loading = false;
 		return EGS_ERR_STORE;
 	}
