@@ -385,7 +385,7 @@ static void snap_reserve(struct snap *s, size_t nslots, size_t npools, size_t nw
 		s->holes = egs_malloc((POOL_HOLES * npools + 1) * sizeof(*s->holes));
 		s->nholes = egs_malloc((npools + 1) * sizeof(*s->nholes));
 	}
-	if (s->cap_ws < nws) {
+	if (!s->wsv || s->cap_ws < nws) { /* never NULL, even for no workspaces: memcpy's arguments */
 		free(s->wsv);
 		s->cap_ws = nws + nws / 8 + 8; /* workspaces come with the GPRs walked */
 		s->wsv = egs_malloc(s->cap_ws * sizeof(*s->wsv));
