@@ -9,23 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int same_order(json_t *a, json_t *b)
-{
-	if (json_is_array(a)) {
-		for (size_t i = 0; i < json_array_size(a); i++)
-			if (!same_order(json_array_get(a, i), json_array_get(b, i)))
-				return 0;
-		return 1;
-	}
-	if (!json_is_object(a))
-		return 1;
-	void *ia = json_object_iter(a), *ib = json_object_iter(b);
-	for (; ia && ib; ia = json_object_iter_next(a, ia), ib = json_object_iter_next(b, ib))
-		if (strcmp(json_object_iter_key(ia), json_object_iter_key(ib)) != 0 ||
-		    !same_order(json_object_iter_value(ia), json_object_iter_value(ib)))
-			return 0;
-	return !ia && !ib;
-}
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
@@ -33,7 +16,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	if (!f)
 		return 0;
 	json_t *j = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
-	if (!j || !json_equal(f, j) || !same_order(f, j))
+	if (!j || !json_equal(f, j) || !egs_json_same_order(f, j))
 		abort();
 	json_decref(f);
 	json_decref(j);

@@ -161,6 +161,23 @@ void egs_node_free(struct egs_node *n)
 	free(n);
 }
 
+void egs_node_keep_samples(struct egs_node *n, const struct egs_node *old)
+{
+	for (int i = 0; i < n->n_gpus; i++) {
+		for (int j = 0; j < old->n_gpus; j++) {
+			const struct egs_gpu *o = &old->gpus[j];
+			struct egs_gpu *g = &n->gpus[i];
+			if (strcmp(o->uuid, g->uuid) != 0)
+				continue;
+			g->power_w = o->power_w;
+			g->temp_c = o->temp_c;
+			g->util_pct = o->util_pct;
+			g->mem_used_mib = o->mem_used_mib;
+			g->sampled_at = o->sampled_at;
+		}
+	}
+}
+
 void egs_workspace_free(struct egs_workspace *w)
 {
 	if (!w)

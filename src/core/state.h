@@ -167,6 +167,10 @@ void egs_state_clear_changes(struct egs_state *st);
 void egs_project_free(struct egs_project *p);
 void egs_cluster_free(struct egs_cluster *c);
 void egs_node_free(struct egs_node *n);
+/* Gives n's GPUs the last samples (power, temperature, utilisation, memory used, when) that old's
+ * GPUs of the same UUID had: the store keeps no samples, so a node read back from it (a reload, a
+ * follower's catch-up) would otherwise forget them until the next heartbeat. */
+void egs_node_keep_samples(struct egs_node *n, const struct egs_node *old);
 void egs_workspace_free(struct egs_workspace *w);
 void egs_gpr_free(struct egs_gpr *g);
 void egs_apikey_free(struct egs_apikey *k);

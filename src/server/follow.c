@@ -180,19 +180,7 @@ static void update_node(struct egs_node *n, struct egs_node *fresh)
 	n->power_threshold = fresh->power_threshold;
 	n->health = fresh->health;
 	n->allocated_at = fresh->allocated_at;
-	for (int i = 0; i < fresh->n_gpus; i++) {
-		for (int j = 0; j < n->n_gpus; j++) {
-			const struct egs_gpu *o = &n->gpus[j];
-			struct egs_gpu *g = &fresh->gpus[i];
-			if (strcmp(o->uuid, g->uuid) != 0)
-				continue;
-			g->power_w = o->power_w;
-			g->temp_c = o->temp_c;
-			g->util_pct = o->util_pct;
-			g->mem_used_mib = o->mem_used_mib;
-			g->sampled_at = o->sampled_at;
-		}
-	}
+	egs_node_keep_samples(fresh, n); /* before the swap below: fresh has the stored GPUs */
 	SWAP(n->gpus, fresh->gpus);
 	SWAP(n->n_gpus, fresh->n_gpus);
 }

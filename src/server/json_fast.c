@@ -200,3 +200,21 @@ json_t *egs_json_fast_object(const char *p, size_t len)
 	}
 	return o;
 }
+
+bool egs_json_same_order(json_t *a, json_t *b)
+{
+	if (json_is_array(a)) {
+		for (size_t i = 0; i < json_array_size(a); i++)
+			if (!egs_json_same_order(json_array_get(a, i), json_array_get(b, i)))
+				return false;
+		return true;
+	}
+	if (!json_is_object(a))
+		return true;
+	void *ia = json_object_iter(a), *ib = json_object_iter(b);
+	for (; ia && ib; ia = json_object_iter_next(a, ia), ib = json_object_iter_next(b, ib))
+		if (strcmp(json_object_iter_key(ia), json_object_iter_key(ib)) != 0 ||
+		    !egs_json_same_order(json_object_iter_value(ia), json_object_iter_value(ib)))
+			return false;
+	return !ia && !ib;
+}

@@ -17,11 +17,16 @@
 #define EGS_JSON_FAST_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Parses p[0..len) when it is one JSON object of the fast subset, surrounded by JSON whitespace at
  * most.  Returns a new reference (caller json_decref()s it), or NULL when the text is outside the
  * subset or not valid JSON: the caller then parses it with jansson.  Never reads past p + len. */
 json_t *egs_json_fast_object(const char *p, size_t len);
+
+/* Whether the object keys of a and b (trees json_equal holds for) iterate in the same order at
+ * every depth: the second half of the promise above, checked by the unit test and the fuzzer. */
+bool egs_json_same_order(json_t *a, json_t *b);
 
 #endif

@@ -35,19 +35,7 @@ static void carry_node(const struct egs_node *old, struct egs_node *n)
 	egs_strlcpy(n->address, old->address, sizeof(n->address));
 	n->sharing = old->sharing;
 	egs_strlist_copy(&n->attached_shared, &old->attached_shared);
-	for (int i = 0; i < n->n_gpus; i++) {
-		for (int j = 0; j < old->n_gpus; j++) {
-			const struct egs_gpu *o = &old->gpus[j];
-			struct egs_gpu *g = &n->gpus[i];
-			if (strcmp(o->uuid, g->uuid) != 0)
-				continue;
-			g->power_w = o->power_w;
-			g->temp_c = o->temp_c;
-			g->util_pct = o->util_pct;
-			g->mem_used_mib = o->mem_used_mib;
-			g->sampled_at = o->sampled_at;
-		}
-	}
+	egs_node_keep_samples(n, old);
 }
 
 /* Copies the runtime-only fields of old's objects into fresh's objects of the same key. */

@@ -22,31 +22,12 @@
 
 #include "rng.h"
 
-/* Both trees are objects whose keys iterate in the same order, recursively, and json_equal holds. */
-static int same_order(json_t *a, json_t *b)
-{
-	if (json_is_array(a)) {
-		for (size_t i = 0; i < json_array_size(a); i++)
-			if (!same_order(json_array_get(a, i), json_array_get(b, i)))
-				return 0;
-		return 1;
-	}
-	if (!json_is_object(a))
-		return 1;
-	void *ia = json_object_iter(a), *ib = json_object_iter(b);
-	for (; ia && ib; ia = json_object_iter_next(a, ia), ib = json_object_iter_next(b, ib))
-		if (strcmp(json_object_iter_key(ia), json_object_iter_key(ib)) != 0 ||
-		    !same_order(json_object_iter_value(ia), json_object_iter_value(ib)))
-			return 0;
-	return !ia && !ib;
-}
-
 /* The fast parser accepts s, and its tree is jansson's. */
 static void accepts(const char *s)
 {
 	json_t *f = egs_json_fast_object(s, strlen(s));
 	json_t *j = json_loadb(s, strlen(s), JSON_REJECT_DUPLICATES, NULL);
-	if (!f || !j || !json_equal(f, j) || !same_order(f, j))
+	if (!f || !j || !json_equal(f, j) || !egs_json_same_order(f, j))
 		fail_msg("fast parser disagrees with jansson on: %s", s);
 	json_decref(f);
 	json_decref(j);
@@ -199,7 +180,7 @@ static void test_mutations_agree_with_jansson(void **state)
 			continue;
 		accepted++;
 		json_t *j = json_loadb(buf, n, JSON_REJECT_DUPLICATES, NULL);
-		if (!j || !json_equal(f, j) || !same_order(f, j))
+		if (!j || !json_equal(f, j) || !egs_json_same_order(f, j))
 			fail_msg("fast parser disagrees with jansson on: %.*s", (int)n, buf);
 		json_decref(f);
 		json_decref(j);
