@@ -204,39 +204,40 @@ enum egs_err egs_gpr_release(struct egs_state *st, struct egs_gpr *g, int64_t no
 	return EGS_OK;
 }
 
-static bool strlist_equal(const struct egs_strlist *a, const struct egs_strlist *b)
+/* The request fields, one list: the ones an edit replaces (egs_gpr_update_request) and that a
+ * follower takes from the leader's row with the rest (server/follow.c).  A new request field added
+ * here is compared and copied everywhere at once. */
+#define REQUEST_STRINGS(X) X(name) X(cluster) X(instance_type) X(gpu_shape)
+#define REQUEST_NUMBERS(X)                                                                                             \
+	X(gpus_per_node) X(node_count) X(memory_mib) X(exit_duration_s) X(idle_timeout_s) X(flags) X(share_centi)
+
+bool egs_gpr_request_differs(const struct egs_gpr *a, const struct egs_gpr *b)
 {
-	if (a->n != b->n)
-		return false;
-	for (size_t i = 0; i < a->n; i++)
-		if (strcmp(a->v[i], b->v[i]) != 0)
-			return false;
-	return true;
+#define DIFFERS_STR(f) || strcmp(a->f, b->f) != 0
+#define DIFFERS_NUM(f) || a->f != b->f
+	return !egs_strlist_equal(&a->preferred_clusters, &b->preferred_clusters)
+		REQUEST_STRINGS(DIFFERS_STR) REQUEST_NUMBERS(DIFFERS_NUM);
+#undef DIFFERS_STR
+#undef DIFFERS_NUM
+}
+
+void egs_gpr_copy_request(struct egs_gpr *dst, const struct egs_gpr *src)
+{
+#define COPY_STR(f) egs_strlcpy(dst->f, src->f, sizeof(dst->f));
+#define COPY_NUM(f) dst->f = src->f;
+	REQUEST_STRINGS(COPY_STR)
+	REQUEST_NUMBERS(COPY_NUM)
+#undef COPY_STR
+#undef COPY_NUM
+	egs_strlist_copy(&dst->preferred_clusters, &src->preferred_clusters);
+	dst->match_layout = 0; /* the planner's cached pool match reads the shape (core/sched_place.c) */
 }
 
 bool egs_gpr_update_request(struct egs_state *st, struct egs_gpr *g, const struct egs_gpr *c, int64_t now)
 {
-	bool changed = strcmp(c->name, g->name) || strcmp(c->cluster, g->cluster) ||
-		       strcmp(c->instance_type, g->instance_type) || strcmp(c->gpu_shape, g->gpu_shape) ||
-		       c->gpus_per_node != g->gpus_per_node || c->node_count != g->node_count ||
-		       c->memory_mib != g->memory_mib || c->exit_duration_s != g->exit_duration_s ||
-		       c->idle_timeout_s != g->idle_timeout_s || c->flags != g->flags ||
-		       c->share_centi != g->share_centi || !strlist_equal(&c->preferred_clusters, &g->preferred_clusters);
-	if (!changed)
+	if (!egs_gpr_request_differs(g, c))
 		return false;
-	egs_strlcpy(g->name, c->name, sizeof(g->name));
-	egs_strlcpy(g->cluster, c->cluster, sizeof(g->cluster));
-	egs_strlcpy(g->instance_type, c->instance_type, sizeof(g->instance_type));
-	egs_strlcpy(g->gpu_shape, c->gpu_shape, sizeof(g->gpu_shape));
-	g->gpus_per_node = c->gpus_per_node;
-	g->node_count = c->node_count;
-	g->memory_mib = c->memory_mib;
-	g->exit_duration_s = c->exit_duration_s;
-	g->idle_timeout_s = c->idle_timeout_s;
-	g->flags = c->flags;
-	g->share_centi = c->share_centi;
-	egs_strlist_copy(&g->preferred_clusters, &c->preferred_clusters);
-	g->match_layout = 0; /* the planner's cached pool match reads the shape (core/sched_place.c) */
+	egs_gpr_copy_request(g, c);
 	egs_state_touch(st, EGS_KIND_GPR, g);
 	egs_state_event(st, now, "Normal", "Updated", "GPR", g->id, g->workspace, "GPR %s updated", g->name);
 	return true;

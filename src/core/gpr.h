@@ -44,6 +44,12 @@ enum egs_err egs_gpr_editable(const struct egs_gpr *g);
  * egs_gpr_set_priority's), drops the planner's caches that read them, and records an Updated event.
  * Returns false, changing nothing, when c asks for what g already has. */
 bool egs_gpr_update_request(struct egs_state *st, struct egs_gpr *g, const struct egs_gpr *c, int64_t now);
+/* True when a and b (borrowed) differ in a request field: the fields egs_gpr_update_request
+ * replaces, listed once in gpr.c. */
+bool egs_gpr_request_differs(const struct egs_gpr *a, const struct egs_gpr *b);
+/* Copies src's request fields into dst (the preferred clusters are copied, dst's old ones freed)
+ * and drops the planner's cached pool match that reads them.  No event, no change log. */
+void egs_gpr_copy_request(struct egs_gpr *dst, const struct egs_gpr *src);
 /* The time the plan counts an active GPR's window to end: its exit once provisioned, its duration
  * from when provisioning began while provisioning (attach takes seconds), now otherwise. */
 int64_t egs_gpr_planned_end(const struct egs_gpr *g, int64_t now);

@@ -23,6 +23,7 @@ struct egs_strlist {
 };
 void egs_strlist_add(struct egs_strlist *l, const char *s); /* copies s */
 bool egs_strlist_has(const struct egs_strlist *l, const char *s);
+bool egs_strlist_equal(const struct egs_strlist *a, const struct egs_strlist *b); /* same strings, same order */
 bool egs_strlist_remove(struct egs_strlist *l, const char *s); /* keeps order */
 void egs_strlist_copy(struct egs_strlist *dst, const struct egs_strlist *src); /* dst is cleared first */
 void egs_strlist_cleanup(struct egs_strlist *l);

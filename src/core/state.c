@@ -32,6 +32,16 @@ bool egs_strlist_has(const struct egs_strlist *l, const char *s)
 	return false;
 }
 
+bool egs_strlist_equal(const struct egs_strlist *a, const struct egs_strlist *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++)
+		if (strcmp(a->v[i], b->v[i]) != 0)
+			return false;
+	return true;
+}
+
 bool egs_strlist_remove(struct egs_strlist *l, const char *s)
 {
 	for (size_t i = 0; i < l->n; i++) {

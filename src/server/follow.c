@@ -22,6 +22,7 @@
 
 #include "core/aging.h"
 #include "core/fair.h"
+#include "core/gpr.h"
 #include "core/held.h"
 #include "core/share_gpr.h"
 #include "core/util.h"
@@ -51,34 +52,14 @@ static bool active_state(enum egs_gpr_state s)
 	return s == EGS_GPR_PROVISIONING || s == EGS_GPR_PROVISIONED || s == EGS_GPR_RELEASING;
 }
 
-static bool same_strlist(const struct egs_strlist *a, const struct egs_strlist *b)
-{
-	if (a->n != b->n)
-		return false;
-	for (size_t i = 0; i < a->n; i++)
-		if (strcmp(a->v[i], b->v[i]) != 0)
-			return false;
-	return true;
-}
-
 /* Moves the stored fields of fresh into g (fresh gets g's old ones, and is freed by the caller). */
 static void take_gpr_fields(struct egs_gpr *g, struct egs_gpr *fresh)
 {
-	memcpy(g->name, fresh->name, sizeof(g->name));
+	egs_gpr_copy_request(g, fresh); /* the fields an edit changes, listed once in core/gpr.c */
 	memcpy(g->workspace, fresh->workspace, sizeof(g->workspace));
-	memcpy(g->cluster, fresh->cluster, sizeof(g->cluster));
-	memcpy(g->instance_type, fresh->instance_type, sizeof(g->instance_type));
-	memcpy(g->gpu_shape, fresh->gpu_shape, sizeof(g->gpu_shape));
 	memcpy(g->created_by, fresh->created_by, sizeof(g->created_by));
 	memcpy(g->evicted_by, fresh->evicted_by, sizeof(g->evicted_by));
-	g->gpus_per_node = fresh->gpus_per_node;
-	g->node_count = fresh->node_count;
-	g->memory_mib = fresh->memory_mib;
-	g->exit_duration_s = fresh->exit_duration_s;
-	g->idle_timeout_s = fresh->idle_timeout_s;
 	g->priority = fresh->priority;
-	g->flags = fresh->flags;
-	SWAP(g->preferred_clusters, fresh->preferred_clusters);
 	g->state = fresh->state;
 	SWAP(g->failure_reason, fresh->failure_reason);
 	SWAP(g->pending_reason, fresh->pending_reason);
@@ -92,14 +73,12 @@ static void take_gpr_fields(struct egs_gpr *g, struct egs_gpr *fresh)
 	SWAP(g->nodes, fresh->nodes);
 	g->marks_sent = fresh->marks_sent;
 	g->fair = fresh->fair;
-	g->share_centi = fresh->share_centi;
 	SWAP(g->shares, fresh->shares);
 	SWAP(g->n_shares, fresh->n_shares);
 	g->held_until = fresh->held_until;
 	g->ghost = fresh->ghost;
 	SWAP(g->held_nodes, fresh->held_nodes);
-	g->match_layout = 0; /* the planner's caches: its shape may have changed */
-	g->plan_serial = 0;
+	g->plan_serial = 0; /* the planner's caches: its shape may have changed */
 }
 
 /* A shared GPR that finished is no longer attached to its node (as its agent would report). */
@@ -115,7 +94,7 @@ static void update_gpr(struct apply *a, struct egs_gpr *g, struct egs_gpr *fresh
 	struct egs_state *st = &a->srv->st;
 	bool was_terminal = egs_gpr_state_terminal(g->state), state_moved = g->state != fresh->state;
 	a->holds |= g->held_until != fresh->held_until || g->ghost != fresh->ghost ||
-		    !same_strlist(&g->held_nodes, &fresh->held_nodes);
+		    !egs_strlist_equal(&g->held_nodes, &fresh->held_nodes);
 	egs_state_count_gpr(st, g, -1);
 	if (g->state == EGS_GPR_QUEUED)
 		egs_queue_remove(&st->queue, g);
