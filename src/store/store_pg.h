@@ -2,7 +2,7 @@
  * store_pg.h: what the PostgreSQL store's files share (store_pg.c: connection, leadership, group
  * commit, load; store_pg_batch.c: a turn's rows as one statement per table, through the binder of
  * store_rows.c; store_pg_rows.c: the row source store_rows_read.c reads loaded rows through;
- * store_pg_schema.c: the migrations).
+ * store_schema.c: the migrations, shared with SQLite).
  * Internal to src/store.
  *
  * A turn's rows travel as binary-format array parameters, one per column (store_pg_batch.c: numbers
@@ -127,7 +127,7 @@ bool egs__pg_deposed(struct egs_store *b);
  * row the row; store_pg_rows.c). */
 extern const struct egs_row_source egs__pg_row_source;
 
-/* The schema (store_pg_schema.c): egs__pg_nmigrations SQL scripts, entry i from version i to i + 1. */
+/* The schema (store_schema.c, from store_schema.inc): egs__pg_nmigrations SQL scripts, entry i from version i to i + 1. */
 extern const char *const egs__pg_migrations[];
 extern const int egs__pg_nmigrations;
 

@@ -1,7 +1,7 @@
 /*
  * store_sqlite.c: the SQLite implementation of store.h (see docs/internals/store.md): the
  * connection, its prepared statements, the load and the group commit.  The schema is
- * store_sqlite_schema.c's, the rows store_sqlite_rows.c's (store_sqlite.h).
+ * store_schema.c's (one list for both stores), the rows store_sqlite_rows.c's (store_sqlite.h).
  *
  * One connection, used by one thread at a time (egsd's loop).  The database runs in WAL mode with
  * synchronous=FULL, so COMMIT returns only after the WAL is fsynced: that is what lets egsd answer

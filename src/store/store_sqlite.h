@@ -1,7 +1,7 @@
 /*
  * store_sqlite.h: what the SQLite store's files share (store_sqlite.c: connection, load and group
  * commit; store_sqlite_rows.c: binding parameters and reading columns for the row codec of
- * store_rows.h; store_sqlite_schema.c: the migrations).  Internal to src/store.
+ * store_rows.h; store_schema.c: the migrations, shared with PostgreSQL).  Internal to src/store.
  */
 #ifndef EGS_STORE_SQLITE_H
 #define EGS_STORE_SQLITE_H
@@ -12,7 +12,7 @@
 
 #include <sqlite3.h>
 
-/* The schema: egs_store_schema_version() SQL scripts, entry i from user_version i to i + 1. */
+/* The schema (store_schema.c, from store_schema.inc): egs_store_schema_version() SQL scripts, entry i from user_version i to i + 1. */
 extern const char *const egs__sqlite_migrations[];
 
 /* Binds parameters 1, 2, ... in order and remembers the first failure, so the encoders of
