@@ -57,6 +57,7 @@ struct pool {
 	size_t n, cap;
 	struct hole *holes; /* POOL_HOLES entries, in no order */
 	size_t nholes;
+	int64_t hole_emax; /* at least the latest end of its holes (candidates() skips the pool below it) */
 	uint32_t *byname; /* the members (indexes into p->slots) in name order, n entries */
 	size_t index;     /* its place in p->pools */
 	/* A min-segment tree of the members' free_at over byname (leaves at segsz + name_pos), so
@@ -89,6 +90,7 @@ struct egs_plan {
 	size_t nws, capws;
 	struct slot **chosen;  /* the nodes of the GPR placed last */
 	struct slot **tmp;     /* scratch of egs__place() */
+	struct slot **frontier; /* scratch of k_first(): nslots + npools entries */
 	struct pool **match;   /* scratch of egs__place(): one cluster's matching pools */
 	int64_t *cand;         /* scratch of fit(): candidate start times */
 	struct hole **hsel;    /* scratch of fit(): holes that can hold the GPR */

@@ -76,10 +76,21 @@ static void heap_set(struct pool *q, size_t i, struct slot *s)
 	s->hidx = i;
 }
 
+/* slot_before for two members of one pool: they share GPU count and memory (same_pool), so the
+ * node's fields need not be read (a cache miss each on 10,000 nodes). */
+static bool member_before(const struct slot *x, const struct slot *y)
+{
+	if (x->free_at != y->free_at)
+		return x->free_at < y->free_at;
+	if (x->free_now != y->free_now)
+		return x->free_now;
+	return x->name_rank < y->name_rank;
+}
+
 static void heap_up(struct pool *q, size_t i)
 {
 	struct slot *s = q->heap[i];
-	while (i > 0 && slot_before(s, q->heap[(i - 1) / 2])) {
+	while (i > 0 && member_before(s, q->heap[(i - 1) / 2])) {
 		heap_set(q, i, q->heap[(i - 1) / 2]);
 		i = (i - 1) / 2;
 	}
@@ -92,9 +103,9 @@ static void heap_down(struct pool *q, size_t i)
 	for (;;) {
 		size_t l = 2 * i + 1, best = i;
 		struct slot *b = s;
-		if (l < q->n && slot_before(q->heap[l], b))
+		if (l < q->n && member_before(q->heap[l], b))
 			best = l, b = q->heap[l];
-		if (l + 1 < q->n && slot_before(q->heap[l + 1], b))
+		if (l + 1 < q->n && member_before(q->heap[l + 1], b))
 			best = l + 1, b = q->heap[l + 1];
 		if (best == i)
 			break;
@@ -115,25 +126,18 @@ void egs__heap_push(struct pool *q, struct slot *s)
 	heap_up(q, s->hidx);
 }
 
-static struct slot *heap_pop(struct pool *q)
-{
-	struct slot *top = q->heap[0];
-	struct slot *last = q->heap[--q->n];
-	if (q->n) {
-		heap_set(q, 0, last);
-		heap_down(q, 0);
-	}
-	return top;
-}
-
 /* Sets the leaf of slot s in its pool's segment tree and the minima above it. */
 static void seg_set(struct slot *s)
 {
 	struct pool *q = s->pool;
 	size_t x = q->segsz + s->name_pos;
 	q->seg[x] = s->free_at;
-	for (x /= 2; x >= 1; x /= 2)
-		q->seg[x] = min64(q->seg[2 * x], q->seg[2 * x + 1]);
+	for (x /= 2; x >= 1; x /= 2) {
+		int64_t v = min64(q->seg[2 * x], q->seg[2 * x + 1]);
+		if (q->seg[x] == v)
+			break; /* the minima above are unchanged too */
+		q->seg[x] = v;
+	}
 }
 
 static size_t preferred_rank(const struct egs_gpr *g, const char *cluster)
@@ -144,32 +148,45 @@ static size_t preferred_rank(const struct egs_gpr *g, const char *cluster)
 	return SIZE_MAX;
 }
 
+/* Plan order (slot_before) for nodes of any pools. */
+static bool plan_before(const struct slot *x, const struct slot *y)
+{
+	return x->pool == y->pool ? member_before(x, y) : slot_before(x, y);
+}
+
 /* Takes the k first nodes, in plan order, of the pools listed in m[0..nm) (one cluster's matching
- * pools) into out; the heaps are left as they were.  Returns false when they hold fewer than k. */
-static bool k_first(struct pool *const *m, size_t nm, size_t k, struct slot **out)
+ * pools) into out, leaving the heaps as they are.  Returns false when they hold fewer than k.  The
+ * next node in plan order is the first of a frontier that starts with the heaps' tops and takes in
+ * the children of each node taken (no child comes before its parent): k (nm + k) compares, no heap
+ * writes (popping k and pushing them back was a tenth of a walk). */
+static bool k_first(struct egs_plan *p, struct pool *const *m, size_t nm, size_t k, struct slot **out)
 {
 	size_t have = 0;
 	for (size_t j = 0; j < nm; j++)
 		have += m[j]->n;
 	if (have < k)
 		return false;
-	if (k == 1) { /* the common case: the best heap top, nothing popped */
-		struct pool *best = NULL;
-		for (size_t j = 0; j < nm; j++)
-			if (m[j]->n && (!best || slot_before(m[j]->heap[0], best->heap[0])))
-				best = m[j];
-		out[0] = best->heap[0];
-		return true;
-	}
+	struct slot **fr = p->frontier;
+	size_t nf = 0;
+	for (size_t j = 0; j < nm; j++)
+		if (m[j]->n)
+			fr[nf++] = m[j]->heap[0];
 	for (size_t got = 0; got < k; got++) {
-		struct pool *best = NULL;
-		for (size_t j = 0; j < nm; j++)
-			if (m[j]->n && (!best || slot_before(m[j]->heap[0], best->heap[0])))
-				best = m[j];
-		out[got] = heap_pop(best);
+		size_t b = 0;
+		for (size_t i = 1; i < nf; i++)
+			if (plan_before(fr[i], fr[b]))
+				b = i;
+		struct slot *s = fr[b];
+		const struct pool *q = s->pool;
+		size_t c = 2 * s->hidx + 1;
+		out[got] = s;
+		if (c < q->n)
+			fr[b] = q->heap[c];
+		else
+			fr[b] = fr[--nf];
+		if (c + 1 < q->n)
+			fr[nf++] = q->heap[c + 1];
 	}
-	for (size_t got = 0; got < k; got++)
-		egs__heap_push(out[got]->pool, out[got]);
 	return true;
 }
 
@@ -323,25 +340,29 @@ static bool hole_before(const struct hole *x, const struct hole *y, const struct
  * idle-first order would hand the GPRs ahead other nodes and move an estimate behind (a GPR
  * planned on a detaching node waits the seconds the detach takes).
  * Collects up to want nodes of pool q free by t into out; returns how many.  The pool's segment
- * tree finds them left to right in name order: O(log n) each.
+ * tree finds them left to right in name order: down from the root to the leftmost leaf free by t,
+ * then up to the next right sibling whose minimum is by t and down again, O(log n) each (t is a
+ * time: the padding leaves, INT64_MAX, never qualify).
  */
 static size_t pool_tails(struct egs_plan *p, struct pool *q, int64_t t, size_t want, struct slot **out)
 {
-	size_t stack[2 * 64 + 2], ns = 0, got = 0;
-	if (q->n && want)
-		stack[ns++] = 1;
-	while (ns && got < want) {
-		size_t x = stack[--ns];
-		if (q->seg[x] > t)
-			continue; /* nobody under x is free by t */
-		if (x >= q->segsz) {
-			out[got++] = &p->slots[q->byname[x - q->segsz]];
-			continue;
+	const int64_t *seg = q->seg;
+	size_t got = 0, x = 1, sz = q->segsz;
+	if (!q->n || !want || seg[1] > t)
+		return 0;
+	for (;;) {
+		while (x < sz) /* seg[x] <= t: some leaf under x is free by t */
+			x = seg[2 * x] <= t ? 2 * x : 2 * x + 1;
+		out[got++] = &p->slots[q->byname[x - sz]];
+		if (got == want)
+			return got;
+		while (x & 1 || seg[x + 1] > t) { /* a right child, or a left one whose sibling is not free */
+			if (x == 1)
+				return got;
+			x /= 2;
 		}
-		stack[ns++] = 2 * x + 1; /* the left child comes off first: name order */
-		stack[ns++] = 2 * x;
+		x++;
 	}
-	return got;
 }
 
 /* Up to want nodes of the pools m[0 .. nm) free by t, in the order above, into out. */
@@ -375,16 +396,20 @@ static void sort_pools(struct pool **m, size_t nm)
 
 /* Collects into p->cand the times at which g could start before T: now, the nodes' free times,
  * the workspace's, and the starts of holes long enough for it (each clamped to now).  Sorted.
- * The pools' holes long enough that start by T go to p->hok: no other can hold it. */
+ * The pools' holes long enough that start by T go to p->hok: no other can hold it.  A workspace
+ * without holes is free only from its until, so no earlier time is a candidate nor a hole that
+ * ends too soon after it (with 1,000 workspaces and 10,000 nodes the workspace decides most starts,
+ * and this left one candidate, T, where a few dozen were sorted and tried). */
 static size_t candidates(struct egs_plan *p, const struct wsinfo *w, struct pool *const *m, size_t nm, size_t k,
 			 int64_t d, int64_t T)
 {
 	int64_t now = p->now, *c = p->cand;
+	int64_t lo = !w->nholes && w->until > now ? w->until : now;
 	size_t nc = 0;
 #define CAND(x)                                         \
 	do {                                            \
 		int64_t x_ = (x) < now ? now : (x);     \
-		if (x_ < T)                             \
+		if (x_ >= lo && x_ < T)                 \
 			c[nc++] = x_;                   \
 	} while (0)
 	CAND(now);
@@ -396,18 +421,23 @@ static size_t candidates(struct egs_plan *p, const struct wsinfo *w, struct pool
 			CAND(w->holes[i].s);
 	size_t nhok = 0;
 	for (size_t j = 0; j < nm; j++) { /* locals: the stores below may alias what the loop reads */
+		if (m[j]->hole_emax < lo + d)
+			continue; /* no hole of the pool ends late enough */
 		struct hole *h = m[j]->holes, *end = h + m[j]->nholes;
+		int64_t emax = INT64_MIN;
 		for (; h < end; h++) {
-			int64_t s = h->s, from = s < now ? now : s;
+			int64_t s = h->s, from = s < lo ? lo : s;
+			emax = h->e > emax ? h->e : emax;
 			if (s <= T && h->e - from >= d) {
 				p->hok[nhok++] = h;
 				CAND(s);
 			}
 		}
+		m[j]->hole_emax = emax;
 	}
 	p->nhok = nhok;
 #undef CAND
-	for (size_t i = 1; i < nc; i++) { /* a few dozen at most: insertion sort */
+	for (size_t i = 1; i < nc; i++) { /* a few at most: insertion sort */
 		int64_t x = c[i];
 		size_t j = i;
 		for (; j > 0 && c[j - 1] > x; j--)
@@ -498,7 +528,7 @@ static void place_cluster(struct egs_plan *p, const struct egs_gpr *g, const str
 	size_t k = (size_t)g->node_count;
 	if (p->backfill)
 		sort_pools(m, nm);
-	if (!nm || !k_first(m, nm, k, p->tmp))
+	if (!nm || !k_first(p, m, nm, k, p->tmp))
 		return;
 	int64_t t = p->tmp[k - 1]->free_at;
 	if (t < w->until)
@@ -563,8 +593,11 @@ void egs__reserve(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w,
 			hole_take(s->pool->holes, &s->pool->nholes, POOL_HOLES, idx, t, end, p);
 			continue;
 		}
-		if (p->backfill)
+		if (p->backfill) {
 			hole_add(s->pool->holes, &s->pool->nholes, POOL_HOLES, s->free_at, t, idx, p);
+			if (t > s->pool->hole_emax)
+				s->pool->hole_emax = t;
+		}
 		s->free_at = s->ded_free_at = end;
 		s->free_now = false;
 		heap_down(s->pool, s->hidx); /* it only moved later */

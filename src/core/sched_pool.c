@@ -157,6 +157,7 @@ static void build_pools(struct egs_plan *p)
 	for (size_t j = 0; j < npools; j++) {
 		p->pools[j].byname = egs_calloc(p->pools[j].n + 1, sizeof(uint32_t));
 		p->pools[j].nholes = 0;
+		p->pools[j].hole_emax = INT64_MIN;
 	}
 	size_t *fill = egs_calloc(npools + 1, sizeof(*fill));
 	for (size_t r = 0; r < p->nslots; r++) {
@@ -221,6 +222,7 @@ static void scratch_alloc(struct egs_plan *p)
 	size_t nholes = POOL_HOLES * p->npools;
 	p->chosen = egs_calloc(p->nslots + 1, sizeof(*p->chosen));
 	p->tmp = egs_calloc(p->nslots + 1, sizeof(*p->tmp));
+	p->frontier = egs_calloc(p->nslots + p->npools + 1, sizeof(*p->frontier));
 	p->match = egs_calloc(p->nslots + 1, sizeof(*p->match));
 	p->cand = egs_calloc(p->nslots + nholes + WS_HOLES + 4, sizeof(*p->cand));
 	p->hsel = egs_calloc(nholes + 1, sizeof(*p->hsel));
@@ -346,6 +348,7 @@ void egs__plan_cleanup(struct egs_plan *p)
 	free(p->slots);
 	free(p->chosen);
 	free(p->tmp);
+	free(p->frontier);
 	free(p->match);
 	free(p->cand);
 	free(p->hsel);
@@ -468,6 +471,7 @@ void egs__snap_restore(struct egs_plan *q, const struct egs_plan *p, const struc
 		memcpy(d->byname, p->pools[j].byname, d->n * sizeof(*d->byname));
 		d->seg = NULL; /* rebuilt below from the restored slots */
 		d->nholes = s->nholes[j];
+		d->hole_emax = INT64_MAX; /* unknown: the next scan of its holes sets it */
 		memcpy(d->holes, s->holes + j * POOL_HOLES, d->nholes * sizeof(*d->holes));
 		for (size_t h = 0; h < d->n; h++) {
 			struct slot *x = &q->slots[s->heaps[k++]];
