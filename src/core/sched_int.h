@@ -155,11 +155,22 @@ struct snap {
 	bool *free_now;
 	uint32_t *heaps; /* every pool's heap in turn, p->pools[j].n entries each */
 	size_t *heap_n;
-	struct wsinfo *wsv;
+	/* The workspaces' changing part (a wsinfo's name, workspace and pools stay as they were made:
+	 * a restore takes them from the plan's own wsv, whose first nws entries are the same ones;
+	 * copying whole entries, mostly empty holes, was a tenth of a walk). */
+	struct snap_ws *ws; /* nws entries */
 	size_t nws;
+	struct hole *ws_holes; /* their holes in turn, ws[i].nholes each */
+	size_t nws_holes;
 	struct hole *holes; /* every pool's holes in turn, POOL_HOLES entries each */
 	size_t *nholes;
-	size_t cap_slots, cap_pools, cap_ws; /* what the arrays have room for (snap_reserve) */
+	size_t cap_slots, cap_pools, cap_ws, cap_ws_holes; /* what the arrays have room for (snap_reserve) */
+};
+
+struct snap_ws {
+	int64_t until;
+	uint32_t nholes;
+	bool active;
 };
 
 /*

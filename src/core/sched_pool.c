@@ -322,7 +322,8 @@ void egs__snap_free(struct snap *s)
 	free(s->free_now);
 	free(s->heaps);
 	free(s->heap_n);
-	free(s->wsv);
+	free(s->ws);
+	free(s->ws_holes);
 	free(s->holes);
 	free(s->nholes);
 }
@@ -366,9 +367,9 @@ void egs__plan_cleanup(struct egs_plan *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* Makes s's arrays hold a snapshot of nslots slots, npools pools and nws workspaces, keeping
- * those that are big enough (a spare snapshot's: no fresh pages, no frees). */
-static void snap_reserve(struct snap *s, size_t nslots, size_t npools, size_t nws)
+/* Makes s's arrays hold a snapshot of nslots slots, npools pools and nws workspaces with nwh
+ * holes, keeping those that are big enough (a spare snapshot's: no fresh pages, no frees). */
+static void snap_reserve(struct snap *s, size_t nslots, size_t npools, size_t nws, size_t nwh)
 {
 	if (s->cap_slots < nslots) {
 		free(s->free_at);
@@ -388,10 +389,15 @@ static void snap_reserve(struct snap *s, size_t nslots, size_t npools, size_t nw
 		s->holes = egs_malloc((POOL_HOLES * npools + 1) * sizeof(*s->holes));
 		s->nholes = egs_malloc((npools + 1) * sizeof(*s->nholes));
 	}
-	if (!s->wsv || s->cap_ws < nws) { /* never NULL, even for no workspaces: memcpy's arguments */
-		free(s->wsv);
+	if (!s->ws || s->cap_ws < nws) {
+		free(s->ws);
 		s->cap_ws = nws + nws / 8 + 8; /* workspaces come with the GPRs walked */
-		s->wsv = egs_malloc(s->cap_ws * sizeof(*s->wsv));
+		s->ws = egs_malloc(s->cap_ws * sizeof(*s->ws));
+	}
+	if (!s->ws_holes || s->cap_ws_holes < nwh) {
+		free(s->ws_holes);
+		s->cap_ws_holes = nwh + nwh / 4 + 16;
+		s->ws_holes = egs_malloc(s->cap_ws_holes * sizeof(*s->ws_holes));
 	}
 }
 
@@ -404,7 +410,10 @@ void egs__snap_take(struct egs_plan *p, size_t pos)
 		*s = p->spare[--p->nspare];
 	else
 		memset(s, 0, sizeof(*s));
-	snap_reserve(s, p->nslots, p->npools, p->nws);
+	size_t nwh = 0;
+	for (size_t i = 0; i < p->nws; i++)
+		nwh += p->wsv[i].nholes;
+	snap_reserve(s, p->nslots, p->npools, p->nws, nwh);
 	s->pos = pos;
 	s->run_next = p->run_next;
 	s->stuck = p->stuck;
@@ -424,7 +433,14 @@ void egs__snap_take(struct egs_plan *p, size_t pos)
 		memcpy(s->holes + j * POOL_HOLES, p->pools[j].holes, p->pools[j].nholes * sizeof(*s->holes));
 	}
 	s->nws = p->nws;
-	memcpy(s->wsv, p->wsv, p->nws * sizeof(*s->wsv));
+	s->nws_holes = nwh;
+	nwh = 0;
+	for (size_t i = 0; i < p->nws; i++) {
+		const struct wsinfo *w = &p->wsv[i];
+		s->ws[i] = (struct snap_ws){ w->until, (uint32_t)w->nholes, w->active };
+		memcpy(s->ws_holes + nwh, w->holes, w->nholes * sizeof(*w->holes));
+		nwh += w->nholes;
+	}
 }
 
 void egs__snap_spare(struct egs_plan *p, struct snap *v, size_t n)
@@ -490,7 +506,20 @@ void egs__snap_restore(struct egs_plan *q, const struct egs_plan *p, const struc
 	q->capws = 2 * s->nws + 16;
 	q->nws = s->nws;
 	q->wsv = egs_malloc(q->capws * sizeof(*q->wsv));
-	memcpy(q->wsv, s->wsv, s->nws * sizeof(*q->wsv));
+	EGS_ASSERT(s->nws <= p->nws); /* p's wsv only grew since s was taken */
+	size_t nwh = 0;
+	for (size_t i = 0; i < q->nws; i++) {
+		struct wsinfo *w = &q->wsv[i];
+		const struct wsinfo *pw = &p->wsv[i];
+		memcpy(w->name, pw->name, sizeof(w->name));
+		w->ws = pw->ws;
+		w->pool_ok = pw->pool_ok;
+		w->until = s->ws[i].until;
+		w->active = s->ws[i].active;
+		w->nholes = s->ws[i].nholes;
+		memcpy(w->holes, s->ws_holes + nwh, w->nholes * sizeof(*w->holes));
+		nwh += w->nholes;
+	}
 	egs_map_init(&q->ws);
 	for (size_t i = 0; i < q->nws; i++)
 		egs_map_put(&q->ws, q->wsv[i].name, &q->wsv[i]);
