@@ -11,7 +11,10 @@ start-up (exec to the first 200 of /healthz: the load, the first plan), egsd's C
 Prints a markdown table and the load average.
 
 BASE_EGSD=path adds a second binary (e.g. main's build before a change): every round then starts
-both on the same store, alternating, and the table names which egsd each row is.
+both, alternating, each on its own copy of the store (the same fill, twice: a build with a newer
+schema migrates its copy, which the older build would refuse), and the table names which egsd each
+row is.  BASE_FILL=path fills the base's copy with that build's egs-fill (needed when the two builds'
+schemas differ: egs-fill migrates the store it fills to its own build's schema).
 """
 import json
 import os
@@ -101,34 +104,39 @@ def main():
         shutil.copy(os.environ["BASE_EGSD"], os.path.join(work, "egsd-base"))
         binaries.append(("base", os.path.join(work, "egsd-base")))
     fill = os.path.join(ROOT, "build", "bench", "egs-fill")
-    stores = [("sqlite", os.path.join(work, "sqlite"), [])] if os.environ.get("SQLITE", "1") == "1" else []
+    stores = [("sqlite", lambda name: (os.path.join(work, "sqlite-" + name), []))] \
+        if os.environ.get("SQLITE", "1") == "1" else []
     pg = None
     if PG:
         from pgserver import PgServer
         pg = PgServer(base=work).start()
-        pg.psql("CREATE SCHEMA bench")
-        url = pg.schema_url("bench")
-        stores.append(("postgres", os.path.join(work, "pg"), ["--store-url", url]))
+        stores.append(("postgres", lambda name: (os.path.join(work, "pg-" + name),
+                                                 ["--store-url", pg.schema_url("bench_" + name)])))
     rows = []
     try:
-        for kind, data, sargs in stores:
-            os.makedirs(data)
-            target = sargs[1] if sargs else os.path.join(data, "egs.db")
-            t = time.monotonic()
-            subprocess.run([fill, target, str(N)], check=True)
-            print("== %s: filled %d GPRs in %.1f s" % (kind, N, time.monotonic() - t), file=sys.stderr)
-            # The first start bootstraps (admin key, project) and is not timed; on PostgreSQL its load is
-            # also the first read of the fresh rows (hint bits), so it is tried a few times.
-            for attempt in range(3):
-                try:
-                    one_start(egsd, data, sargs, "24h")
-                    break
-                except RuntimeError as e:
-                    print("== %s: first start %d: %s" % (kind, attempt + 1, e), file=sys.stderr)
-                    time.sleep(8)  # past the lease of the egsd that stepped down, so the next one leads
+        for kind, store_of in stores:
+            copies = {}
+            for name, binary in binaries:  # a store for each binary, the same fill
+                data, sargs = copies[name] = store_of(name)
+                os.makedirs(data)
+                target = sargs[1] if sargs else os.path.join(data, "egs.db")
+                t = time.monotonic()
+                filler = os.environ.get("BASE_FILL", fill) if name == "base" else fill
+                subprocess.run([filler, target, str(N)], check=True)
+                print("== %s: filled %d GPRs in %.1f s" % (kind, N, time.monotonic() - t), file=sys.stderr)
+                # The first start bootstraps (admin key, project) and is not timed; on PostgreSQL its load
+                # is also the first read of the fresh rows (hint bits), so it is tried a few times.
+                for attempt in range(3):
+                    try:
+                        one_start(binary, data, sargs, "24h")
+                        break
+                    except RuntimeError as e:
+                        print("== %s: first start %d: %s" % (kind, attempt + 1, e), file=sys.stderr)
+                        time.sleep(8)  # past the lease of the egsd that stepped down, so the next one leads
             for rnd in range(ROUNDS):
                 for ret in RETENTIONS:
                     for name, binary in (binaries if rnd % 2 == 0 else binaries[::-1]):
+                        data, sargs = copies[name]
                         try:
                             r = one_start(binary, data, sargs, ret)
                         except RuntimeError as e:  # e.g. a PostgreSQL load longer than the leader's lease

@@ -269,11 +269,12 @@ bool egs__pg_broken(struct pg_store *s)
  * whole while the model is built was most of a large load's peak memory. */
 static enum egs_err load_kind(struct pg_store *s, struct egs_state *st, const struct egs_pg_kind *k)
 {
-	char sql[1024], where[320] = "";
+	char sql[2048], query[1800];
 	if (k == &egs__pg_kinds[EGS_KIND_GPR]) /* finished GPRs older than the retention: load_aged */
-		egs_rows_load_where(st, where, sizeof(where));
-	snprintf(sql, sizeof(sql), "DECLARE load_rows NO SCROLL CURSOR FOR SELECT %s FROM %s%s ORDER BY %s", k->cols,
-		 k->table, where, k->order);
+		egs_rows_load_kept_sql(st, k->cols, k->order, query, sizeof(query));
+	else
+		snprintf(query, sizeof(query), "SELECT %s FROM %s ORDER BY %s", k->cols, k->table, k->order);
+	snprintf(sql, sizeof(sql), "DECLARE load_rows NO SCROLL CURSOR FOR %s", query);
 	if (!egs__pg_exec(s, sql))
 		return EGS_ERR_STORE;
 	for (;;) {
@@ -360,8 +361,11 @@ static enum egs_err pg_load(struct pg_store *s, struct egs_state *st)
 	s->seq_floor = 0; /* which GPRs are stored: known again after the next commit */
 	/* One snapshot for every table. */
 	s->loading = true;
-	/* The cursors of load_kind are read to the end: plan them for the whole result, not its start. */
-	if (!egs__pg_exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL cursor_tuple_fraction = 1")) {
+	/* The cursors of load_kind are read to the end: plan them for the whole result, not its start.  No
+	 * JIT: compiling the plans of a large table's queries cost 0.06-0.2 s a load (EXPLAIN ANALYZE, 1M GPRs),
+	 * more than it saved. */
+	if (!egs__pg_exec(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL cursor_tuple_fraction = 1;"
+			     " SET LOCAL jit = off")) {
 		s->loading = false;
 		return EGS_ERR_STORE;
 	}

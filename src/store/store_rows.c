@@ -319,15 +319,12 @@ int egs_rows_find_sql(const struct egs_gpr_find *f, const char *cols, char ph, c
 /* A finished row that finished before the cut-off and holds nothing: egs_aging_load_gpr's rule. */
 static void aged_cond(const struct egs_state *st, char *buf, size_t n)
 {
-	snprintf(buf, n,
-		 EGS_ROWS_FINISHED " AND held IS NULL AND"
-				   " (CASE WHEN completion_ts <> 0 THEN completion_ts ELSE created_at END) < %lld",
-		 (long long)st->aged_before);
+	snprintf(buf, n, EGS_ROWS_AGEABLE " AND " EGS_ROWS_END " < %lld", (long long)st->aged_before);
 }
 
 void egs_rows_load_where(const struct egs_state *st, char *buf, size_t n)
 {
-	char cond[256];
+	char cond[320];
 	buf[0] = '\0';
 	if (!st->aged_before)
 		return;
@@ -335,9 +332,21 @@ void egs_rows_load_where(const struct egs_state *st, char *buf, size_t n)
 	snprintf(buf, n, " WHERE NOT (%s)", cond);
 }
 
+void egs_rows_load_kept_sql(const struct egs_state *st, const char *cols, const char *order, char *buf, size_t n)
+{
+	if (!st->aged_before) {
+		snprintf(buf, n, "SELECT %s FROM gprs ORDER BY %s", cols, order);
+		return;
+	}
+	snprintf(buf, n,
+		 "SELECT %s FROM gprs WHERE NOT " EGS_ROWS_AGEABLE " UNION ALL SELECT %s FROM gprs WHERE " EGS_ROWS_AGEABLE
+		 " AND " EGS_ROWS_END " >= %lld ORDER BY %s",
+		 cols, cols, (long long)st->aged_before, order);
+}
+
 void egs_rows_aged_sql(const struct egs_state *st, char *buf, size_t n)
 {
-	char cond[256];
+	char cond[320];
 	aged_cond(st, cond, sizeof(cond));
 	snprintf(buf, n,
 		 "SELECT workspace, state, seq, start_ts, completion_ts, exit_at, gpus_per_node, node_count, shares"
@@ -381,7 +390,7 @@ bool egs_rows_count_aged(struct egs_state *st, const char *const v[EGS_ROWS_AGED
 
 void egs_rows_aged_sum_sql(const struct egs_state *st, char *buf, size_t n)
 {
-	char cond[256];
+	char cond[320];
 	/* Each term is 2^((end - cut-off) / half-life), never below 2^-900: PostgreSQL fails a float that
 	 * underflows, and such a term is nothing next to any GPU time of the last years anyway. */
 	int64_t h = st->cfg.fair_half_life_s > 0 ? st->cfg.fair_half_life_s : 1;

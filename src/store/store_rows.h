@@ -47,6 +47,11 @@ bool egs_rows_parse_held(const char *text, struct egs_gpr *g);
  * each time. */
 #define EGS_ROWS_FINISHED \
 	"(state = 'Complete' OR state = 'Cancelled' OR state = 'Rejected' OR state = 'Error')"
+/* A finished row that holds nothing: it may age (core/aging.h), by EGS_ROWS_END, the time it ended
+ * (its completion, or its creation when it has none).  Both are word for word the predicate and the
+ * expression of PostgreSQL's migration 17 indexes over the rows a load keeps, and of its loads. */
+#define EGS_ROWS_AGEABLE "(" EGS_ROWS_FINISHED " AND held IS NULL)"
+#define EGS_ROWS_END "(CASE WHEN completion_ts <> 0 THEN completion_ts ELSE created_at END)"
 /* Writes egs_store_gprs_find's query for f into buf (n bytes): SELECT cols FROM gprs WHERE ...
  * ORDER BY id, with its string parameters as placeholders `ph`1, `ph`2... ('?' for SQLite, '$'
  * for PostgreSQL) whose values go to vals (borrowed from f) in order.  Returns how many, or -1 when
@@ -60,6 +65,11 @@ int egs_rows_find_sql(const struct egs_gpr_find *f, const char *cols, char ph, c
  * for SQL NULL), into st; false when a value is not what egsd writes. */
 #define EGS_ROWS_AGED_COLS 9
 void egs_rows_load_where(const struct egs_state *st, char *buf, size_t n);
+/* PostgreSQL's form of the same: writes the whole query of the rows to keep (SELECT cols FROM gprs
+ * ... ORDER BY order) as a UNION ALL of the rows that never age (NOT EGS_ROWS_AGEABLE) and the
+ * ageable rows that ended at or after the cut-off, each the predicate of an index of migration 17,
+ * so that neither branch reads the aged rows; a plain query of every row when aging is off. */
+void egs_rows_load_kept_sql(const struct egs_state *st, const char *cols, const char *order, char *buf, size_t n);
 void egs_rows_aged_sql(const struct egs_state *st, char *buf, size_t n);
 bool egs_rows_count_aged(struct egs_state *st, const char *const v[EGS_ROWS_AGED_COLS]);
 /* PostgreSQL's form of the same: one row per workspace and state (EGS_ROWS_AGED_SUM_COLS: workspace,

@@ -154,7 +154,14 @@ static void load_and_find(const char *url)
 		gpr(&st, "gpr-01", "w1", EGS_GPR_COMPLETE, 100, 1),  gpr(&st, "gpr-02", "w2", EGS_GPR_CANCELLED, 200, 2),
 		gpr(&st, "gpr-03", "w1", EGS_GPR_CANCELLED, 300, 3), gpr(&st, "gpr-04", "w1", EGS_GPR_QUEUED, 0, 4),
 		gpr(&st, "gpr-05", "w1", EGS_GPR_COMPLETE, 5000, 5), gpr(&st, "gpr-06", "w1", EGS_GPR_ERROR, 400, 9),
+		/* the edges of the cut-off (1000 below): an old one the planner holds, one that ended at the
+		 * cut-off itself, and two with no completion time, which age by their creation */
+		gpr(&st, "gpr-07", "w2", EGS_GPR_COMPLETE, 900, 10), gpr(&st, "gpr-08", "w2", EGS_GPR_COMPLETE, 1000, 11),
+		gpr(&st, "gpr-09", "w2", EGS_GPR_CANCELLED, 0, 12),  gpr(&st, "gpr-10", "w2", EGS_GPR_REJECTED, 0, 13),
 	};
+	rows[6]->held_until = 5000;
+	rows[8]->created_at = 999;
+	rows[9]->created_at = 1000;
 	for (size_t i = 0; i < EGS_ARRAY_LEN(rows); i++)
 		egs_state_touch(&st, EGS_KIND_GPR, rows[i]);
 	struct egs_node *n = node(&st, "n1");
@@ -165,19 +172,24 @@ static void load_and_find(const char *url)
 	struct egs_state all; /* retention 0: everything, as before aging */
 	egs_state_init(&all, NULL);
 	assert_int_equal(egs_store_load(s, &all), EGS_OK);
-	assert_int_equal(all.gprs.len, 6);
+	assert_int_equal(all.gprs.len, 10);
 
 	struct egs_state ld;
 	egs_state_init(&ld, &(struct egs_state_config){ .finished_retention_s = 1000 });
 	egs_aging_cutoff(&ld, 2000); /* finished before 1000 stay in the store */
 	assert_int_equal(egs_store_load(s, &ld), EGS_OK);
-	assert_int_equal(ld.gprs.len, 3); /* queued 04, young 05, and 03 that node n1 names */
-	assert_non_null(egs_state_gpr(&ld, "gpr-03"));
+	/* queued 04, young 05, 03 that node n1 names, held 07, 08 and 10 that ended at the cut-off */
+	assert_int_equal(ld.gprs.len, 6);
+	static const char *const kept[] = { "gpr-03", "gpr-04", "gpr-05", "gpr-07", "gpr-08", "gpr-10" };
+	for (size_t i = 0; i < EGS_ARRAY_LEN(kept); i++)
+		assert_non_null(egs_state_gpr(&ld, kept[i]));
 	assert_null(egs_state_gpr(&ld, "gpr-06"));
-	assert_int_equal(ld.aged[EGS_GPR_COMPLETE] + ld.aged[EGS_GPR_CANCELLED] + ld.aged[EGS_GPR_ERROR], 3);
-	assert_true(ld.next_seq > 9); /* a new id never repeats an aged one's sequence */
+	assert_null(egs_state_gpr(&ld, "gpr-09"));
+	assert_int_equal(ld.aged[EGS_GPR_COMPLETE] + ld.aged[EGS_GPR_CANCELLED] + ld.aged[EGS_GPR_ERROR], 4);
+	assert_true(ld.next_seq > 13); /* a new id never repeats an aged one's sequence */
 	/* Aged GPRs' GPU time still orders the queue: the same fair-share key as a load of everything. */
 	assert_true(fabs(egs_fair_key(&ld, "w1") - egs_fair_key(&all, "w1")) < 1e-9);
+	assert_true(fabs(egs_fair_key(&ld, "w2") - egs_fair_key(&all, "w2")) < 1e-9);
 	assert_true(egs_fair_key(&ld, "w1") > -INFINITY);
 	egs_state_cleanup(&ld);
 	egs_state_cleanup(&all);
@@ -186,10 +198,11 @@ static void load_and_find(const char *url)
 	assert_string_equal(find(s, &(struct egs_gpr_find){ .id = "gpr-06" }, &f), "gpr-06");
 	assert_string_equal(find(s, &(struct egs_gpr_find){ .id = "gpr-04" }, &f), ""); /* not finished */
 	assert_string_equal(find(s, &(struct egs_gpr_find){ .workspace = "w1" }, &f), "gpr-01,gpr-03,gpr-05,gpr-06");
-	assert_string_equal(find(s, &(struct egs_gpr_find){ .state = "Cancelled" }, &f), "gpr-02,gpr-03");
+	assert_string_equal(find(s, &(struct egs_gpr_find){ .state = "Cancelled" }, &f), "gpr-02,gpr-03,gpr-09");
 	assert_string_equal(find(s, &(struct egs_gpr_find){ .workspace = "w1", .after_id = "gpr-01", .limit = 2 }, &f),
 			    "gpr-03,gpr-05");
-	assert_string_equal(find(s, &(struct egs_gpr_find){ .ended_since = 300 }, &f), "gpr-03,gpr-05,gpr-06");
+	assert_string_equal(find(s, &(struct egs_gpr_find){ .ended_since = 300 }, &f),
+			    "gpr-03,gpr-05,gpr-06,gpr-07,gpr-08");
 	egs_store_free(s);
 }
 
