@@ -242,7 +242,7 @@ static const struct schema_def schemas[] = {
 	/* admin */
 	{"ClockRequest", "advance:s ~keepHeartbeats:b"},
 	{"Clock", "now:t offsetSeconds:i"},
-	{"Health", "status:s store:e(sqlite|postgres) role:e(leader|follower) epoch:i ~leader:s ~behindTurns:i ~syncedAgoMs:i ~fullLoads:i ~appliedCatchUps:i"},
+	{"Health", "status:s store:e(sqlite|postgres) role:e(leader|follower) epoch:i ~leader:s ~behindTurns:i ~syncedAgoMs:i ~fullLoads:i ~appliedCatchUps:i ~loading:b"},
 	/* agents */
 	{"AgentNode", "name:s instanceType:s gpuModel:s ~gpuCount:i ~memoryMiB:i ~cloudProvider:s ~region:s ~zone:s ~gpus:[obj] ~address:s ~attachedGpr:any "
 		      "~attachedShared:any ~features:[s]?"},

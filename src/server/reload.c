@@ -65,6 +65,8 @@ static void carry_runtime(const struct egs_state *old, struct egs_state *fresh, 
 
 enum egs_err egs_server_reload(struct egs_server *srv)
 {
+	if (!srv->follower && !strcmp(egs_store_kind(srv->store), "postgres")) /* not under its lease (replica_load.c) */
+		return egs_full_load_wait(srv);
 	struct egs_state *fresh = egs_malloc(sizeof(*fresh));
 	egs_state_init(fresh, &srv->state_cfg);
 	egs_aging_cutoff(fresh, egs_now(srv));
@@ -74,6 +76,11 @@ enum egs_err egs_server_reload(struct egs_server *srv)
 		free(fresh);
 		return err;
 	}
+	return egs_server_swap_model(srv, fresh);
+}
+
+enum egs_err egs_server_swap_model(struct egs_server *srv, struct egs_state *fresh)
+{
 	carry_runtime(&srv->st, fresh, egs_now(srv));
 	fresh->cfg = srv->st.cfg;
 	fresh->audit_last_id = srv->st.audit_last_id; /* ids given out stay given out (audit.h) */

@@ -7,8 +7,10 @@
  * the leader lock once (the lock is free when the leader's session ended) and reads the leader's
  * commit counter, meta leader.turn, which every committed turn of the leader moves on (one more
  * statement in the turn's pipeline: no extra round trip).  When it moved past the turn of the last
- * load, the follower loads the whole model again (egs_server_reload, one snapshot) and sends the
- * events new since the last load to its event streams.  When it gets the lock and its model is the
+ * load, the follower applies the change log (follow.c), or, when it cannot, loads the whole model
+ * again (one snapshot) on a thread of its own (replica_load.c), answering reads from the old model
+ * until the new one is swapped in, and sends the events new since to its event streams; it neither
+ * catches up nor tries to lead while that load runs.  When it gets the lock and its model is the
  * latest commit's (the store gives the lock back otherwise: the next look loads, the one after
  * leads), it leads: it bootstraps and starts planning and committing.  Nothing is loaded under the
  * lease, so a store of any size can be taken over.
@@ -61,11 +63,10 @@ static void read_meta(struct egs_server *srv)
 	read_secret(srv);
 }
 
-/* Loads the store again and streams the events it brought. */
-static void sync_model(struct egs_server *srv)
+/* A full load ended (err: its outcome; the model was swapped in unless it failed): streams the
+ * events it brought, newer than seen. */
+static void model_loaded(struct egs_server *srv, enum egs_err err, int64_t seen)
 {
-	int64_t seen = newest_event(&srv->st);
-	enum egs_err err = egs_server_reload(srv);
 	srv->follow_loads++;
 	if (err) {
 		fprintf(srv->log, "level=warn msg=\"follower: loading the store failed; serving the last model\" error=\"%s\"\n",
@@ -80,6 +81,29 @@ static void sync_model(struct egs_server *srv)
 		if (e->id > seen)
 			egs_events_broadcast(srv, e);
 	}
+}
+
+/* Loads the store again: off the loop (replica_load.c; full_load_ended swaps it in), or on it when
+ * no thread could start. */
+static void sync_model(struct egs_server *srv)
+{
+	if (srv->full_load || egs_full_load_start(srv) == EGS_OK)
+		return;
+	int64_t seen = newest_event(&srv->st);
+	model_loaded(srv, egs_server_reload(srv), seen);
+}
+
+/* Whether a full load off the loop is still running; when it just ended, its model is swapped in. */
+static bool full_load_running(struct egs_server *srv)
+{
+	int64_t seen = newest_event(&srv->st);
+	enum egs_err err;
+	if (!srv->full_load)
+		return false;
+	if (!egs_full_load_finish(srv, &err))
+		return true;
+	model_loaded(srv, err, seen);
+	return false;
 }
 
 /* Applies the leader's turns since the last look from the change log (follow.c), or loads the
@@ -134,9 +158,10 @@ static void on_follow(evutil_socket_t fd, short what, void *arg)
 	bool led = false;
 	if (!srv->follower)
 		return;
+	bool loading = full_load_running(srv);
 	if (srv->resync) /* the model may hold what the store does not: never lead from it */
 		sync_model(srv);
-	if (!srv->resync && egs_store_try_lead(srv->store, srv->advertised, &led) == EGS_OK && led) {
+	if (!srv->resync && !loading && egs_store_try_lead(srv->store, srv->advertised, &led) == EGS_OK && led) {
 		promote(srv);
 		return;
 	}
@@ -145,7 +170,7 @@ static void on_follow(evutil_socket_t fd, short what, void *arg)
 	srv->synced_us = egs_mono_us();
 	bool moved = l.turn != l.loaded_turn || l.epoch != srv->leader.epoch;
 	srv->leader = l;
-	if (moved || srv->resync) {
+	if (!srv->full_load && (moved || srv->resync)) {
 		catch_up(srv);
 		egs_store_leader(srv->store, &srv->leader); /* loaded_turn is the new load's */
 		srv->leader.turn = l.turn > srv->leader.turn ? l.turn : srv->leader.turn;
@@ -204,5 +229,6 @@ json_t *egs_replica_health(struct egs_server *srv)
 	json_object_set_new(h, "syncedAgoMs", json_integer((egs_mono_us() - srv->synced_us) / 1000));
 	json_object_set_new(h, "fullLoads", json_integer((json_int_t)srv->follow_loads));
 	json_object_set_new(h, "appliedCatchUps", json_integer((json_int_t)srv->follow_applies));
+	json_object_set_new(h, "loading", json_boolean(srv->full_load != NULL));
 	return h;
 }

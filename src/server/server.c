@@ -624,6 +624,7 @@ void egs_server_stop(struct egs_server *srv)
 		event_free(srv->tick_ev);
 	if (srv->follow_ev)
 		event_free(srv->follow_ev);
+	egs_full_load_abandon(srv); /* a follower's load still running frees itself (replica_load.c) */
 	for (size_t i = 0; i < EGS_ARRAY_LEN(srv->sig_ev); i++)
 		if (srv->sig_ev[i])
 			event_free(srv->sig_ev[i]);

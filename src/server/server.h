@@ -113,6 +113,7 @@ struct egs_server {
 	uint64_t follow_applies;   /* its catch-ups from the change log (/healthz appliedCatchUps; follow.c) */
 	int64_t pinged_us;         /* monotonic: a follower's last keep-alive on its event streams */
 	struct event *follow_ev;   /* a follower's timer: look at the store, take over when the lock is free */
+	struct egs_full_load *full_load; /* a follower's full load running off the loop (replica_load.c) */
 	struct ssl_ctx_st *fwd_tls; /* under TLS: the client context of forwarded requests (forward.c), owned */
 	int64_t slice_token_ttl_s; /* egsd --slice-token-ttl: the slice token lifetime asked of agents (0: 7 days) */
 	json_t *slice_ns; /* cluster name -> [slice namespace]: what its agent last reported (kubeslice.c;
@@ -154,8 +155,26 @@ void egs_server_fail_held(struct egs_server *srv, enum egs_err err, const char *
  * second, and rebuilds the model from the store (egs_server_reload). */
 void egs_server_store_failed(struct egs_server *srv, enum egs_err err);
 /* Replaces srv->st by a fresh load of the store, keeping runtime-only fields by key; resets the
- * planner's cache.  Returns the load's error (the old model then stays). */
+ * planner's cache.  Returns the load's error (the old model then stays).  A leader on PostgreSQL
+ * loads through egs_full_load_wait, keeping its lease. */
 enum egs_err egs_server_reload(struct egs_server *srv);
+/* The second half of egs_server_reload: puts fresh (a loaded model, taken and freed) in place of
+ * srv->st, with the runtime-only fields carried over.  Returns the policies' parse error. */
+enum egs_err egs_server_swap_model(struct egs_server *srv, struct egs_state *fresh);
+/* A follower's full load on a thread of its own (replica_load.c), so that its loop goes on serving
+ * reads from the old model meanwhile.  _start begins one from srv's store URL and clock (an error:
+ * none could start); _finish, when the one running has ended, swaps its model in (its handle's
+ * snapshot becomes srv->store's loaded turn), sets *err to the load's error (the old model stays
+ * on error) and returns true; false while it runs or when none was started.  _abandon, at exit,
+ * leaves a running load to free itself. */
+enum egs_err egs_full_load_start(struct egs_server *srv);
+bool egs_full_load_finish(struct egs_server *srv, enum egs_err *err);
+void egs_full_load_abandon(struct egs_server *srv);
+/* A leader's reload on PostgreSQL: the same load on its thread, waited for while the lease is
+ * renewed on srv->store's session (the loop answers nothing meanwhile).  The load's error, or
+ * EGS_ERR_UNAVAILABLE when the lease could not be renewed (the store stepped down; the load is
+ * abandoned). */
+enum egs_err egs_full_load_wait(struct egs_server *srv);
 /* A follower applies what the leader committed since its last load or catch-up, from the store's
  * change log (follow.c); *rows (may be NULL) gets how many rows and events it applied.  An error
  * (EGS_ERR_NOT_FOUND: the log lacks turns; others: the store failed or a row could not be applied,

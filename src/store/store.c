@@ -57,6 +57,12 @@ enum egs_err egs_store_follow(struct egs_store *s, egs_store_row_fn row, egs_sto
 	return s->ops->follow ? s->ops->follow(s, row, event, ctx) : EGS_ERR_NOT_FOUND;
 }
 
+void egs_store_adopt_load(struct egs_store *s, const struct egs_store *from)
+{
+	if (s->ops->adopt_load)
+		s->ops->adopt_load(s, from);
+}
+
 enum egs_err egs_store_renew(struct egs_store *s)
 {
 	return s->ops->renew ? s->ops->renew(s) : EGS_OK;

@@ -66,6 +66,11 @@ enum egs_err egs_store_leader(struct egs_store *s, struct egs_store_leader *out)
 typedef void (*egs_store_row_fn)(void *ctx, enum egs_kind kind, const char *key, void *obj);
 typedef void (*egs_store_event_fn)(void *ctx, struct egs_event *ev);
 enum egs_err egs_store_follow(struct egs_store *s, egs_store_row_fn row, egs_store_event_fn event, void *ctx);
+/* The model in use is now the last egs_store_load of `from`, another handle of the same store (a
+ * follower's full load on a thread of its own, src/server/replica_load.c): s follows the change log
+ * and leads from that load's snapshot, as if it had loaded it itself.  Nothing when from never
+ * loaded or is another kind of store.  SQLite: nothing. */
+void egs_store_adopt_load(struct egs_store *s, const struct egs_store *from);
 /* A leader renews its lease (about once a second).  An error means it could not before the lease
  * ran out: the store is then deposed and acknowledges nothing more.  SQLite: nothing to do. */
 enum egs_err egs_store_renew(struct egs_store *s);

@@ -20,6 +20,7 @@ struct egs_store_ops {
 	enum egs_err (*leader)(struct egs_store *s, struct egs_store_leader *out);
 	enum egs_err (*renew)(struct egs_store *s);
 	enum egs_err (*follow)(struct egs_store *s, egs_store_row_fn row, egs_store_event_fn event, void *ctx);
+	void (*adopt_load)(struct egs_store *s, const struct egs_store *from);
 	bool (*deposed)(struct egs_store *s);
 	enum egs_err (*load)(struct egs_store *s, struct egs_state *st);
 	enum egs_err (*commit_changes)(struct egs_store *s, struct egs_state *st);

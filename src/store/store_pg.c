@@ -796,6 +796,7 @@ static const struct egs_store_ops pg_ops = {
 	.leader = egs__pg_leader,
 	.renew = egs__pg_renew,
 	.follow = egs__pg_follow,
+	.adopt_load = egs__pg_adopt_load,
 	.deposed = egs__pg_deposed,
 	.load = op_load,
 	.commit_changes = op_commit,

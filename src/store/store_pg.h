@@ -205,5 +205,6 @@ void egs__pg_changes_build(struct egs_pg_changes *c, const struct egs_state *st)
 void egs__pg_changes_free(struct egs_pg_changes *c);
 /* egs_store_follow (store.h). */
 enum egs_err egs__pg_follow(struct egs_store *b, egs_store_row_fn row, egs_store_event_fn event, void *ctx);
+void egs__pg_adopt_load(struct egs_store *b, const struct egs_store *from);
 
 #endif

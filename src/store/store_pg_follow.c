@@ -225,3 +225,14 @@ out:
 		s->loaded_turn = turn;
 	return err;
 }
+
+void egs__pg_adopt_load(struct egs_store *b, const struct egs_store *from)
+{
+	struct pg_store *s = (struct pg_store *)b;
+	const struct pg_store *f = (const struct pg_store *)from;
+	if (from->ops != b->ops || !f->loaded)
+		return;
+	s->loaded_turn = f->loaded_turn;
+	s->loaded = true;
+	s->seq_floor = 0; /* which GPRs are stored: known again after the next commit, as after a load */
+}

@@ -6,15 +6,20 @@ applies them to its model instead of loading the whole store.
   allocated, freed and given new thresholds; templates, bindings, workspaces and keys created, changed, deleted) the
   follower that applied them row by row answers every read route as a fresh egsd that loaded the
   store in full does, and it loaded nothing in full meanwhile.
-- A gap in the log (rows pruned) makes the follower load in full, and it is right again."""
+- A gap in the log (rows pruned) makes the follower load in full, and it is right again.
+- That full load runs off the follower's loop: while it waits for a table another session keeps
+  locked, the follower answers reads at once, from its old model, and says it is loading; once the
+  lock goes, the new model is in."""
 import json
 import os
+import signal
+import time
 
 import pytest
 
 from conftest import H100, STORE, Egsd, pg_server, store_args, wait_for
 from test_ha import cluster_with_agent, follower_of, health
-from test_ha_large import schema_of
+from test_ha_large import hold_table_lock, schema_of
 
 pytestmark = pytest.mark.skipif(STORE != "postgres", reason="leadership is PostgreSQL's (SQLite: one process per file)")
 
@@ -175,6 +180,69 @@ def test_a_gap_in_the_change_log_makes_a_follower_load_in_full(tmpdir_path):
         assert h["fullLoads"] == loads + 1, h
         assert "x4" in {x["clusterName"] for x in b.api(a.admin_key).get("/api/v1/clusters")["items"]}
     finally:
+        if b:
+            b.stop()
+        a.stop()
+
+
+def gap_while_stopped(b, la, schema, names):
+    """Creates clusters `names` on the leader while follower b is stopped (SIGSTOP), and prunes the
+    change log's row of the first of those turns: b's log then has a gap."""
+    b.proc.send_signal(signal.SIGSTOP)
+    try:
+        turn = 'SELECT value FROM "%s".meta WHERE key = \'leader.turn\'' % schema
+        first = int(pg_server().psql(turn)) + 1
+        for n in names:
+            la.ok("POST", "/api/v1/clusters", {"clusterName": n})
+        pg_server().psql('DELETE FROM "%s".changes WHERE turn = %d' % (schema, first))
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+
+
+def test_a_follower_serves_its_old_model_while_a_full_load_waits(tmpdir_path):
+    url = store_args(os.path.join(tmpdir_path, "shared"))
+    schema = schema_of(url)
+    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
+    b = locker = None
+    try:
+        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+        la = a.api()
+        la.ok("POST", "/api/v1/clusters", {"clusterName": "x1"})
+        loads = wait_for(lambda: caught_up(b), what="the follower to catch up")["fullLoads"]
+        # Every load now waits for the inference endpoints table (the leader's turns here write none).
+        locker = hold_table_lock(schema, "inference_endpoints", 120)
+        gap_while_stopped(b, la, schema, ["x2", "x3"])
+        wait_for(lambda: (health(b) or {}).get("loading"), what="the follower's full load to start")
+        bapi = b.api(a.admin_key)
+        names = {x["clusterName"] for x in bapi.get("/api/v1/clusters")["items"]}
+        gpr_list = bapi.get("/api/v1/gpr/list")
+        h = health(b)
+        # Answered while the load still waits for the lock (a load on the loop would have held these
+        # reads until the lock went): from the old model, which has x1 but not yet x2 and x3.
+        assert locker.poll() is None and h["loading"] and h["fullLoads"] == loads, h
+        assert "x1" in names and not {"x2", "x3"} & names, names
+        assert "items" in gpr_list
+        assert h["role"] == "follower" and h["behindTurns"] >= 2, h
+        pg_server().psql("SELECT pg_terminate_backend(pid) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                         "WHERE c.relname = 'inference_endpoints' AND l.mode = 'AccessExclusiveLock' AND l.granted")
+        locker.wait(30)
+        h = wait_for(lambda: (lambda h: h and h["fullLoads"] > loads and not h["loading"] and h)(caught_up(b)),
+                     what="the full load to end and be swapped in")
+        assert h["fullLoads"] == loads + 1, h
+        assert {"x1", "x2", "x3"} <= {x["clusterName"] for x in bapi.get("/api/v1/clusters")["items"]}
+        # And it follows the log again from that load's snapshot.
+        applied = h["appliedCatchUps"]
+        la.ok("POST", "/api/v1/clusters", {"clusterName": "x4"})
+        h = wait_for(lambda: (lambda h: h and h["appliedCatchUps"] > applied and h)(caught_up(b)),
+                     what="a catch-up from the log")
+        assert h["fullLoads"] == loads + 1, h
+        assert "x4" in {x["clusterName"] for x in bapi.get("/api/v1/clusters")["items"]}
+    except Exception:
+        print("follower's log:", b.logs()[-3000:] if b else "")
+        raise
+    finally:
+        if locker and locker.poll() is None:
+            locker.kill()
         if b:
             b.stop()
         a.stop()

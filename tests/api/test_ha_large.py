@@ -3,7 +3,9 @@ under its lease, so a load of any length cannot cost it the lead.
 
 A scaled-down case of the 1,000,000-GPR bench (bench/mem PG=1): 20,000 GPRs, and a load made longer
 than the leader's lease for certain by a table that another session keeps locked (a load that would
-have to wait for it under the lease would step down; a follower's load may wait)."""
+have to wait for it under the lease would step down; a follower's load may wait).  The same lock
+makes a leader's reload after a failed commit outlast its lease: it loads on a session of its own
+while it renews the lease, and leads on."""
 import os
 import signal
 import subprocess
@@ -108,3 +110,43 @@ def test_a_follower_takes_over_a_large_store_without_loading_under_its_lease(tmp
         a.stop()
         if b:
             b.stop()
+
+
+def test_a_leaders_reload_that_outlasts_its_lease_keeps_the_lead(tmpdir_path):
+    url = store_args(os.path.join(tmpdir_path, "shared"))
+    schema = schema_of(url)
+    flag = os.path.join(tmpdir_path, "store-full")
+    os.environ["EGS_STORE_FAIL_IF_EXISTS"] = flag  # a's commits fail as on a full disk while flag exists
+    try:
+        a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
+    finally:
+        del os.environ["EGS_STORE_FAIL_IF_EXISTS"]
+    b = locker = None
+    try:
+        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+        api = a.api()
+        api.ok("POST", "/api/v1/clusters", {"clusterName": "c1"})
+        epoch = health(a)["epoch"]
+        # The next commit fails, and the reload that follows waits 8 s for a locked table: twice
+        # the 4 s a leader acknowledges after its last lease write.
+        locker = hold_table_lock(schema, "inference_endpoints", 8)
+        open(flag, "w").close()
+        t0 = time.time()
+        status, doc = api.call("POST", "/api/v1/clusters", {"clusterName": "c2"})
+        took = time.time() - t0
+        assert status == 507 and doc["error"]["errorKey"] == "STORAGE_FULL", (status, doc)
+        assert took > 4, "the reply came before the reload could outlast the lease: the test proves nothing"
+        os.unlink(flag)
+        # It still leads under the same epoch (it never stepped down, nobody took over), and writes.
+        assert a.proc.poll() is None and "stepping down" not in a.logs(), a.logs()[-2000:]
+        assert health(a)["role"] == "leader" and health(a)["epoch"] == epoch, health(a)
+        api.ok("POST", "/api/v1/clusters", {"clusterName": "c3"})
+        names = {x["clusterName"] for x in api.get("/api/v1/clusters")["items"]}
+        assert {"c1", "c3"} <= names and "c2" not in names, names
+        assert role(b) == "follower"
+    finally:
+        if locker and locker.poll() is None:
+            locker.kill()
+        if b:
+            b.stop()
+        a.stop()

@@ -1,0 +1,141 @@
+/*
+ * replica_load.c: a follower's full load off its loop (docs/ha.md, "Followers serve").
+ *
+ * A follower loads the whole store when the change log cannot bring it up to date (a gap, a row it
+ * cannot apply, a model that may hold what the store does not).  With 1,000,000 GPRs that load takes
+ * seconds; on the loop it would stop every read meanwhile.  So it runs on a thread of its own, with
+ * a store handle (a database session) of its own, into a fresh struct egs_state that nothing else
+ * sees; the loop goes on answering from the old model, and the follow timer (replica.c) looks at
+ * the job each time: once the thread has ended, the fresh model is swapped in on the loop
+ * (egs_server_swap_model), and srv->store takes the job handle's snapshot as its loaded turn
+ * (egs_store_adopt_load), from which it follows the change log and may lead.
+ *
+ * A leader's reload after a failed commit (reload.c) runs the same job and waits for it, renewing
+ * its lease meanwhile on its own session (egs_full_load_wait): the loop answers nothing during the
+ * reload, as before, but a reload longer than the lease no longer costs the lead.
+ *
+ * The thread touches only its job: the store URL and the state settings are copied in before it
+ * starts, and the clock's now is read on the loop.  The job's state (RUNNING, DONE, ORPHANED) is the
+ * one word both sides write: at exit a running job is orphaned and frees itself when its thread
+ * ends (detached), so an exit never waits for a long load.
+ */
+#include "server/server.h"
+
+#include "core/aging.h"
+#include "core/util.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WAIT_STEP_NS (10 * 1000 * 1000) /* a waiting leader looks at its job and its lease this often */
+
+enum { JOB_RUNNING, JOB_DONE, JOB_ORPHANED };
+
+struct egs_full_load {
+	pthread_t thread;
+	atomic_int state;
+	char *url;                     /* the store's URL (owned) */
+	struct egs_state_config cfg;   /* srv->state_cfg as the job started */
+	int64_t now;                   /* egs_now at the start: the aging cut-off's clock */
+	struct egs_store *store;       /* the job's own handle; its last load is the fresh model's */
+	struct egs_state *fresh;       /* the loaded model (owned until it is swapped in) */
+	enum egs_err err;              /* the load's outcome */
+};
+
+static void job_free(struct egs_full_load *j)
+{
+	if (j->fresh) {
+		egs_state_cleanup(j->fresh);
+		free(j->fresh);
+	}
+	egs_store_free(j->store);
+	free(j->url);
+	free(j);
+}
+
+static void *run(void *arg)
+{
+	struct egs_full_load *j = arg;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the loop's (libevent) */
+	j->fresh = egs_malloc(sizeof(*j->fresh));
+	egs_state_init(j->fresh, &j->cfg);
+	egs_aging_cutoff(j->fresh, j->now);
+	j->err = egs_store_open(j->url, &j->store);
+	if (!j->err)
+		j->err = egs_store_load(j->store, j->fresh);
+	int was = JOB_RUNNING;
+	if (!atomic_compare_exchange_strong(&j->state, &was, JOB_DONE)) /* orphaned: nobody will take it */
+		job_free(j);
+	return NULL;
+}
+
+enum egs_err egs_full_load_start(struct egs_server *srv)
+{
+	if (srv->full_load)
+		return EGS_OK;
+	if (!srv->store_url || strcmp(egs_store_kind(srv->store), "postgres") != 0)
+		return EGS_ERR_STORE; /* SQLite has one egsd per file: no follower, no second session */
+	struct egs_full_load *j = egs_calloc(1, sizeof(*j));
+	atomic_init(&j->state, JOB_RUNNING);
+	j->url = egs_strdup(srv->store_url);
+	j->cfg = srv->state_cfg;
+	j->now = egs_now(srv);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&j->thread, &attr, run, j);
+	pthread_attr_destroy(&attr);
+	if (rc) {
+		job_free(j);
+		return EGS_ERR_IO;
+	}
+	srv->full_load = j;
+	return EGS_OK;
+}
+
+bool egs_full_load_finish(struct egs_server *srv, enum egs_err *err)
+{
+	struct egs_full_load *j = srv->full_load;
+	if (!j || atomic_load(&j->state) != JOB_DONE)
+		return false;
+	srv->full_load = NULL;
+	*err = j->err;
+	if (!j->err) {
+		egs_store_adopt_load(srv->store, j->store);
+		*err = egs_server_swap_model(srv, j->fresh);
+		j->fresh = NULL;
+	}
+	job_free(j);
+	return true;
+}
+
+void egs_full_load_abandon(struct egs_server *srv)
+{
+	struct egs_full_load *j = srv->full_load;
+	int was = JOB_RUNNING;
+	srv->full_load = NULL;
+	if (j && !atomic_compare_exchange_strong(&j->state, &was, JOB_ORPHANED))
+		job_free(j); /* it had ended */
+}
+
+enum egs_err egs_full_load_wait(struct egs_server *srv)
+{
+	enum egs_err err = egs_full_load_start(srv);
+	if (err)
+		return err;
+	while (!egs_full_load_finish(srv, &err)) {
+		if (egs_store_renew(srv->store) != EGS_OK) { /* the lease is lost (logged): stop waiting */
+			egs_full_load_abandon(srv);
+			return EGS_ERR_UNAVAILABLE;
+		}
+		nanosleep(&(struct timespec){ 0, WAIT_STEP_NS }, NULL);
+	}
+	return err;
+}
