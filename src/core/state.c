@@ -80,52 +80,65 @@ static const char *const gpr_state_names[] = {
 	"Complete", "Cancelled", "Rejected", "Error",
 };
 
+/* names[i] where i is in range, "Unknown" otherwise. */
+static const char *name_of(const char *const *names, size_t n, size_t i)
+{
+	return i < n ? names[i] : "Unknown";
+}
+
+/* Sets *out to the index of s among names (ignoring case when nocase) and returns true; false,
+ * leaving *out, when s is none of them. */
+static bool index_of(const char *const *names, size_t n, const char *s, bool nocase, int *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		if ((nocase ? strcasecmp(s, names[i]) : strcmp(s, names[i])) == 0) {
+			*out = (int)i;
+			return true;
+		}
+	}
+	return false;
+}
+
 const char *egs_role_name(enum egs_role r)
 {
-	return (size_t)r < EGS_ARRAY_LEN(role_names) ? role_names[r] : "Unknown";
+	return name_of(role_names, EGS_ARRAY_LEN(role_names), (size_t)r);
 }
 
 bool egs_role_parse(const char *s, enum egs_role *out)
 {
-	for (size_t i = 0; i < EGS_ARRAY_LEN(role_names); i++) {
-		if (strcasecmp(s, role_names[i]) == 0) {
-			*out = (enum egs_role)i;
-			return true;
-		}
-	}
-	return false;
+	int i;
+	if (!index_of(role_names, EGS_ARRAY_LEN(role_names), s, true, &i))
+		return false;
+	*out = (enum egs_role)i;
+	return true;
 }
 
 const char *egs_health_name(enum egs_health h)
 {
-	return (size_t)h < EGS_ARRAY_LEN(health_names) ? health_names[h] : "Unknown";
+	return name_of(health_names, EGS_ARRAY_LEN(health_names), (size_t)h);
 }
 
 bool egs_health_parse(const char *s, enum egs_health *out)
 {
-	for (size_t i = 0; i < EGS_ARRAY_LEN(health_names); i++) {
-		if (strcasecmp(s, health_names[i]) == 0) {
-			*out = (enum egs_health)i;
-			return true;
-		}
-	}
-	return false;
+	int i;
+	if (!index_of(health_names, EGS_ARRAY_LEN(health_names), s, true, &i))
+		return false;
+	*out = (enum egs_health)i;
+	return true;
 }
 
 const char *egs_gpr_state_name(enum egs_gpr_state s)
 {
-	return (size_t)s < EGS_ARRAY_LEN(gpr_state_names) ? gpr_state_names[s] : "Unknown";
+	return name_of(gpr_state_names, EGS_ARRAY_LEN(gpr_state_names), (size_t)s);
 }
 
 bool egs_gpr_state_parse(const char *s, enum egs_gpr_state *out)
 {
-	for (size_t i = 0; i < EGS_ARRAY_LEN(gpr_state_names); i++) {
-		if (strcmp(s, gpr_state_names[i]) == 0) {
-			*out = (enum egs_gpr_state)i;
-			return true;
-		}
-	}
-	return false;
+	int i;
+	if (!index_of(gpr_state_names, EGS_ARRAY_LEN(gpr_state_names), s, false, &i)) /* exact case */
+		return false;
+	*out = (enum egs_gpr_state)i;
+	return true;
 }
 
 bool egs_gpr_state_unfinished(enum egs_gpr_state s)
