@@ -87,6 +87,43 @@ static void check_full(const struct egs_map *m, const struct keys *ks, void *con
 	free(seen);
 }
 
+/* The set-up the table-wide tests share: n keys from seed, the map under test, and ref[], the value
+ * each key should map to (NULL: absent). */
+struct fixture {
+	struct keys ks;
+	void **ref;
+	struct egs_map m;
+};
+
+static void fx_init(struct fixture *f, size_t n, uint64_t seed)
+{
+	keys_init(&f->ks, n, seed);
+	f->ref = calloc(n, sizeof(void *));
+	assert_non_null(f->ref);
+	egs_map_init(&f->m);
+}
+
+/* Puts key i with version's value, in the map and in ref. */
+static void fx_put(struct fixture *f, size_t i, unsigned version)
+{
+	f->ref[i] = val(i, version);
+	egs_map_put(&f->m, f->ks.k[i], f->ref[i]);
+}
+
+/* Deletes key i, which must return the value ref holds for it. */
+static void fx_del(struct fixture *f, size_t i)
+{
+	assert_ptr_equal(egs_map_del(&f->m, f->ks.k[i]), f->ref[i]);
+	f->ref[i] = NULL;
+}
+
+static void fx_cleanup(struct fixture *f)
+{
+	egs_map_cleanup(&f->m);
+	free(f->ref);
+	keys_cleanup(&f->ks);
+}
+
 static void test_basic(void **state)
 {
 	(void)state;
@@ -172,36 +209,26 @@ static void test_iteration(void **state)
 {
 	(void)state;
 	enum { N = 1000 };
-	struct keys ks;
-	keys_init(&ks, N, 1);
-	void **ref = calloc(N, sizeof(void *));
-	assert_non_null(ref);
-	struct egs_map m;
-	egs_map_init(&m);
-	for (size_t i = 0; i < N; i++) {
-		ref[i] = val(i, 1);
-		egs_map_put(&m, ks.k[i], ref[i]);
-	}
-	check_full(&m, &ks, ref);
+	struct fixture f;
+	fx_init(&f, N, 1);
+	for (size_t i = 0; i < N; i++)
+		fx_put(&f, i, 1);
+	check_full(&f.m, &f.ks, f.ref);
 	/* Delete every third: iteration skips the tombstones and still sees the rest once. */
-	for (size_t i = 0; i < N; i += 3) {
-		assert_ptr_equal(egs_map_del(&m, ks.k[i]), ref[i]);
-		ref[i] = NULL;
-	}
-	check_full(&m, &ks, ref);
+	for (size_t i = 0; i < N; i += 3)
+		fx_del(&f, i);
+	check_full(&f.m, &f.ks, f.ref);
 	/* NULL out-parameters are allowed. */
 	size_t count = 0;
-	for (size_t it = 0; egs_map_next(&m, &it, NULL, NULL);)
+	for (size_t it = 0; egs_map_next(&f.m, &it, NULL, NULL);)
 		count++;
-	assert_int_equal(count, m.len);
+	assert_int_equal(count, f.m.len);
 	/* An exhausted iterator stays exhausted. */
 	size_t it = 0;
-	while (egs_map_next(&m, &it, NULL, NULL))
+	while (egs_map_next(&f.m, &it, NULL, NULL))
 		;
-	assert_false(egs_map_next(&m, &it, NULL, NULL));
-	egs_map_cleanup(&m);
-	free(ref);
-	keys_cleanup(&ks);
+	assert_false(egs_map_next(&f.m, &it, NULL, NULL));
+	fx_cleanup(&f);
 }
 
 static void test_random_against_reference(void **state)
@@ -210,42 +237,33 @@ static void test_random_against_reference(void **state)
 	/* Key counts small and large relative to the op count: dense churn and sparse growth. */
 	static const size_t nkeys[] = { 50, 5000, 60000 };
 	for (size_t round = 0; round < EGS_ARRAY_LEN(nkeys); round++) {
-		struct keys ks;
-		keys_init(&ks, nkeys[round], 100 + round);
-		void **ref = calloc(ks.n, sizeof(void *));
-		unsigned *ver = calloc(ks.n, sizeof(unsigned));
-		assert_non_null(ref);
+		struct fixture f;
+		fx_init(&f, nkeys[round], 100 + round);
+		unsigned *ver = calloc(f.ks.n, sizeof(unsigned));
 		assert_non_null(ver);
-		struct egs_map m;
-		egs_map_init(&m);
 		size_t live = 0;
 		rng_seed(1000 + round);
 		for (size_t op = 0; op < 100000; op++) {
-			size_t i = (size_t)(rng_next() % ks.n);
+			size_t i = (size_t)(rng_next() % f.ks.n);
 			unsigned kind = (unsigned)(rng_next() % 10);
 			if (kind < 5) { /* put or overwrite */
-				if (!ref[i])
+				if (!f.ref[i])
 					live++;
-				ref[i] = val(i, ++ver[i]);
-				egs_map_put(&m, ks.k[i], ref[i]);
+				fx_put(&f, i, ++ver[i]);
 			} else if (kind < 8) { /* delete */
-				void *want = ref[i];
-				assert_ptr_equal(egs_map_del(&m, ks.k[i]), want);
-				if (want)
+				if (f.ref[i])
 					live--;
-				ref[i] = NULL;
+				fx_del(&f, i);
 			} else { /* get */
-				assert_ptr_equal(egs_map_get(&m, ks.k[i]), ref[i]);
+				assert_ptr_equal(egs_map_get(&f.m, f.ks.k[i]), f.ref[i]);
 			}
-			assert_int_equal(m.len, live);
+			assert_int_equal(f.m.len, live);
 			if (op % 20000 == 19999)
-				check_full(&m, &ks, ref);
+				check_full(&f.m, &f.ks, f.ref);
 		}
-		check_full(&m, &ks, ref);
-		egs_map_cleanup(&m);
-		free(ref);
+		check_full(&f.m, &f.ks, f.ref);
 		free(ver);
-		keys_cleanup(&ks);
+		fx_cleanup(&f);
 	}
 }
 
@@ -253,103 +271,77 @@ static void test_tombstones(void **state)
 {
 	(void)state;
 	enum { N = 100000 };
-	struct keys ks;
-	keys_init(&ks, N, 7);
-	void **ref = calloc(N, sizeof(void *));
-	assert_non_null(ref);
-	struct egs_map m;
-	egs_map_init(&m);
+	struct fixture f;
+	fx_init(&f, N, 7);
 
 	/* A sliding window of 8 live keys over 100k distinct keys: every insert lands on fresh ground
 	 * and every delete leaves a tombstone.  The table must recycle them instead of growing. */
 	for (size_t i = 0; i < N; i++) {
-		ref[i] = val(i, 1);
-		egs_map_put(&m, ks.k[i], ref[i]);
-		if (i >= 8) {
-			assert_ptr_equal(egs_map_del(&m, ks.k[i - 8]), ref[i - 8]);
-			ref[i - 8] = NULL;
-		}
-		assert_true(m.len <= 9);
-		assert_true(m.used * 4 < m.cap * 3);
+		fx_put(&f, i, 1);
+		if (i >= 8)
+			fx_del(&f, i - 8);
+		assert_true(f.m.len <= 9);
+		assert_true(f.m.used * 4 < f.m.cap * 3);
 	}
-	assert_true(m.cap <= 64);
-	check_full(&m, &ks, ref);
+	assert_true(f.m.cap <= 64);
+	check_full(&f.m, &f.ks, f.ref);
 
 	/* Delete and re-insert the same keys: a key behind a tombstone in its probe run is still found,
 	 * and a re-insert never makes a duplicate. */
-	egs_map_cleanup(&m);
-	egs_map_init(&m);
-	memset(ref, 0, N * sizeof(void *));
+	egs_map_cleanup(&f.m);
+	egs_map_init(&f.m);
+	memset(f.ref, 0, N * sizeof(void *));
 	enum { W = 1000 };
-	for (size_t i = 0; i < W; i++) {
-		ref[i] = val(i, 1);
-		egs_map_put(&m, ks.k[i], ref[i]);
-	}
+	for (size_t i = 0; i < W; i++)
+		fx_put(&f, i, 1);
 	for (unsigned pass = 2; pass < 12; pass++) {
-		for (size_t i = pass % 2; i < W; i += 2) {
-			assert_ptr_equal(egs_map_del(&m, ks.k[i]), ref[i]);
-			ref[i] = NULL;
-		}
-		check_full(&m, &ks, ref);
-		for (size_t i = pass % 2; i < W; i += 2) {
-			ref[i] = val(i, pass);
-			egs_map_put(&m, ks.k[i], ref[i]);
-		}
-		check_full(&m, &ks, ref);
+		for (size_t i = pass % 2; i < W; i += 2)
+			fx_del(&f, i);
+		check_full(&f.m, &f.ks, f.ref);
+		for (size_t i = pass % 2; i < W; i += 2)
+			fx_put(&f, i, pass);
+		check_full(&f.m, &f.ks, f.ref);
 		/* Overwrites of keys that sit past tombstones replace, not add. */
-		for (size_t i = 0; i < W; i += 7) {
-			ref[i] = val(i, pass + 100);
-			egs_map_put(&m, ks.k[i], ref[i]);
-		}
-		assert_int_equal(m.len, W);
+		for (size_t i = 0; i < W; i += 7)
+			fx_put(&f, i, pass + 100);
+		assert_int_equal(f.m.len, W);
 	}
-	check_full(&m, &ks, ref);
-	assert_true(m.cap <= 4096); /* 1000 live keys: no runaway growth from churn */
-	egs_map_cleanup(&m);
-	free(ref);
-	keys_cleanup(&ks);
+	check_full(&f.m, &f.ks, f.ref);
+	assert_true(f.m.cap <= 4096); /* 1000 live keys: no runaway growth from churn */
+	fx_cleanup(&f);
 }
 
 static void test_growth(void **state)
 {
 	(void)state;
 	enum { N = 100000 };
-	struct keys ks;
-	keys_init(&ks, N, 3);
-	void **ref = calloc(N, sizeof(void *));
-	assert_non_null(ref);
-	struct egs_map m;
-	egs_map_init(&m);
+	struct fixture f;
+	fx_init(&f, N, 3);
 	size_t grows = 0, cap = 0;
 	for (size_t i = 0; i < N; i++) {
-		ref[i] = val(i, 1);
-		egs_map_put(&m, ks.k[i], ref[i]);
-		if (m.cap != cap) {
-			assert_true(m.cap > cap); /* never shrinks while inserting */
-			cap = m.cap;
+		fx_put(&f, i, 1);
+		if (f.m.cap != cap) {
+			assert_true(f.m.cap > cap); /* never shrinks while inserting */
+			cap = f.m.cap;
 			grows++;
 			/* Right after a resize every key inserted so far is still there. */
 			for (size_t j = 0; j <= i; j++)
-				assert_ptr_equal(egs_map_get(&m, ks.k[j]), ref[j]);
+				assert_ptr_equal(egs_map_get(&f.m, f.ks.k[j]), f.ref[j]);
 		}
-		assert_int_equal(m.len, i + 1);
+		assert_int_equal(f.m.len, i + 1);
 	}
 	assert_true(grows >= 10); /* 16 .. 256k */
-	assert_true(m.cap >= N * 4 / 3);
-	assert_true(m.cap <= N * 4); /* no more than one doubling beyond what is needed */
-	check_full(&m, &ks, ref);
+	assert_true(f.m.cap >= N * 4 / 3);
+	assert_true(f.m.cap <= N * 4); /* no more than one doubling beyond what is needed */
+	check_full(&f.m, &f.ks, f.ref);
 	/* Then empty it again: every delete returns its value, nothing is left to iterate. */
-	for (size_t i = 0; i < N; i++) {
-		assert_ptr_equal(egs_map_del(&m, ks.k[i]), ref[i]);
-		ref[i] = NULL;
-	}
-	assert_int_equal(m.len, 0);
+	for (size_t i = 0; i < N; i++)
+		fx_del(&f, i);
+	assert_int_equal(f.m.len, 0);
 	size_t it = 0;
-	assert_false(egs_map_next(&m, &it, NULL, NULL));
-	check_full(&m, &ks, ref);
-	egs_map_cleanup(&m);
-	free(ref);
-	keys_cleanup(&ks);
+	assert_false(egs_map_next(&f.m, &it, NULL, NULL));
+	check_full(&f.m, &f.ks, f.ref);
+	fx_cleanup(&f);
 }
 
 int main(void)
