@@ -126,6 +126,15 @@ static void reload(const char *path, struct egs_state *st, const struct egs_stat
 	egs_store_free(s);
 }
 
+/* The set-up most tests share: a fresh temporary database, opened, and *st initialised empty. */
+static struct egs_store *open_fresh(struct tmpdb *t, struct egs_state *st)
+{
+	tmpdb_init(t);
+	struct egs_store *s = open_store(t->path);
+	egs_state_init(st, NULL);
+	return s;
+}
+
 static void commit(struct egs_store *s, struct egs_state *st)
 {
 	assert_int_equal(egs_store_commit_changes(s, st), EGS_OK);
@@ -598,9 +607,7 @@ static void test_roundtrip(void **unused)
 	(void)unused;
 	struct tmpdb t;
 	struct egs_state a, b;
-	tmpdb_init(&t);
-	struct egs_store *s = open_store(t.path);
-	egs_state_init(&a, NULL);
+	struct egs_store *s = open_fresh(&t, &a);
 	populate(&a);
 	commit(s, &a);
 	egs_store_free(s);
@@ -680,9 +687,7 @@ static void test_docs_roundtrip(void **unused)
 	(void)unused;
 	struct tmpdb t;
 	struct egs_state a, b;
-	tmpdb_init(&t);
-	struct egs_store *s = open_store(t.path);
-	egs_state_init(&a, NULL);
+	struct egs_store *s = open_fresh(&t, &a);
 	struct egs_doc *t1 = mk_doc("train", "{\"clusterName\":\"worker-1\",\"numberOfGPUs\":4}", 1700000000);
 	struct egs_doc *t2 = mk_doc("team-a", "{\"clusterName\":\"worker-2\"}", 1700000010);
 	struct egs_doc *b1 = mk_doc("team-a", "{\"clusters\":[],\"enableAutoGPR\":false}", 1700000020);
@@ -750,9 +755,7 @@ static void test_rollback_keeps_previous_state(void **unused)
 	(void)unused;
 	struct tmpdb t;
 	struct egs_state st, b;
-	tmpdb_init(&t);
-	struct egs_store *s = open_store(t.path);
-	egs_state_init(&st, NULL);
+	struct egs_store *s = open_fresh(&t, &st);
 	struct egs_project *keep = mk_project("keep", 1);
 	assert_int_equal(egs_state_add_project(&st, keep), EGS_OK);
 	egs_state_touch(&st, EGS_KIND_PROJECT, keep);
@@ -797,9 +800,7 @@ static void test_events_retention_and_prune(void **unused)
 	(void)unused;
 	struct tmpdb t;
 	struct egs_state st, b;
-	tmpdb_init(&t);
-	struct egs_store *s = open_store(t.path);
-	egs_state_init(&st, NULL);
+	struct egs_store *s = open_fresh(&t, &st);
 	for (int i = 0; i < 12; i++) /* ids 1..12, times 100..111 */
 		egs_state_event(&st, 100 + i, "Normal", "Tick", "GPR", "gpr-x", "ws-a", "tick %d", i);
 	commit(s, &st);
@@ -860,9 +861,7 @@ static void test_queue_restored(void **unused)
 		{ "gpr-done", EGS_GPR_COMPLETE, 900, 10 },  { "gpr-q4", EGS_GPR_QUEUED, 200, 11 },
 	};
 	static const char *const order[] = { "gpr-q2", "gpr-q4", "gpr-q3", "gpr-q1" };
-	tmpdb_init(&t);
-	struct egs_store *s = open_store(t.path);
-	egs_state_init(&st, NULL);
+	struct egs_store *s = open_fresh(&t, &st);
 	for (size_t i = 0; i < EGS_ARRAY_LEN(gs); i++) {
 		struct egs_gpr *g = mk_gpr(gs[i].id, gs[i].state, gs[i].priority, gs[i].seq);
 		assert_int_equal(egs_state_add_gpr(&st, g), EGS_OK);
@@ -946,9 +945,7 @@ static void test_corrupt_columns(void **unused)
 		struct tmpdb t;
 		print_message("corrupt: %s\n", cases[i].sql);
 		struct egs_state st;
-		tmpdb_init(&t);
-		struct egs_store *s = open_store(t.path);
-		egs_state_init(&st, NULL);
+		struct egs_store *s = open_fresh(&t, &st);
 		populate(&st);
 		commit(s, &st);
 		egs_store_free(s);
@@ -966,9 +963,7 @@ static void test_unencodable_list_fails(void **unused)
 	(void)unused;
 	struct tmpdb t;
 	struct egs_state st, b;
-	tmpdb_init(&t);
-	struct egs_store *s = open_store(t.path);
-	egs_state_init(&st, NULL);
+	struct egs_store *s = open_fresh(&t, &st);
 	struct egs_workspace *w = mk_workspace("ws-a", true);
 	egs_strlcpy(w->namespaces[1].name, "bad-\xff", sizeof(w->namespaces[1].name));
 	assert_int_equal(egs_state_add_workspace(&st, w), EGS_OK);
@@ -1034,9 +1029,7 @@ static void test_commit_timing(void **unused)
 	static double us[BATCHES];
 	struct tmpdb t;
 	struct egs_state st;
-	tmpdb_init(&t);
-	struct egs_store *s = open_store(t.path);
-	egs_state_init(&st, NULL);
+	struct egs_store *s = open_fresh(&t, &st);
 	for (int b = 0; b < BATCHES; b++) {
 		for (int i = 0; i < PER; i++) {
 			char id[EGS_ID_MAX];
@@ -1235,9 +1228,7 @@ static void test_pg_survives_server_restart(void **unused)
 	struct tmpdb t;
 	struct egs_state st, b;
 	char id[32];
-	tmpdb_init(&t);
-	struct egs_store *s = open_store(t.path);
-	egs_state_init(&st, NULL);
+	struct egs_store *s = open_fresh(&t, &st);
 	for (int i = 0; i < 1000; i++) {
 		snprintf(id, sizeof(id), "gpr-big-%04d", i);
 		struct egs_gpr *g = mk_gpr(id, EGS_GPR_QUEUED, 100, (uint64_t)i + 1);
