@@ -176,6 +176,20 @@ static struct egs_node *add_h100(struct egs_state *st, const char *cluster, cons
 	return add_node(st, cluster, name, "NVIDIA-H100-80GB-HBM3", "p5.48xlarge", 8, 81920, now);
 }
 
+/* Adds count H100 nodes to cluster, named n<first> .. n<first + count - 1> in that order; out (may
+ * be NULL) receives them. */
+static void add_h100s(struct egs_state *st, const char *cluster, int first, int count, struct egs_node **out,
+		      int64_t now)
+{
+	for (int i = 0; i < count; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "n%d", first + i);
+		struct egs_node *n = add_h100(st, cluster, name, now);
+		if (out)
+			out[i] = n;
+	}
+}
+
 /* Adds a workspace over the given clusters (a NULL-terminated list). */
 static struct egs_workspace *add_ws(struct egs_state *st, const char *name, ...)
 {
@@ -303,6 +317,14 @@ static int64_t settle(struct egs_state *st, int64_t now)
 		if (!ack_all(st, now))
 			return next;
 	}
+}
+
+/* Settles turn after turn from t while g is still queued; returns the time of the next turn. */
+static int64_t settle_while_queued(struct egs_state *st, const struct egs_gpr *g, int64_t t)
+{
+	while (g->state == EGS_GPR_QUEUED)
+		t = settle(st, t);
+	return t;
 }
 
 /* Structural invariants of the state that every test may rely on. */
@@ -687,12 +709,10 @@ static void test_reservation_no_starvation(void **state)
 
 	/* And the plan holds: the head starts at its estimate, late right after. */
 	int64_t t = now + 20;
-	while (head->state == EGS_GPR_QUEUED)
-		t = settle(st, t);
+	t = settle_while_queued(st, head, t);
 	assert_int_equal(head->start_ts, head_est);
 	assert_int_equal(late->state, EGS_GPR_QUEUED);
-	while (late->state == EGS_GPR_QUEUED)
-		t = settle(st, t);
+	t = settle_while_queued(st, late, t);
 	assert_int_equal(late->start_ts, head_est + 500);
 	check_consistency(st);
 	done(st);
@@ -1106,9 +1126,7 @@ static struct egs_state *preempt_world(int64_t *now, struct egs_gpr **l)
 	const char *ws[] = { "wa", "wb", "wc", "hi", "hi2" };
 	for (size_t i = 0; i < 5; i++)
 		add_ws(st, ws[i], "c1", NULL);
-	add_h100(st, "c1", "n1", T0);
-	add_h100(st, "c1", "n2", T0);
-	add_h100(st, "c1", "n3", T0);
+	add_h100s(st, "c1", 1, 3, NULL, T0);
 	int64_t t = T0;
 	int64_t offset[] = { 0, 600, 900 };
 	for (size_t i = 0; i < 3; i++) {
@@ -1268,9 +1286,7 @@ static void test_backfill_short_before_reservation(void **state)
 		backfill_cfg = on;
 		struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
 		int64_t now = T0;
-		add_h100(st, "c1", "n1", now);
-		add_h100(st, "c1", "n2", now);
-		add_h100(st, "c1", "n3", now);
+		add_h100s(st, "c1", 1, 3, NULL, now);
 		static const char *const wss[] = { "wx", "wa", "ws", "wm", "wl" };
 		for (size_t i = 0; i < 5; i++)
 			add_ws(st, wss[i], "c1", NULL);
@@ -1292,11 +1308,9 @@ static void test_backfill_short_before_reservation(void **state)
 			assert_int_equal(m->est_start, now + 1500);
 		}
 		assert_int_equal(l->est_start, now + 1500);
-		while (a->state == EGS_GPR_QUEUED)
-			t = settle(st, t);
+		t = settle_while_queued(st, a, t);
 		assert_int_equal(a->start_ts, now + 1000);
-		while (l->state == EGS_GPR_QUEUED)
-			t = settle(st, t);
+		t = settle_while_queued(st, l, t);
 		assert_int_equal(l->start_ts, now + 1500);
 		check_consistency(st);
 		done(st);
@@ -1339,8 +1353,7 @@ static void test_backfill_workspace_hole(void **state)
 			assert_int_equal(w2->est_start, now + 1100);
 			assert_int_equal(w3->est_start, now + 1400);
 		}
-		while (w3->state == EGS_GPR_QUEUED)
-			t = settle(st, t);
+		t = settle_while_queued(st, w3, t);
 		assert_int_equal(w1->start_ts, now + 1000);
 		assert_int_equal(w3->start_ts, now + (on ? 1100 : 1400));
 		check_consistency(st);
@@ -1454,8 +1467,7 @@ static void test_backfill_early_release_held(void **state)
 		assert_int_equal(b->est_start, now + 200);
 		/* B starts at +200 as promised; then the release delays nobody and applies: A starts
 		 * when B leaves n2, at +800, earlier than its +1000. */
-		while (a->state == EGS_GPR_QUEUED)
-			t = settle(st, t);
+		t = settle_while_queued(st, a, t);
 		assert_int_equal(b->start_ts, now + 200);
 		assert_int_equal(a->start_ts, now + 800);
 		assert_int_equal(st->held.len, 0);
@@ -1653,10 +1665,8 @@ static void test_early_release_never_later_two_clusters(void **state)
 	(void)state;
 	struct egs_state *st = state_new(0, 0, LONG_HEARTBEAT);
 	int64_t now = T0;
-	add_h100(st, "c1", "n1", now);
-	add_h100(st, "c1", "n2", now);
-	add_h100(st, "c2", "n1", now);
-	add_h100(st, "c2", "n2", now);
+	add_h100s(st, "c1", 1, 2, NULL, now);
+	add_h100s(st, "c2", 1, 2, NULL, now);
 	static const char *const hold_cl[] = { "c1", "c1", "c2", "c2" };
 	static const int64_t hold_dur[] = { 50, 1000, 60, 65 };
 	struct egs_gpr *hold[4];
@@ -1688,8 +1698,7 @@ static void test_early_release_never_later_two_clusters(void **state)
 	assert_int_equal(st->held.len, 1);
 	assert_int_equal(a->est_start, now + 50);
 	assert_int_equal(b->est_start, now + 65);
-	while (b->state == EGS_GPR_QUEUED)
-		t = settle(st, t);
+	t = settle_while_queued(st, b, t);
 	assert_int_equal(a->start_ts, now + 50);
 	assert_int_equal(b->start_ts, now + 65);
 	assert_int_equal(b->delayed_count, 0);
@@ -1734,8 +1743,7 @@ static void test_early_release_never_later_two_shapes(void **state)
 	assert_int_equal(b->est_start, now + 60);
 	/* A starts at +40 on the small node; then nobody is left for the release to delay, so it
 	 * applies and B starts at once, earlier than promised. */
-	while (b->state == EGS_GPR_QUEUED)
-		t = settle(st, t);
+	t = settle_while_queued(st, b, t);
 	assert_int_equal(a->start_ts, now + 40);
 	assert_int_equal(b->start_ts, now + 40);
 	assert_string_equal(big->gpr_id, "b");
@@ -1814,11 +1822,7 @@ static void test_attach_failure(void **state)
 	struct egs_state *st = state_new(3, 0, LONG_HEARTBEAT);
 	int64_t now = T0;
 	struct egs_node *n[4];
-	for (int i = 0; i < 4; i++) {
-		char name[16];
-		snprintf(name, sizeof(name), "n%d", i);
-		n[i] = add_h100(st, "c1", name, now);
-	}
+	add_h100s(st, "c1", 0, 4, n, now);
 	add_ws(st, "ws1", "c1", NULL);
 	struct egs_gpr *g = submit(st, mk_gpr("g", "ws1", 1, 8, 600, 100), now);
 
@@ -1891,11 +1895,7 @@ static void test_attach_failure_multi_node(void **state)
 	struct egs_state *st = state_new(3, 0, LONG_HEARTBEAT);
 	int64_t now = T0;
 	struct egs_node *n[3];
-	for (int i = 0; i < 3; i++) {
-		char name[16];
-		snprintf(name, sizeof(name), "n%d", i);
-		n[i] = add_h100(st, "c1", name, now);
-	}
+	add_h100s(st, "c1", 0, 3, n, now);
 	add_ws(st, "ws1", "c1", NULL);
 	struct egs_gpr *g = submit(st, mk_gpr("g", "ws1", 2, 8, 600, 100), now);
 	sched_run(st, now);
@@ -1974,8 +1974,7 @@ static void test_next_wake_includes_provision_timeout(void **state)
 	(void)state;
 	struct egs_state *st = state_new(3, 300, LONG_HEARTBEAT);
 	int64_t now = T0;
-	add_h100(st, "c1", "n1", now);
-	add_h100(st, "c1", "n2", now);
+	add_h100s(st, "c1", 1, 2, NULL, now);
 	add_ws(st, "ws1", "c1", NULL);
 	struct egs_gpr *a = submit(st, mk_gpr("a", "ws1", 1, 8, 3600, 100), now);
 	submit(st, mk_gpr("b", "ws1", 1, 8, 3600, 100), now);
