@@ -32,7 +32,13 @@ struct field {
 	const char *key;  /* in the manifest's spec */
 	const char *wire; /* in the API request */
 	enum ftype type;
-	bool required;
+	unsigned flags; /* F_* */
+};
+
+enum {
+	F_REQUIRED = 1u << 0, /* in its kind's spec */
+	F_TMPL = 1u << 1,     /* gpr_fields only: in a GPRTemplate's spec too... */
+	F_TMPL_REQ = 1u << 2, /* ...and required there */
 };
 
 struct kind_def {
@@ -41,107 +47,93 @@ struct kind_def {
 	const char *name_wire; /* the wire field that metadata.name fills */
 	bool spec_required;
 	const struct field *fields;
+	bool tmpl; /* its fields are the rows of fields with F_TMPL (a template is a GPR's shape) */
 };
 
+/* A GPR's spec; the rows with F_TMPL are a GPR template's too (docs/templates.md; the server checks
+ * a binding's clusters), in the same order, so a template that lacks several required fields is told
+ * of the first of clusterName, numberOfGPUs, numberOfGPUNodes, exitDuration. */
 static const struct field gpr_fields[] = {
-	{"requestName", "gprName", T_STR, false},
-	{"gprName", "gprName", T_STR, false},
-	{"sliceName", "sliceName", T_STR, true},
-	{"clusterName", "clusterName", T_STR, false},
-	{"numberOfGPUNodes", "numberOfGPUNodes", T_INT, true},
-	{"numberOfGPUs", "numberOfGPUs", T_INT, false},
-	{"instanceType", "instanceType", T_STR, false},
-	{"gpuShape", "gpuShape", T_STR, false},
-	{"memoryPerGpu", "memoryPerGpu", T_INT, false},
-	{"memoryPerGPU", "memoryPerGpu", T_INT, false},
-	{"exitDuration", "exitDuration", T_DUR, true},
-	{"priority", "priority", T_INT, false},
-	{"earlyRelease", "earlyRelease", T_BOOL, false},
-	{"idleTimeOutDuration", "idleTimeOutDuration", T_DUR, false},
-	{"enforceIdleTimeOut", "enforceIdleTimeOut", T_BOOL, false},
-	{"enableEviction", "enableEviction", T_BOOL, false},
-	{"requeueOnFailure", "requeueOnFailure", T_BOOL, false},
-	{"preferredClusters", "preferredClusters", T_LIST, false},
-	{"enableAutoClusterSelection", "enableAutoClusterSelection", T_BOOL, false},
-	{"enableAutoGpuSelection", "enableAutoGpuSelection", T_BOOL, false},
-	{"multiNode", "multiNode", T_BOOL, false},
-	{"dedicatedNodes", "dedicatedNodes", T_BOOL, false},
-	{"enableRDMA", "enableRDMA", T_BOOL, false},
-	{"enableSecondaryNetwork", "enableSecondaryNetwork", T_BOOL, false},
-	{"gpuSharingMode", "gpuSharingMode", T_STR, false},
-	{"templateName", "templateName", T_STR, false},
-	{NULL, NULL, T_ANY, false},
+	{"requestName", "gprName", T_STR, 0},
+	{"gprName", "gprName", T_STR, 0},
+	{"sliceName", "sliceName", T_STR, F_REQUIRED},
+	{"clusterName", "clusterName", T_STR, F_TMPL | F_TMPL_REQ},
+	{"numberOfGPUs", "numberOfGPUs", T_INT, F_TMPL | F_TMPL_REQ},
+	{"numberOfGPUNodes", "numberOfGPUNodes", T_INT, F_REQUIRED | F_TMPL | F_TMPL_REQ},
+	{"instanceType", "instanceType", T_STR, F_TMPL},
+	{"gpuShape", "gpuShape", T_STR, F_TMPL},
+	{"memoryPerGpu", "memoryPerGpu", T_INT, F_TMPL},
+	{"memoryPerGPU", "memoryPerGpu", T_INT, F_TMPL},
+	{"exitDuration", "exitDuration", T_DUR, F_REQUIRED | F_TMPL | F_TMPL_REQ},
+	{"priority", "priority", T_INT, F_TMPL},
+	{"earlyRelease", "earlyRelease", T_BOOL, 0},
+	{"idleTimeOutDuration", "idleTimeOutDuration", T_DUR, F_TMPL},
+	{"enforceIdleTimeOut", "enforceIdleTimeOut", T_BOOL, F_TMPL},
+	{"enableEviction", "enableEviction", T_BOOL, F_TMPL},
+	{"requeueOnFailure", "requeueOnFailure", T_BOOL, F_TMPL},
+	{"preferredClusters", "preferredClusters", T_LIST, 0},
+	{"enableAutoClusterSelection", "enableAutoClusterSelection", T_BOOL, 0},
+	{"enableAutoGpuSelection", "enableAutoGpuSelection", T_BOOL, 0},
+	{"multiNode", "multiNode", T_BOOL, 0},
+	{"dedicatedNodes", "dedicatedNodes", T_BOOL, 0},
+	{"enableRDMA", "enableRDMA", T_BOOL, 0},
+	{"enableSecondaryNetwork", "enableSecondaryNetwork", T_BOOL, 0},
+	{"gpuSharingMode", "gpuSharingMode", T_STR, 0},
+	{"templateName", "templateName", T_STR, 0},
+	{NULL, NULL, T_ANY, 0},
 };
 
 static const struct field ws_fields[] = {
-	{"clusters", "clusters", T_LIST, true},
-	{"namespaces", "namespaces", T_LIST, false},
-	{"username", "username", T_STR, false},
-	{"email", "email", T_STR, false},
-	{"description", "description", T_STR, false},
-	{"projectName", "projectName", T_STR, false},
-	{NULL, NULL, T_ANY, false},
+	{"clusters", "clusters", T_LIST, F_REQUIRED},
+	{"namespaces", "namespaces", T_LIST, 0},
+	{"username", "username", T_STR, 0},
+	{"email", "email", T_STR, 0},
+	{"description", "description", T_STR, 0},
+	{"projectName", "projectName", T_STR, 0},
+	{NULL, NULL, T_ANY, 0},
 };
 
 static const struct field cluster_fields[] = {
-	{"apiServer", "apiServer", T_STR, false},
-	{"caData", "caData", T_STR, false},
-	{"projectName", "projectName", T_STR, false},
-	{NULL, NULL, T_ANY, false},
+	{"apiServer", "apiServer", T_STR, 0},
+	{"caData", "caData", T_STR, 0},
+	{"projectName", "projectName", T_STR, 0},
+	{NULL, NULL, T_ANY, 0},
 };
 
 /* The fields of ../shared/reference/egs-api.md's workspace policy object, and egsd's additions
  * (concurrentGpuQuota, maxNodesPerGpr, softLimits: docs/policies.md).  priorityRange and softLimits
  * are objects the server checks member by member. */
 static const struct field policy_fields[] = {
-	{"workspaceName", "workspaceName", T_STR, false},
-	{"sliceName", "workspaceName", T_STR, false},
-	{"maxGPRs", "maxGPRs", T_INT, false},
-	{"maxExitDurationPerGPR", "maxExitDurationPerGPR", T_DUR, false},
-	{"priorityRange", "priorityRange", T_ANY, false},
-	{"enableAutoEviction", "enableAutoEviction", T_BOOL, false},
-	{"requeueOnFailure", "requeueOnFailure", T_BOOL, false},
-	{"gpuShapes", "gpuShapes", T_LIST, false},
-	{"maxGPUPerGpr", "maxGPUPerGpr", T_INT, false},
-	{"maxMemoryPerGpr", "maxMemoryPerGpr", T_INT, false},
-	{"concurrentGpuQuota", "concurrentGpuQuota", T_INT, false},
-	{"maxNodesPerGpr", "maxNodesPerGpr", T_INT, false},
-	{"softLimits", "softLimits", T_ANY, false},
-	{NULL, NULL, T_ANY, false},
-};
-
-/* GPR templates and template bindings (docs/templates.md); the server checks the binding's clusters. */
-static const struct field template_fields[] = {
-	{"clusterName", "clusterName", T_STR, true},
-	{"numberOfGPUs", "numberOfGPUs", T_INT, true},
-	{"numberOfGPUNodes", "numberOfGPUNodes", T_INT, true},
-	{"memoryPerGpu", "memoryPerGpu", T_INT, false},
-	{"memoryPerGPU", "memoryPerGpu", T_INT, false},
-	{"gpuShape", "gpuShape", T_STR, false},
-	{"instanceType", "instanceType", T_STR, false},
-	{"exitDuration", "exitDuration", T_DUR, true},
-	{"priority", "priority", T_INT, false},
-	{"enforceIdleTimeOut", "enforceIdleTimeOut", T_BOOL, false},
-	{"idleTimeOutDuration", "idleTimeOutDuration", T_DUR, false},
-	{"enableEviction", "enableEviction", T_BOOL, false},
-	{"requeueOnFailure", "requeueOnFailure", T_BOOL, false},
-	{NULL, NULL, T_ANY, false},
+	{"workspaceName", "workspaceName", T_STR, 0},
+	{"sliceName", "workspaceName", T_STR, 0},
+	{"maxGPRs", "maxGPRs", T_INT, 0},
+	{"maxExitDurationPerGPR", "maxExitDurationPerGPR", T_DUR, 0},
+	{"priorityRange", "priorityRange", T_ANY, 0},
+	{"enableAutoEviction", "enableAutoEviction", T_BOOL, 0},
+	{"requeueOnFailure", "requeueOnFailure", T_BOOL, 0},
+	{"gpuShapes", "gpuShapes", T_LIST, 0},
+	{"maxGPUPerGpr", "maxGPUPerGpr", T_INT, 0},
+	{"maxMemoryPerGpr", "maxMemoryPerGpr", T_INT, 0},
+	{"concurrentGpuQuota", "concurrentGpuQuota", T_INT, 0},
+	{"maxNodesPerGpr", "maxNodesPerGpr", T_INT, 0},
+	{"softLimits", "softLimits", T_ANY, 0},
+	{NULL, NULL, T_ANY, 0},
 };
 
 static const struct field binding_fields[] = {
-	{"clusters", "clusters", T_ANY, true},
-	{"enableAutoGPR", "enableAutoGPR", T_BOOL, false},
-	{NULL, NULL, T_ANY, false},
+	{"clusters", "clusters", T_ANY, F_REQUIRED},
+	{"enableAutoGPR", "enableAutoGPR", T_BOOL, 0},
+	{NULL, NULL, T_ANY, 0},
 };
 
 /* Indexed by enum egs_manifest_kind. */
 static const struct kind_def kinds[] = {
-	[EGS_MANIFEST_CLUSTER] = {"Cluster", "cluster", "clusterName", false, cluster_fields},
-	[EGS_MANIFEST_WORKSPACE] = {"SliceWorkspace", "workspace", "workspaceName", true, ws_fields},
-	[EGS_MANIFEST_POLICY] = {"WorkspacePolicy", "workspacepolicy", "workspaceName", true, policy_fields},
-	[EGS_MANIFEST_TEMPLATE] = {"GPRTemplate", "gprtemplate", "name", true, template_fields},
-	[EGS_MANIFEST_BINDING] = {"GPRTemplateBinding", "gprtemplatebinding", "workspaceName", true, binding_fields},
-	[EGS_MANIFEST_GPR] = {"GPUProvisioningRequest", "gpr", "gprName", true, gpr_fields},
+	[EGS_MANIFEST_CLUSTER] = {"Cluster", "cluster", "clusterName", false, cluster_fields, false},
+	[EGS_MANIFEST_WORKSPACE] = {"SliceWorkspace", "workspace", "workspaceName", true, ws_fields, false},
+	[EGS_MANIFEST_POLICY] = {"WorkspacePolicy", "workspacepolicy", "workspaceName", true, policy_fields, false},
+	[EGS_MANIFEST_TEMPLATE] = {"GPRTemplate", "gprtemplate", "name", true, gpr_fields, true},
+	[EGS_MANIFEST_BINDING] = {"GPRTemplateBinding", "gprtemplatebinding", "workspaceName", true, binding_fields, false},
+	[EGS_MANIFEST_GPR] = {"GPUProvisioningRequest", "gpr", "gprName", true, gpr_fields, false},
 };
 
 /* Accumulated error lines. */
@@ -534,31 +526,36 @@ struct doc {
 	yaml_node_t *root;
 };
 
-static size_t n_fields(const struct field *f)
+/* Whether field f (a row of def->fields) is one of def's. */
+static bool has_field(const struct kind_def *def, const struct field *f)
 {
-	size_t n = 0;
-	while (f[n].key)
-		n++;
-	return n;
+	return !def->tmpl || (f->flags & F_TMPL);
 }
 
-static const struct field *find_field(const struct field *fields, const char *key)
+static bool field_required(const struct kind_def *def, const struct field *f)
 {
-	for (const struct field *f = fields; f->key; f++)
-		if (!strcmp(f->key, key))
+	return (f->flags & (def->tmpl ? F_TMPL_REQ : F_REQUIRED)) != 0;
+}
+
+static const struct field *find_field(const struct kind_def *def, const char *key)
+{
+	for (const struct field *f = def->fields; f->key; f++)
+		if (has_field(def, f) && !strcmp(f->key, key))
 			return f;
 	return NULL;
 }
 
-/* Suggests among the keys of fields. */
-static bool unknown_spec_key(struct parse *p, yaml_node_t *k, const char *key, const struct field *fields)
+/* Suggests among the keys of def's fields. */
+static bool unknown_spec_key(struct parse *p, yaml_node_t *k, const char *key, const struct kind_def *def)
 {
 	const char *known[40];
-	size_t n = n_fields(fields);
+	size_t n = 0;
 
-	EGS_ASSERT(n <= EGS_ARRAY_LEN(known));
-	for (size_t i = 0; i < n; i++)
-		known[i] = fields[i].key;
+	for (const struct field *f = def->fields; f->key; f++) {
+		EGS_ASSERT(n < EGS_ARRAY_LEN(known));
+		if (has_field(def, f))
+			known[n++] = f->key;
+	}
 	return unknown_key(p, k, "spec.", key, known, n);
 }
 
@@ -571,9 +568,9 @@ static bool spec_pair(struct parse *p, struct doc *d, yaml_node_t *k, yaml_node_
 
 	if (!key)
 		return failf(p, k, "spec: keys must be plain strings");
-	f = find_field(d->def->fields, key);
+	f = find_field(d->def, key);
 	if (!f)
-		return unknown_spec_key(p, k, key, d->def->fields);
+		return unknown_spec_key(p, k, key, d->def);
 	if (json_object_get(seen, key))
 		return failf(p, k, "spec.%s: duplicate key", key);
 	json_object_set_new(seen, key, json_true());
@@ -608,7 +605,7 @@ static bool parse_spec(struct parse *p, struct doc *d)
 	/* A GPR from a template takes its shape from there: only sliceName stays required. */
 	bool templated = d->kind == EGS_MANIFEST_GPR && json_object_get(d->body, "templateName");
 	for (const struct field *f = d->def->fields; ok && f->key; f++)
-		if (f->required && !json_object_get(d->body, f->wire) && (!templated || !strcmp(f->wire, "sliceName")))
+		if (field_required(d->def, f) && !json_object_get(d->body, f->wire) && (!templated || !strcmp(f->wire, "sliceName")))
 			ok = failf(p, s, "spec.%s is required for a %s", f->key, d->def->kind);
 	return ok;
 }

@@ -437,6 +437,14 @@ static void test_template_and_binding_differs(void **state)
 	assert_fails("apiVersion: egs.avesha.io/v1\nkind: GPRTemplate\nmetadata: {name: t}\nspec:\n  clusterName: c1\n"
 		     "  numberOfGPUs: 1\n  numberOfGPUNodes: 1\n",
 		     "spec.exitDuration is required for a GPRTemplate");
+	/* a template's fields are a GPR's shape: its required ones in order, no GPR-only field */
+	assert_fails("apiVersion: egs.avesha.io/v1\nkind: GPRTemplate\nmetadata: {name: t}\nspec:\n  clusterName: c1\n"
+		     "  exitDuration: 1h\n",
+		     "spec.numberOfGPUs is required for a GPRTemplate");
+	assert_fails("apiVersion: egs.avesha.io/v1\nkind: GPRTemplate\nmetadata: {name: t}\nspec:\n  earlyRelease: true\n",
+		     "spec.earlyRelease: unknown field");
+	assert_fails("apiVersion: egs.avesha.io/v1\nkind: GPRTemplate\nmetadata: {name: t}\nspec:\n  sliceName: ws\n",
+		     "spec.sliceName: unknown field");
 	/* a GPR from a template needs only its workspace */
 	assert_int_equal(parse(&m, "apiVersion: egs.avesha.io/v1\nkind: GPUProvisioningRequest\nmetadata: {name: g}\n"
 				   "spec: {sliceName: ws, templateName: t}\n"),
