@@ -7,6 +7,15 @@
  * A bearer token is "egs1.<key id>.<expiry>.<mac>" with an HMAC-SHA512/256 (crypto_auth) under a
  * secret kept in the store: verifying one costs one MAC and one map lookup, and deleting or expiring
  * the key revokes its tokens at once.  Neither keys nor tokens are ever logged.
+ *
+ * The credential cache (issue 16): a credential that authenticated once is found again by a keyed
+ * SipHash-128 of its text (a PRF under a random key drawn at start, so a tag cannot be forged or made
+ * to collide) instead of a BLAKE2b hash and a map lookup by hash (a key) or an HMAC (a token).  A hit
+ * names the key by its id and carries the key hash seen at first sight; the key is then looked up by
+ * id on every request and its stored hash compared in constant time, so deleting a key (or a reload
+ * that replaced it) fails the very next request, and expiry is checked as before.  Only tags, ids and
+ * hashes are kept, never a credential's text.  Tokens are cached under the token secret they were
+ * checked with: another secret (a follower that loaded its leader's) empties the cache.
  */
 #include "server/server.h"
 
@@ -88,8 +97,9 @@ static bool fill_principal(struct egs_req *r, const struct egs_apikey *k)
 	return true;
 }
 
-/* Checks a token; returns the key or NULL (with *err set). */
-static const struct egs_apikey *check_token(struct egs_req *r, const char *tok, enum egs_err *err)
+/* Checks a token; returns the key (*token_exp its expiry) or NULL (with *err set). */
+static const struct egs_apikey *check_token(struct egs_req *r, const char *tok, enum egs_err *err,
+						int64_t *token_exp)
 {
 	struct egs_server *srv = r->srv;
 	*err = EGS_ERR_UNAUTHENTICATED;
@@ -119,6 +129,96 @@ static const struct egs_apikey *check_token(struct egs_req *r, const char *tok, 
 		*err = EGS_ERR_EXPIRED;
 		return NULL;
 	}
+	*token_exp = exp;
+	return k;
+}
+
+/* ---- the credential cache ---- */
+
+#define AUTH_CACHE_SLOTS 256 /* direct-mapped; a slot is ~100 bytes */
+_Static_assert(crypto_shorthash_siphashx24_BYTES == 16, "the tag is compared with crypto_verify_16");
+
+struct auth_slot {
+	unsigned char tag[crypto_shorthash_siphashx24_BYTES]; /* keyed hash of the credential text */
+	unsigned char hash[32];                               /* the key's hash at first sight */
+	char key_id[EGS_ID_MAX];
+	int64_t token_exp; /* a token's expiry; 0 for an API key */
+	bool used;
+};
+
+/* One per process: egsd serves one state.  An entry is only a hint checked against the live key on
+ * every use (id lookup and hash compare), so even a second server in one process (the fuzzers) could
+ * not be let in by another's entry.  egsd's loop thread only. */
+static struct {
+	bool ready;
+	unsigned char sip_key[crypto_shorthash_siphashx24_KEYBYTES];
+	unsigned char secret[crypto_auth_KEYBYTES]; /* the token secret the token entries were checked under */
+	struct auth_slot slot[AUTH_CACHE_SLOTS];
+	uint64_t hits, misses;
+} cache;
+
+void egs_auth_cache_counts(uint64_t *hits, uint64_t *misses)
+{
+	*hits = cache.hits;
+	*misses = cache.misses;
+}
+
+/* The slot cred would occupy, its tag in tag.  Empties the cache when the token secret changed. */
+static struct auth_slot *cache_slot(const struct egs_server *srv, const char *cred, unsigned char *tag)
+{
+	if (!cache.ready) {
+		randombytes_buf(cache.sip_key, sizeof(cache.sip_key));
+		cache.ready = true;
+	}
+	if (memcmp(cache.secret, srv->token_secret, sizeof(cache.secret)) != 0) {
+		memset(cache.slot, 0, sizeof(cache.slot));
+		memcpy(cache.secret, srv->token_secret, sizeof(cache.secret));
+	}
+	crypto_shorthash_siphashx24(tag, (const unsigned char *)cred, strlen(cred), cache.sip_key);
+	return &cache.slot[tag[0] % AUTH_CACHE_SLOTS];
+}
+
+/* The live key of a cached credential, or NULL (a miss: never seen, replaced, deleted or re-keyed). */
+static const struct egs_apikey *cache_find(struct egs_server *srv, const struct auth_slot *s,
+					   const unsigned char *tag)
+{
+	/* constant time, as sodium_memcmp, in a fraction of its instructions */
+	if (!s->used || crypto_verify_16(s->tag, tag) != 0)
+		return NULL;
+	const struct egs_apikey *k = egs_state_apikey(&srv->st, s->key_id);
+	if (!k || crypto_verify_32(k->hash, s->hash) != 0)
+		return NULL;
+	return k;
+}
+
+static void cache_put(struct auth_slot *s, const unsigned char *tag, const struct egs_apikey *k, int64_t token_exp)
+{
+	memcpy(s->tag, tag, sizeof(s->tag));
+	memcpy(s->hash, k->hash, sizeof(s->hash));
+	egs_strlcpy(s->key_id, k->id, sizeof(s->key_id));
+	s->token_exp = token_exp;
+	s->used = true;
+}
+
+/* Checks a credential's text the first time: a token's MAC or an API key's hash.  Returns the key or
+ * NULL with *err set (EXPIRED, KEY_EXPIRED or UNAUTHENTICATED); *token_exp is a token's expiry. */
+static const struct egs_apikey *check_cred(struct egs_req *r, const char *cred, enum egs_err *err, int64_t *token_exp)
+{
+	*err = EGS_ERR_UNAUTHENTICATED;
+	*token_exp = 0;
+	if (strncmp(cred, "egs1.", 5) == 0)
+		return check_token(r, cred, err, token_exp);
+	if (!egs_auth_key_wellformed(cred))
+		return NULL;
+	unsigned char hash[32];
+	egs_auth_hash(cred, hash);
+	const struct egs_apikey *k = egs_state_apikey_by_hash(&r->srv->st, hash);
+	if (k && sodium_memcmp(k->hash, hash, 32) != 0)
+		k = NULL;
+	if (k && k->expires_at && k->expires_at <= egs_now(r->srv)) {
+		*err = EGS_ERR_KEY_EXPIRED;
+		return NULL;
+	}
 	return k;
 }
 
@@ -133,26 +233,30 @@ bool egs_authenticate(struct egs_req *r)
 	while (*cred == ' ')
 		cred++;
 	enum egs_err err = EGS_ERR_UNAUTHENTICATED;
-	const struct egs_apikey *k = NULL;
-	if (strncmp(cred, "egs1.", 5) == 0) {
-		k = check_token(r, cred, &err);
-	} else if (egs_auth_key_wellformed(cred)) {
-		unsigned char hash[32];
-		egs_auth_hash(cred, hash);
-		k = egs_state_apikey_by_hash(&r->srv->st, hash);
-		if (k && sodium_memcmp(k->hash, hash, 32) != 0)
+	unsigned char tag[crypto_shorthash_siphashx24_BYTES];
+	struct auth_slot *slot = cache_slot(r->srv, cred, tag);
+	const struct egs_apikey *k = cache_find(r->srv, slot, tag);
+	int64_t token_exp = slot->token_exp;
+	if (k) {
+		cache.hits++;
+		int64_t now = egs_now(r->srv);
+		bool key_expired = k->expires_at && k->expires_at <= now;
+		if (token_exp && (token_exp <= now || key_expired))
+			err = EGS_ERR_EXPIRED; /* as check_token words it */
+		else if (key_expired)
+			err = EGS_ERR_KEY_EXPIRED;
+		if (err != EGS_ERR_UNAUTHENTICATED)
 			k = NULL;
-		if (k && k->expires_at && k->expires_at <= egs_now(r->srv)) {
-			err = EGS_ERR_EXPIRED;
-			k = NULL;
-		}
-		if (!k && err == EGS_ERR_EXPIRED) {
-			egs_reply_err(r, EGS_ERR_KEY_EXPIRED, NULL, NULL, "Api Key has expired");
-			return false;
-		}
+	} else {
+		cache.misses++;
+		k = check_cred(r, cred, &err, &token_exp);
+		if (k)
+			cache_put(slot, tag, k, token_exp);
 	}
 	if (!k) {
-		if (err == EGS_ERR_EXPIRED)
+		if (err == EGS_ERR_KEY_EXPIRED)
+			egs_reply_err(r, EGS_ERR_KEY_EXPIRED, NULL, NULL, "Api Key has expired");
+		else if (err == EGS_ERR_EXPIRED)
 			egs_reply_err(r, EGS_ERR_EXPIRED, NULL, NULL, "the token has expired; authenticate again");
 		else
 			egs_reply_err(r, EGS_ERR_UNAUTHENTICATED, NULL, NULL, "Unauthenticated");

@@ -304,6 +304,12 @@ static void control_series(struct egs_server *srv, struct evbuffer *b)
 	     "GPR status reads answered from a kept view, and views built (gpr_view.c), since egsd started.");
 	evbuffer_add_printf(b, "egs_gpr_views_total{result=\"kept\"} %llu\negs_gpr_views_total{result=\"built\"} %llu\n",
 			    (unsigned long long)kept, (unsigned long long)built);
+	uint64_t hits, misses;
+	egs_auth_cache_counts(&hits, &misses);
+	head(b, "egs_auth_cache_total", "counter",
+	     "Authenticated requests whose credential was found in the credential cache (hit) or checked (miss).");
+	evbuffer_add_printf(b, "egs_auth_cache_total{result=\"hit\"} %llu\negs_auth_cache_total{result=\"miss\"} %llu\n",
+			    (unsigned long long)hits, (unsigned long long)misses);
 	head(b, "egs_event_streams", "gauge", "Open server-sent event streams.");
 	evbuffer_add_printf(b, "egs_event_streams %zu\n", ob->watchers.len);
 	head(b, "egs_gpu_series_bytes", "gauge", "Memory held by the per-GPU time series.");

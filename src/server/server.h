@@ -275,6 +275,9 @@ bool egs_find_ws(struct egs_req *r, const char *name, struct egs_workspace **out
 void egs_auth_new_key(char key[37], unsigned char hash[32]);
 void egs_auth_hash(const char *key, unsigned char hash[32]);
 bool egs_auth_key_wellformed(const char *key);
+/* Requests authenticated from the credential cache (hits) and by checking the credential (misses:
+ * every other request that presented one), since egsd started (auth.c). */
+void egs_auth_cache_counts(uint64_t *hits, uint64_t *misses);
 /* Mints a bearer token for key valid until exp. */
 void egs_auth_mint(struct egs_server *srv, const struct egs_apikey *key, int64_t exp, char *out, size_t outsz);
 /* Authenticates the Authorization header of r; on failure replies (401/400) and returns false. */

@@ -276,12 +276,29 @@ def test_key_validity_and_expiry(egsd):
     assert auth(admin, egsd.admin_key)[0]
 
 
+def auth_cache(admin):
+    """egs_auth_cache_total from /metrics: {"hit": n, "miss": n}."""
+    text = admin.raw("GET", "/metrics")[1].decode()
+    got = dict(re.findall(r'^egs_auth_cache_total\{result="(hit|miss)"\} (\d+)$', text, re.M))
+    assert set(got) == {"hit", "miss"}, "egs_auth_cache_total missing from /metrics"
+    return {k: int(v) for k, v in got.items()}
+
+
 def test_deleted_key_is_revoked_at_once(egsd):
     admin = egsd.api()
     k = new_key(admin, "Admin")
     tok, _ = auth(admin, k["apiKey"])
     assert Api(egsd.port, k["apiKey"]).get("/api/v1/projects")["items"]
     assert Api(egsd.port, tok).get("/api/v1/projects")["items"]
+    # both are now answered from the credential cache (auth.c): revocation must still hold at once
+    before = auth_cache(admin)
+    assert Api(egsd.port, k["apiKey"]).get("/api/v1/projects")["items"]
+    assert Api(egsd.port, tok).get("/api/v1/projects")["items"]
+    after = auth_cache(admin)
+    assert after == {"hit": before["hit"] + 3, "miss": before["miss"]}, (before, after)  # 3: the metrics read too
+    # a cached credential's text with one character changed is checked afresh, and refused
+    for cred in (k["apiKey"][:-1] + ("0" if k["apiKey"][-1] != "0" else "1"), tok[:-1] + ("0" if tok[-1] != "0" else "1")):
+        refused(*Api(egsd.port, cred).call("GET", "/api/v1/projects"), 401, "UNAUTHENTICATED")
     assert admin.ok("DELETE", "/api/v1/api-key", {"keyId": k["keyId"]}) == {"keyId": k["keyId"]}
     refused(*Api(egsd.port, k["apiKey"]).call("GET", "/api/v1/projects"), 401, "UNAUTHENTICATED")
     refused(*Api(egsd.port, tok).call("GET", "/api/v1/projects"), 401, "UNAUTHENTICATED")
