@@ -10,7 +10,8 @@
  * only the patterns that come before the first literal route of the request's method, which gives
  * the same answer as the walk over every table.
  *
- * The index is built once from static tables and never changes (egsd's loop thread only).
+ * The index is built once from static tables and never changes (egsd's loop thread only); the last
+ * answer of each lookup is kept with its question (lookup_memo).
  */
 #include "server/server.h"
 
@@ -106,14 +107,46 @@ static const struct egs_route *lookup(enum evhttp_cmd_type m, bool any_method, c
 	return best ? best->rt : NULL;
 }
 
+/* The last answer of each of the two lookups a request makes (its route at dispatch, its pattern for
+ * the metrics' label), kept with its question: a client repeating one request (a status read, a
+ * create) skips the hash of the path and the pattern scan.  The index never changes, so an answer
+ * stays true for its question. */
+struct memo {
+	char path[128];
+	enum evhttp_cmd_type m;
+	const struct egs_route *rt;
+	bool known, set;
+};
+
+static const struct egs_route *lookup_memo(struct memo *mo, enum evhttp_cmd_type m, bool any_method,
+					   const char *path, bool *known)
+{
+	if (mo->set && mo->m == m && strcmp(mo->path, path) == 0) {
+		*known = mo->known;
+		return mo->rt;
+	}
+	const struct egs_route *rt = lookup(m, any_method, path, known);
+	size_t len = strlen(path);
+	mo->set = len < sizeof(mo->path);
+	if (mo->set) {
+		memcpy(mo->path, path, len + 1);
+		mo->m = m;
+		mo->rt = rt;
+		mo->known = *known;
+	}
+	return rt;
+}
+
 const struct egs_route *egs_route_find(enum evhttp_cmd_type m, const char *path, bool *path_known)
 {
-	return lookup(m, false, path, path_known);
+	static struct memo mo;
+	return lookup_memo(&mo, m, false, path, path_known);
 }
 
 const char *egs_route_pattern(const char *path)
 {
+	static struct memo mo;
 	bool known;
-	const struct egs_route *rt = lookup(EVHTTP_REQ_GET, true, path, &known);
+	const struct egs_route *rt = lookup_memo(&mo, EVHTTP_REQ_GET, true, path, &known);
 	return rt ? rt->path : NULL;
 }
