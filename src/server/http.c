@@ -15,6 +15,7 @@
 #include "server/portal.h"
 #include "server/conn.h"
 #include "server/json_fast.h"
+#include "server/query.h"
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
@@ -668,6 +669,8 @@ static void on_request(struct evhttp_request *ev, void *arg)
 {
 	struct egs_server *srv = arg;
 	struct egs_req r;
+	struct egs_query_arena qarena;
+	bool query_in_arena = false;
 	memset(&r, 0, sizeof(r));
 	r.srv = srv;
 	r.ev = ev;
@@ -695,7 +698,9 @@ static void on_request(struct evhttp_request *ev, void *arg)
 		goto out;
 	}
 	egs_strlcpy(r.path, raw_path, sizeof(r.path));
-	if (q && evhttp_parse_query_str(q, &r.query) != 0) {
+	enum egs_query_result qr = egs_query_parse(q, &r.query, &qarena); /* no allocation (query.h) */
+	query_in_arena = qr != EGS_QUERY_TOO_BIG;
+	if (qr == EGS_QUERY_MALFORMED || (!query_in_arena && evhttp_parse_query_str(q, &r.query) != 0)) {
 		egs_reply_err(&r, EGS_ERR_BAD_REQUEST, NULL, NULL, "the query string is malformed");
 		goto out;
 	}
@@ -741,7 +746,8 @@ static void on_request(struct evhttp_request *ev, void *arg)
 out:
 	EGS_ASSERT(r.ev == NULL); /* every handler replies exactly once (or takes the request) */
 	json_decref(r.body);
-	evhttp_clear_headers(&r.query);
+	if (!query_in_arena)
+		evhttp_clear_headers(&r.query);
 }
 
 void egs__http_set_callbacks(struct egs_server *srv);
