@@ -92,6 +92,15 @@ def test_controller_ha_overlay():
     usage = help_text("egsd")
     for f in flags(c["args"]):
         assert f in usage, f
+    # Spread over nodes, started together, and drained one at a time.
+    labels = pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+    spread = pod["topologySpreadConstraints"][0]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["maxSkew"] == 1
+    assert spread["labelSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    pdb = one(objs, "PodDisruptionBudget", "egsd")
+    assert pdb["spec"]["maxUnavailable"] == 1 and pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert pdb["metadata"]["namespace"] == sts["metadata"]["namespace"]
 
 
 # What the agent may do, rule by rule; a change to the ClusterRole must change this table and the docs.
