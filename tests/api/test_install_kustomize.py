@@ -203,7 +203,7 @@ def test_worker_base_agent_and_webhooks():
 def manifest_gpr_fields():
     src = open(os.path.join(ROOT, "src", "client", "manifest.c")).read()
     block = src.split("gpr_fields[] = {", 1)[1].split("};", 1)[0]
-    return {m.group(1): m.group(2) for m in re.finditer(r'\{"(\w+)", "\w+", (T_\w+), (?:true|false)\}', block)}
+    return {m.group(1): m.group(2) for m in re.finditer(r'\{"(\w+)", "\w+", (T_\w+), [\w |]+\}', block)}
 
 
 def test_worker_base_gpr_crd_matches_egsctl_manifest():
