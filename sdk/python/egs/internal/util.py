@@ -1,7 +1,7 @@
 """Small helpers shared by the SDK's data classes: key lookup in wire objects and camelCase -> snake_case."""
 
 import re
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
 _ACRONYMS = (("GPUs", "Gpus"), ("GPU", "Gpu"), ("RDMA", "Rdma"), ("ID", "Id"))
 _CAMEL_1 = re.compile(r"([A-Z]+)([A-Z][a-z])")
@@ -50,3 +50,21 @@ def format_repr(obj: Any, attrs: Iterable[str], skip_none: bool = True) -> str:
 def as_list(value: Optional[Any]) -> list:
     """``value`` when it is a list, ``[]`` for ``None`` or anything else."""
     return value if isinstance(value, list) else []
+
+
+class Record(object):
+    """What the SDK's data classes share: equal when of the same class with equal attributes,
+    unhashable (they are mutable), and ``ClassName(a=..)`` over ``_REPR_ATTRS`` as their repr."""
+
+    _REPR_ATTRS: Sequence[str] = ()
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    def __ne__(self, other: Any) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = None  # mutable
+
+    def __repr__(self) -> str:
+        return format_repr(self, self._REPR_ATTRS)

@@ -7,7 +7,7 @@ attribute names are exactly those of the SDK reference (seed 000); keys missing 
 
 from typing import Any, Dict, List, Optional
 
-from egs.internal.util import as_list, build_fields, format_repr
+from egs.internal.util import Record, as_list, build_fields
 
 # (attribute, wire keys tried in order).  The CRD spelling comes second where the two differ.
 _STATUS_FIELDS = (
@@ -46,8 +46,10 @@ _DATA_FIELDS = (
 )
 
 
-class GpuRequestStatus(object):
+class GpuRequestStatus(Record):
     """The status part of a GPU request (``status`` on the wire)."""
+
+    _REPR_ATTRS = tuple(attr for attr, _ in _STATUS_FIELDS)
 
     def __init__(
         self,
@@ -85,20 +87,12 @@ class GpuRequestStatus(object):
         """The wire form (camelCase keys) of the attributes."""
         return {keys[0]: getattr(self, attr) for attr, keys in _STATUS_FIELDS}
 
-    def __eq__(self, other: Any) -> bool:
-        return type(other) is type(self) and vars(other) == vars(self)
-
-    def __ne__(self, other: Any) -> bool:
-        return not self.__eq__(other)
-
-    __hash__ = None  # mutable
-
-    def __repr__(self) -> str:
-        return format_repr(self, [attr for attr, _ in _STATUS_FIELDS])
 
 
-class GpuRequestData(object):
+class GpuRequestData(Record):
     """A GPU request including its internal states and status (SDK reference: class GpuRequestData)."""
+
+    _REPR_ATTRS = tuple(attr for attr, _ in _DATA_FIELDS) + ("status",)
 
     def __init__(
         self,
@@ -173,13 +167,3 @@ class GpuRequestData(object):
         out["status"] = self.status.to_dict() if self.status is not None else None
         return out
 
-    def __eq__(self, other: Any) -> bool:
-        return type(other) is type(self) and vars(other) == vars(self)
-
-    def __ne__(self, other: Any) -> bool:
-        return not self.__eq__(other)
-
-    __hash__ = None  # mutable
-
-    def __repr__(self) -> str:
-        return format_repr(self, [attr for attr, _ in _DATA_FIELDS] + ["status"])

@@ -8,7 +8,7 @@ also answer to snake_case names.
 
 from typing import Any, Dict, List, Optional
 
-from egs.internal.util import as_list, format_repr
+from egs.internal.util import Record, as_list
 
 _TEMPLATE_FIELDS = (
     ("name", "name"),
@@ -28,8 +28,10 @@ _TEMPLATE_FIELDS = (
 )
 
 
-class GprTemplate(object):
+class GprTemplate(Record):
     """One GPR template (the public SDK's ``GetGprTemplateResponse``); memory_per_gpu is in MiB."""
+
+    _REPR_ATTRS = tuple(attr for attr, _ in _TEMPLATE_FIELDS)
 
     def __init__(self, obj: Any = None):
         if not isinstance(obj, dict):
@@ -37,13 +39,6 @@ class GprTemplate(object):
         for attr, key in _TEMPLATE_FIELDS:
             setattr(self, attr, obj.get(key))
 
-    def __eq__(self, other: Any) -> bool:
-        return type(other) is type(self) and vars(other) == vars(self)
-
-    __hash__ = None  # mutable
-
-    def __repr__(self) -> str:
-        return format_repr(self, [attr for attr, _ in _TEMPLATE_FIELDS])
 
 
 class GprTemplateList(list):
@@ -59,8 +54,10 @@ class GprTemplateList(list):
         return cls(GprTemplate(t) for t in as_list(items))
 
 
-class GprTemplateBindingCluster(object):
+class GprTemplateBindingCluster(Record):
     """One cluster of a binding: its templates, the default among them and their status."""
+
+    _REPR_ATTRS = ("clusterName", "defaultTemplateName", "templates")
 
     def __init__(
         self,
@@ -93,18 +90,13 @@ class GprTemplateBindingCluster(object):
         return {"clusterName": self.clusterName, "defaultTemplateName": self.defaultTemplateName or "",
                 "templates": list(self.templates)}
 
-    def __eq__(self, other: Any) -> bool:
-        return type(other) is type(self) and vars(other) == vars(self)
-
-    __hash__ = None  # mutable
-
-    def __repr__(self) -> str:
-        return format_repr(self, ("clusterName", "defaultTemplateName", "templates"))
 
 
-class GprTemplateBinding(object):
+class GprTemplateBinding(Record):
     """A workspace's template binding: name (the workspace), namespace (create/update answers only),
     clusters (list of :class:`GprTemplateBindingCluster`) and enable_auto_gpr."""
+
+    _REPR_ATTRS = ("name", "namespace", "clusters", "enable_auto_gpr")
 
     def __init__(self, obj: Any = None):
         if not isinstance(obj, dict):
@@ -114,13 +106,6 @@ class GprTemplateBinding(object):
         self.clusters = [GprTemplateBindingCluster.from_wire(c) for c in as_list(obj.get("clusters"))]
         self.enable_auto_gpr = obj.get("enableAutoGPR")
 
-    def __eq__(self, other: Any) -> bool:
-        return type(other) is type(self) and vars(other) == vars(self)
-
-    __hash__ = None  # mutable
-
-    def __repr__(self) -> str:
-        return format_repr(self, ("name", "namespace", "clusters", "enable_auto_gpr"))
 
 
 class GprTemplateBindingList(list):

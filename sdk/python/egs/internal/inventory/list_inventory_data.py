@@ -8,7 +8,7 @@ is kept too, under its snake_case name, so nothing the server says is lost.
 import datetime
 from typing import Any, Iterable, List, Tuple
 
-from egs.internal.util import as_list, first_of, format_repr, snake_case
+from egs.internal.util import Record, as_list, first_of, format_repr, snake_case
 
 _NODE_FIELDS = (
     ("gpu_node_name", ("gpuNodeName", "nodeName", "name")),
@@ -48,7 +48,7 @@ _USAGE_FIELDS = (
 )
 
 
-class _WireObject(object):
+class _WireObject(Record):
     """Attributes from a wire object: the documented ``_FIELDS`` first, then every other key."""
 
     _FIELDS = ()  # type: Tuple[Tuple[str, Tuple[str, ...]], ...]
@@ -67,15 +67,7 @@ class _WireObject(object):
             if attr and attr.isidentifier() and not hasattr(self, attr):
                 setattr(self, attr, value)
 
-    def __eq__(self, other: Any) -> bool:
-        return type(other) is type(self) and vars(other) == vars(self)
-
-    def __ne__(self, other: Any) -> bool:
-        return not self.__eq__(other)
-
-    __hash__ = None  # mutable
-
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # over each kind's _FIELDS
         return format_repr(self, [attr for attr, _ in self._FIELDS])
 
 

@@ -2,11 +2,13 @@
 
 from typing import Any, List, Optional
 
-from egs.internal.util import as_list, format_repr
+from egs.internal.util import Record, as_list
 
 
-class Namespace(object):
+class Namespace(Record):
     """A namespace of a workspace and the clusters it is on."""
+
+    _REPR_ATTRS = ("namespace", "clusters")
 
     def __init__(self, namespace: Optional[str] = None, clusters: Optional[List[str]] = None):
         self.namespace = namespace
@@ -20,20 +22,12 @@ class Namespace(object):
             obj = {}
         return cls(obj.get("namespace"), as_list(obj.get("clusters")))
 
-    def __eq__(self, other: Any) -> bool:
-        return type(other) is type(self) and vars(other) == vars(self)
-
-    def __ne__(self, other: Any) -> bool:
-        return not self.__eq__(other)
-
-    __hash__ = None  # mutable
-
-    def __repr__(self) -> str:
-        return format_repr(self, ("namespace", "clusters"))
 
 
-class Workspace(object):
+class Workspace(Record):
     """A slice workspace: name, clusters, namespaces (list of :class:`Namespace`) and slice settings."""
+
+    _REPR_ATTRS = ("name", "clusters", "namespaces", "slice_description")
 
     def __init__(
         self,
@@ -64,16 +58,6 @@ class Workspace(object):
             namespaces=[Namespace.from_wire(n) for n in as_list(obj.get("namespaces"))],
         )
 
-    def __eq__(self, other: Any) -> bool:
-        return type(other) is type(self) and vars(other) == vars(self)
-
-    def __ne__(self, other: Any) -> bool:
-        return not self.__eq__(other)
-
-    __hash__ = None  # mutable
-
-    def __repr__(self) -> str:
-        return format_repr(self, ("name", "clusters", "namespaces", "slice_description"))
 
 
 class ListWorkspacesResponse(list):
