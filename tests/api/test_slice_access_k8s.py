@@ -10,15 +10,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-from conftest import BIN, ROOT, Api, Cluster, wait_for
-
-sys.path.insert(0, os.path.join(ROOT, "tests", "fake-k8s"))
-from fakek8s import FakeK8s  # noqa: E402
+from conftest import BIN, ROOT, wait_for
+from k8sfix import K8sAgent, k8s_env
 
 pytestmark = pytest.mark.skipif(not shutil.which("kubectl"), reason="kubectl is not installed")
 
@@ -44,36 +41,21 @@ def apply_worker_rbac(fake):
 
 
 class Env:
-    def __init__(self, tmp):
-        self.tmp = tmp
-        self.fake = FakeK8s(terminate_seconds=0.3, bookmark_seconds=1.0, directory=os.path.join(tmp, "k8s"))
-        apply_worker_rbac(self.fake)
-        self.egs = Cluster(os.path.join(tmp, "egs"), extra=("--slice-token-ttl", str(TTL_S)))
-        self.admin = self.egs.admin
-        self.admin.ok("POST", "/api/v1/clusters", {"clusterName": "worker-2", "apiServer": "https://w2.example:6443"})
-        data = self.admin.ok("POST", "/api/v1/clusters", {"clusterName": "worker-1", "apiServer": self.fake.url,
-                                                          "caData": self.fake.ca_bundle()})
-        token_file = os.path.join(tmp, "agent.token")
-        with open(token_file, "w") as f:
-            f.write(data["agentToken"] + "\n")
-        agent_kc = self.fake.kubeconfig_for(self.fake.service_account_token("egs-system", "egs-agent", 36000),
-                                            os.path.join(tmp, "agent.kubeconfig"))
-        self.log_path = os.path.join(tmp, "agent.log")
-        self.log = open(self.log_path, "ab")
-        self.agent = subprocess.Popen(
-            [os.path.join(BIN, "egs-agent"), "--server", self.egs.egsd.url, "--cluster", "worker-1", "--token-file",
-             token_file, "--backend", "kubernetes", "--kubeconfig", agent_kc, "--state-dir",
-             os.path.join(tmp, "state"), "--log-level", "debug"], stdout=self.log, stderr=subprocess.STDOUT)
+    """egsd (--slice-token-ttl), the fake API server with the worker's RBAC installed, cluster worker-2
+    (not reachable) and worker-1 with a minimal egs-agent running as the egs-agent ServiceAccount."""
 
-    def close(self):
-        if self.agent.poll() is None:
-            self.agent.terminate()
-            self.agent.wait(15)
-        self.log.close()
-        with open(self.log_path, errors="replace") as f:
-            print(f.read()[-20000:])  # shown when the test fails
-        self.egs.close()
-        self.fake.close()
+    def __init__(self, tmp, fake, cluster, agents):
+        self.tmp = tmp
+        self.fake = fake
+        apply_worker_rbac(fake)
+        self.egs = cluster
+        self.admin = cluster.admin
+        self.admin.ok("POST", "/api/v1/clusters", {"clusterName": "worker-2", "apiServer": "https://w2.example:6443"})
+        agent_kc = fake.kubeconfig_for(fake.service_account_token("egs-system", "egs-agent", 36000),
+                                       os.path.join(tmp, "agent.kubeconfig"))
+        agent = K8sAgent(cluster, fake, "worker-1", kubeconfig=agent_kc, ca_data=fake.ca_bundle(), minimal=True)
+        agents.append(agent.start())  # k8s_env stops it and prints its log
+        self.log_path = agent.log_path
 
     def kubeconfig(self, ws, name, timeout=30):
         """Waits until egsd hands out ws's kubeconfig on worker-1; writes it to name, returns the path."""
@@ -110,9 +92,9 @@ class Env:
 
 @pytest.fixture
 def env(tmpdir_path):
-    e = Env(tmpdir_path)
-    yield e
-    e.close()
+    with k8s_env(tmpdir_path, terminate_seconds=0.3, egsd_extra=("--slice-token-ttl", str(TTL_S))) as (
+            fake, cluster, agents):
+        yield Env(tmpdir_path, fake, cluster, agents)
 
 
 def jwt_claims(token):
