@@ -282,6 +282,8 @@ static void events_watch(struct egs_req *r)
 	send_text(w, "retry: 3000\n: egs event stream\n\n");
 	if (after < 0)
 		return;
+	if (egs_store_written(srv->store) > egs_store_durable(srv->store))
+		egs_durable_wait(srv); /* the ring may hold events of a commit not yet durable */
 	for (size_t i = 0; i < st->events_len; i++) {
 		const struct egs_event *e = ring_at(st, i);
 		if (e->id > after && matches(&w->f, e) && visible(srv, &w->who, e) && !send_event(w, e))

@@ -4,8 +4,10 @@
  *
  * Group commit: a handler that changes state makes egs_state_has_changes() true; its reply (and
  * every other reply of the turn) is then held.  The commit event has the lowest priority, so it runs
- * once per loop turn after all ready requests: it runs the scheduler if needed, commits the turn in
- * one transaction (one fsync) and only then sends the held replies.
+ * once per loop turn after all ready requests: it runs the scheduler if needed and commits the turn
+ * in one transaction.  The turn's replies then wait in srv->waiting for the fsync that covers the
+ * commit (durable.c), while the loop reads the next turn; a reply that changes nothing but may show
+ * a committed, not yet durable change waits there too.
  */
 #include "server/server.h"
 
@@ -32,6 +34,7 @@ struct held_reply {
 	char method[8];
 	char path[128];
 	int64_t t0_us;
+	uint64_t upto; /* in srv->waiting: sent once the store's writes up to this one are durable */
 };
 
 int64_t egs_now(const struct egs_server *srv)
@@ -209,7 +212,9 @@ static void finish_buf(struct egs_req *r, int status, struct evbuffer *buf)
 	struct evkeyvalq *h = evhttp_request_get_output_headers(r->ev);
 	evhttp_add_header(h, "Content-Type", "application/json");
 	r->status = status;
-	if (egs_state_has_changes(&srv->st) || srv->held.len) {
+	uint64_t written = egs_store_written(srv->store);
+	bool turn = egs_state_has_changes(&srv->st) || srv->held.len;
+	if (turn || written > egs_store_durable(srv->store)) {
 		struct held_reply *hr = egs_malloc(sizeof(*hr));
 		hr->ev = r->ev;
 		hr->status = status;
@@ -217,8 +222,14 @@ static void finish_buf(struct egs_req *r, int status, struct evbuffer *buf)
 		egs_strlcpy(hr->method, method_name(r->method), sizeof(hr->method));
 		egs_strlcpy(hr->path, r->path, sizeof(hr->path));
 		hr->t0_us = r->t0_us;
-		egs_vec_push(&srv->held, hr);
-		egs_server_changed(srv);
+		hr->upto = written;
+		if (turn) { /* the turn's commit decides (egs_server_flush) */
+			egs_vec_push(&srv->held, hr);
+			egs_server_changed(srv);
+		} else { /* it may show committed writes not yet durable: it waits for them */
+			egs_vec_push(&srv->waiting, hr);
+			egs_store_sync(srv->store);
+		}
 	} else {
 		send_now(srv, r->ev, status, buf, method_name(r->method), r->path, r->t0_us);
 		evbuffer_free(buf);
@@ -325,13 +336,32 @@ void egs_reply_header(struct egs_req *r, const char *name, const char *value)
 
 void egs_server_flush(struct egs_server *srv)
 {
+	uint64_t written = egs_store_written(srv->store);
 	for (size_t i = 0; i < srv->held.len; i++) {
 		struct held_reply *hr = srv->held.items[i];
+		hr->upto = written; /* the turn's commit, or what the turn's reads saw */
+		egs_vec_push(&srv->waiting, hr);
+	}
+	srv->held.len = 0;
+	egs_store_sync(srv->store);
+	egs_server_send_durable(srv);
+}
+
+void egs_server_send_durable(struct egs_server *srv)
+{
+	uint64_t durable = egs_store_durable(srv->store);
+	size_t kept = 0;
+	for (size_t i = 0; i < srv->waiting.len; i++) {
+		struct held_reply *hr = srv->waiting.items[i];
+		if (hr->upto > durable) {
+			srv->waiting.items[kept++] = hr;
+			continue;
+		}
 		send_now(srv, hr->ev, hr->status, hr->body, hr->method, hr->path, hr->t0_us);
 		evbuffer_free(hr->body);
 		free(hr);
 	}
-	srv->held.len = 0;
+	srv->waiting.len = kept;
 }
 
 void egs_server_changed(struct egs_server *srv)

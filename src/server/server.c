@@ -229,6 +229,8 @@ static void commit_turn(struct egs_server *srv)
 			if ((err = egs_server_reload(srv)))
 				fatal_store(srv, err);
 		} else {
+			if (egs_durable_turn_leaves(srv))
+				egs_durable_wait(srv); /* streamed events and webhooks cannot wait as replies do */
 			egs_obs_committed(srv); /* observability: stream and notify the committed events */
 			plan_drop_on_delete(srv);
 			egs_state_clear_changes(&srv->st);
@@ -324,6 +326,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	srv->stopping = true;
 	commit_turn(srv);
 	egs_agent_drop_polls(srv);
+	egs_durable_wait(srv); /* the last fsync, then every reply waiting for it */
 	egs_obs_stop(srv); /* observability: end event streams, stop the webhook worker */
 	struct timeval tv = { 0, 200000 }; /* let replies already written reach their clients */
 	event_base_loopexit(srv->base, &tv);
@@ -443,7 +446,7 @@ enum egs_err egs_server_bootstrap(struct egs_server *srv)
 		egs_state_touch(st, EGS_KIND_APIKEY, k);
 		/* Commit the key before writing the file: a file never names a key the store lacks. */
 		err = egs_store_commit_changes(srv->store, st);
-		if (!err) {
+		if (!err && !(err = egs_store_sync_wait(srv->store))) {
 			egs_state_clear_changes(st);
 			err = write_key_file(path, key);
 		}
@@ -561,6 +564,7 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	srv->slice_ev = evtimer_new(srv->base, on_slice, srv);
 	srv->slice_gprs = 128; /* sized by the steps' pace from the first (plan_slice) */
 	srv->tick_ev = event_new(srv->base, -1, EV_PERSIST, on_tick, srv);
+	egs_durable_start(srv);
 	struct timeval sec = { 1, 0 };
 	event_add(srv->tick_ev, &sec);
 	srv->sig_ev[0] = evsignal_new(srv->base, SIGTERM, on_signal, srv);
@@ -614,6 +618,10 @@ void egs_server_stop(struct egs_server *srv)
 	for (size_t i = 0; i < srv->held.len; i++)
 		free(srv->held.items[i]);
 	egs_vec_cleanup(&srv->held);
+	for (size_t i = 0; i < srv->waiting.len; i++)
+		free(srv->waiting.items[i]);
+	egs_vec_cleanup(&srv->waiting);
+	egs_durable_stop(srv);
 	if (srv->commit_ev)
 		event_free(srv->commit_ev);
 	if (srv->plan_ev)

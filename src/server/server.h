@@ -5,8 +5,10 @@
  * Threading: everything here runs on the one libevent loop thread that owns struct egs_state.
  * Durability: a reply is "held" while the current loop turn has uncommitted changes; the commit
  * event (lowest priority, so it runs after every other ready event of the turn) writes the turn's
- * changes in one transaction and then sends the held replies.  No client ever sees state that is
- * not on disk.
+ * changes in one transaction, and the held replies then wait until the store's fsync covering that
+ * commit returned (durable.c), while the loop goes on with the next turn.  A reply of a turn without
+ * changes waits too while any committed write is not yet durable.  No client ever sees state that
+ * is not on disk.
  */
 #ifndef EGS_SERVER_H
 #define EGS_SERVER_H
@@ -67,7 +69,9 @@ struct egs_server {
 	struct event *plan_ev;   /* timer: run the scheduler */
 	struct event *tick_ev;   /* 1 s housekeeping */
 	struct event *sig_ev[3]; /* SIGTERM, SIGINT, SIGHUP (reload the TLS certificate) */
-	struct egs_vec held;     /* struct held_reply*, waiting for the commit */
+	struct egs_vec held;     /* struct held_reply*, waiting for the turn's commit */
+	struct egs_vec waiting;  /* struct held_reply*, committed, waiting for the fsync (durable.c) */
+	struct event *durable_ev; /* the store's sync descriptor is readable: an fsync ended (durable.c) */
 	struct egs_vec polls;    /* struct egs_poll*, agents' long polls */
 	struct egs_plan *plan;   /* the last walk, for cheap appends */
 	struct egs_gpr *aged_read; /* the finished GPR last read back from the store (server/aged.h), owned */
@@ -180,8 +184,27 @@ enum egs_err egs_full_load_wait(struct egs_server *srv);
  * (EGS_ERR_NOT_FOUND: the log lacks turns; others: the store failed or a row could not be applied,
  * the model may hold part of it): load in full (egs_server_reload). */
 enum egs_err egs_follow_apply(struct egs_server *srv, size_t *rows);
-/* Sends the held replies and answers due long polls; called after every successful commit. */
+/* After a commit (or a failed one, whose replies fail_held rewrote): the turn's held replies join
+ * srv->waiting, each waiting for every write committed so far; asks the store to sync them and
+ * sends what is durable already. */
 void egs_server_flush(struct egs_server *srv);
+/* Sends every waiting reply whose writes are durable (egs_store_durable), keeping the others. */
+void egs_server_send_durable(struct egs_server *srv);
+/* ---- durability apart from the commit (durable.c; docs/internals/http.md) ---- */
+/* Watches the store's sync descriptor (none with PostgreSQL, whose commits are durable at once). */
+void egs_durable_start(struct egs_server *srv);
+/* Blocks until every committed write is durable, then sends the waiting replies (shutdown, and a
+ * turn whose events leave egsd by other ways than replies: event streams, webhooks).  An fsync
+ * failure exits (egs_durable_failed). */
+void egs_durable_wait(struct egs_server *srv);
+/* Whether the turn about to be committed has events that leave egsd other than in replies (to an
+ * event stream, as a webhook message): those cannot wait in srv->waiting, so that turn waits for
+ * its fsync (egs_durable_wait) before they are sent. */
+bool egs_durable_turn_leaves(const struct egs_server *srv);
+/* An fsync failed: nothing since the last durable write may be on disk.  Logs fatal and exits 70
+ * without sending the waiting replies; the restart loads what the disk holds. */
+void egs_durable_failed(struct egs_server *srv) __attribute__((noreturn));
+void egs_durable_stop(struct egs_server *srv);
 /* Notes that the turn made changes: arms the commit event. */
 void egs_server_changed(struct egs_server *srv);
 /* Makes sure the scheduler runs again at t (UNIX seconds) at the latest. */

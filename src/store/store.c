@@ -129,11 +129,67 @@ enum egs_err egs_store_gprs_find(struct egs_store *s, const struct egs_gpr_find 
 	return s->ops->gprs_find(s, f, each, ctx);
 }
 
+/* Counts a write transaction that committed (err is EGS_OK): it gets the next write number.  A
+ * store without the sync ops made it durable already. */
+static enum egs_err wrote(struct egs_store *s, enum egs_err err)
+{
+	if (!err) {
+		s->written++;
+		if (!s->ops->sync_request)
+			s->requested = s->durable = s->written;
+	}
+	return err;
+}
+
+uint64_t egs_store_written(const struct egs_store *s)
+{
+	return s->written;
+}
+
+uint64_t egs_store_durable(const struct egs_store *s)
+{
+	return s->durable;
+}
+
+void egs_store_sync(struct egs_store *s)
+{
+	if (s->requested >= s->written)
+		return;
+	s->requested = s->written;
+	s->ops->sync_request(s, s->written);
+}
+
+int egs_store_sync_fd(struct egs_store *s)
+{
+	return s->ops->sync_fd ? s->ops->sync_fd(s) : -1;
+}
+
+enum egs_err egs_store_sync_done(struct egs_store *s)
+{
+	uint64_t d = s->durable;
+	enum egs_err err = s->ops->sync_poll ? s->ops->sync_poll(s, &d) : EGS_OK;
+	if (d > s->durable)
+		s->durable = d;
+	return err;
+}
+
+enum egs_err egs_store_sync_wait(struct egs_store *s)
+{
+	if (s->durable >= s->written)
+		return EGS_OK;
+	uint64_t d = s->durable;
+	s->requested = s->written;
+	enum egs_err err = s->ops->sync_wait(s, s->written, &d);
+	if (d > s->durable)
+		s->durable = d;
+	return err;
+}
+
 enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st)
 {
 	if (!egs_state_has_changes(st))
 		return EGS_OK;
-	return s->ops->commit_changes(s, st);
+	return wrote(s, s->ops->commit_changes(s, st));
 }
 
 enum egs_err egs_store_meta_get(struct egs_store *s, const char *key, char **value)
@@ -143,17 +199,17 @@ enum egs_err egs_store_meta_get(struct egs_store *s, const char *key, char **val
 
 enum egs_err egs_store_meta_set(struct egs_store *s, const char *key, const char *value)
 {
-	return s->ops->meta_set(s, key, value);
+	return wrote(s, s->ops->meta_set(s, key, value));
 }
 
 enum egs_err egs_store_prune_events(struct egs_store *s, int64_t before, int64_t *deleted)
 {
-	return s->ops->prune_events_below(s, before, 0, deleted);
+	return wrote(s, s->ops->prune_events_below(s, before, 0, deleted));
 }
 
 enum egs_err egs_store_prune_events_below(struct egs_store *s, int64_t before, int64_t below_id, int64_t *deleted)
 {
-	return s->ops->prune_events_below(s, before, below_id, deleted);
+	return wrote(s, s->ops->prune_events_below(s, before, below_id, deleted));
 }
 
 enum egs_err egs_store_audit_list(struct egs_store *s, const struct egs_audit_filter *f, struct egs_vec *out)
@@ -164,7 +220,7 @@ enum egs_err egs_store_audit_list(struct egs_store *s, const struct egs_audit_fi
 enum egs_err egs_store_audit_prune(struct egs_store *s, int64_t before, int64_t *deleted)
 {
 	int64_t n = 0;
-	enum egs_err err = s->ops->audit_prune(s, before, &n);
+	enum egs_err err = wrote(s, s->ops->audit_prune(s, before, &n));
 	if (deleted)
 		*deleted = n;
 	return err;

@@ -1,8 +1,10 @@
 /*
  * store.h: persistence behind one small interface.  Load everything at start; write each loop
  * turn's changes in one transaction (group commit).  A successful egs_store_commit() means the
- * transaction is on disk (fsync): SQLite runs in WAL mode with synchronous=FULL; PostgreSQL
- * commits with synchronous_commit on (its default, which egsd sets for its own session).
+ * transaction committed; it is on disk once egs_store_durable() reaches its write number (below):
+ * SQLite runs in WAL mode with synchronous=NORMAL and fdatasyncs the WAL on a thread; PostgreSQL
+ * commits with synchronous_commit on (its default, which egsd sets for its own session), so its
+ * commits are durable when they return.
  *
  * Two implementations sit behind these calls (store.c dispatches through an ops table,
  * store_impl.h): store_sqlite.c, the embedded default, and store_pg.c over libpq.  Both have the
@@ -109,13 +111,32 @@ typedef void (*egs_store_gpr_fn)(void *ctx, struct egs_gpr *g);
  * on stderr) when the query or a row does; rows given before that stay given. */
 enum egs_err egs_store_gprs_find(struct egs_store *s, const struct egs_gpr_find *f, egs_store_gpr_fn each, void *ctx);
 
-/* Writes st's pending changes and new events in one transaction and commits it (fsync).  On
+/* Writes st's pending changes and new events in one transaction and commits it (durable: above).  On
  * failure the transaction is rolled back and the error returned (EGS_ERR_STORAGE_FULL when the
  * disk is full, else EGS_ERR_STORE); st is not modified either way (the caller clears the changes
  * after success).  A no-op when there are no changes.  For tests, while the file named by the
  * environment variable EGS_STORE_FAIL_IF_EXISTS (read at open) exists, every commit fails as on a
  * full disk, after writing its rows and before COMMIT. */
 enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st);
+
+/* ---- durability (docs/internals/store.md, "Durability apart from the commit") ----
+ * Every write transaction that committed (a commit of changes, a meta set, a prune) gets the next
+ * write number.  PostgreSQL's are durable when they return.  SQLite commits with synchronous=NORMAL
+ * (in the WAL, not yet fsynced) and a thread of the store fdatasyncs the WAL apart from the commit:
+ * egs_store_sync asks for it, the descriptor of egs_store_sync_fd becomes readable when it is done,
+ * and egs_store_sync_done then moves egs_store_durable.  Loop thread only. */
+/* Write transactions committed so far; the highest write number known to be on disk. */
+uint64_t egs_store_written(const struct egs_store *s);
+uint64_t egs_store_durable(const struct egs_store *s);
+/* Asks for every write so far to be made durable; returns at once (a no-op when it was asked). */
+void egs_store_sync(struct egs_store *s);
+/* A descriptor that is readable once a requested sync ended, or -1 (writes durable at once). */
+int egs_store_sync_fd(struct egs_store *s);
+/* Takes the news of that descriptor: egs_store_durable moves.  EGS_ERR_IO when an fdatasync failed:
+ * nothing after the last durable write can be claimed on disk, now or later (the caller exits). */
+enum egs_err egs_store_sync_done(struct egs_store *s);
+/* Blocks until every write so far is durable (start-up, shutdown); EGS_ERR_IO as above. */
+enum egs_err egs_store_sync_wait(struct egs_store *s);
 
 /* Small key/value settings that must survive restarts (e.g. the token-signing secret). */
 enum egs_err egs_store_meta_get(struct egs_store *s, const char *key, char **value /* caller frees; NULL if absent */);

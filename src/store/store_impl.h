@@ -3,8 +3,9 @@
  *
  * Every implementation's handle begins with a struct egs_store whose ops point at its functions;
  * store.c dispatches the public calls through them.  The contracts are store.h's: an
- * implementation's commit_changes returns only once the turn is durable, and leaves nothing of the
- * turn behind when it fails.
+ * implementation's commit_changes leaves nothing of the turn behind when it fails; it returns once
+ * the turn is durable unless the implementation has the sync_* ops, which then make every write
+ * durable apart from it (store.h, "durability").
  */
 #ifndef EGS_STORE_IMPL_H
 #define EGS_STORE_IMPL_H
@@ -31,11 +32,20 @@ struct egs_store_ops {
 	enum egs_err (*audit_prune)(struct egs_store *s, int64_t before, int64_t *deleted);
 	enum egs_err (*audit_last_id)(struct egs_store *s, int64_t *out);
 	enum egs_err (*gprs_find)(struct egs_store *s, const struct egs_gpr_find *f, egs_store_gpr_fn each, void *ctx);
+	/* Durability apart from the commit (store.h); all NULL: every write is durable when it returns.
+	 * Write numbers are store.c's count (struct egs_store's written). */
+	void (*sync_request)(struct egs_store *s, uint64_t upto);
+	int (*sync_fd)(struct egs_store *s);
+	enum egs_err (*sync_poll)(struct egs_store *s, uint64_t *durable);
+	enum egs_err (*sync_wait)(struct egs_store *s, uint64_t upto, uint64_t *durable);
 };
 
 /* The first member of every implementation's handle (so a handle converts to and from it). */
 struct egs_store {
 	const struct egs_store_ops *ops;
+	/* Kept by store.c on the loop thread (implementations leave them zero): write transactions
+	 * committed so far, the highest asked to become durable, the highest known durable. */
+	uint64_t written, requested, durable;
 };
 
 #endif

@@ -4,9 +4,11 @@
  * store_schema.c's (one list for both stores), the rows store_sqlite_rows.c's (store_sqlite.h).
  *
  * One connection, used by one thread at a time (egsd's loop).  The database runs in WAL mode with
- * synchronous=FULL, so COMMIT returns only after the WAL is fsynced: that is what lets egsd answer
- * 2xx right after egs_store_commit_changes().  Each loop turn's changes go in one transaction
- * (group commit), which also means a reader never sees half a turn, even after a kill -9.
+ * synchronous=NORMAL: COMMIT writes the WAL and returns without an fsync, and the durability thread
+ * (store_sqlite_sync.c) fdatasyncs the WAL apart from it, so that egsd reads its next turn meanwhile
+ * and answers 2xx once the fdatasync covering the turn returned (store.h).  The migrations run with
+ * synchronous=FULL.  Each loop turn's changes go in one transaction (group commit), which also
+ * means a reader never sees half a turn, even after a kill -9.
  *
  * Every statement of the hot path (upserts, deletes, event inserts, BEGIN/COMMIT) is prepared once
  * at open and reused: per row there is only reset, bind and step.  The column lists of
@@ -33,6 +35,7 @@ struct sqlite_store {
 	sqlite3_stmt *meta_get, *meta_set, *prune_mark, *prune;
 	int last_rc;     /* the result code of the last failed step: SQLITE_FULL tells a full disk */
 	char *fail_path; /* EGS_STORE_FAIL_IF_EXISTS: a commit fails as on a full disk while this file exists */
+	struct egs_sqlite_sync *sync; /* the WAL's durability thread (store_sqlite_sync.c), owned */
 };
 
 static const struct egs_store_ops sqlite_ops;
@@ -236,6 +239,10 @@ enum egs_err egs_store_open_sqlite(const char *path, struct egs_store **out)
 	err = migrate(s);
 	if (err)
 		goto out;
+	/* From here a COMMIT does not fsync: the durability thread does, apart from it. */
+	err = EGS_ERR_STORE;
+	if (!(s->sync = egs__sqlite_sync_new(path)) || !exec(s, "PRAGMA synchronous = NORMAL"))
+		goto out;
 	err = prepare_all(s) ? EGS_OK : EGS_ERR_STORE;
 	const char *fail = getenv("EGS_STORE_FAIL_IF_EXISTS");
 	s->fail_path = fail && *fail ? egs_strdup(fail) : NULL;
@@ -255,6 +262,7 @@ static void sqlite_free(struct sqlite_store *s)
 		return;
 	if (s->db && !sqlite3_get_autocommit(s->db))
 		exec(s, "ROLLBACK");
+	egs__sqlite_sync_free(s->sync); /* its last fdatasync before the close checkpoints the WAL */
 	for (int i = 0; i < EGS_ROWS_NKINDS; i++) {
 		sqlite3_finalize(s->put[i]);
 		sqlite3_finalize(s->del[i]);
@@ -594,6 +602,14 @@ static enum egs_err op_gprs_find(struct egs_store *b, const struct egs_gpr_find 
 	return sqlite_gprs_find(of(b), f, each, ctx);
 }
 
+static void op_sync_request(struct egs_store *b, uint64_t upto) { egs__sqlite_sync_request(of(b)->sync, upto); }
+static int op_sync_fd(struct egs_store *b) { return egs__sqlite_sync_fd(of(b)->sync); }
+static enum egs_err op_sync_poll(struct egs_store *b, uint64_t *d) { return egs__sqlite_sync_poll(of(b)->sync, d); }
+static enum egs_err op_sync_wait(struct egs_store *b, uint64_t upto, uint64_t *d)
+{
+	return egs__sqlite_sync_wait(of(b)->sync, upto, d);
+}
+
 static const struct egs_store_ops sqlite_ops = {
 	.name = "sqlite",
 	.free = op_free,
@@ -606,4 +622,8 @@ static const struct egs_store_ops sqlite_ops = {
 	.audit_prune = op_audit_prune,
 	.audit_last_id = op_audit_last,
 	.gprs_find = op_gprs_find,
+	.sync_request = op_sync_request,
+	.sync_fd = op_sync_fd,
+	.sync_poll = op_sync_poll,
+	.sync_wait = op_sync_wait,
 };

@@ -1,0 +1,73 @@
+/*
+ * durable.c: replies wait for the fsync that covers what they saw, while the loop goes on
+ * (docs/internals/http.md, "Durability overlapped with the next turn").
+ *
+ * The commit turn (server.c) commits the turn's changes; with SQLite that COMMIT is in the WAL but
+ * not yet fsynced, and the store's thread fdatasyncs it apart from the loop (store.h).  The turn's
+ * replies wait in srv->waiting, each with the store's write number it waits for (http.c), and the
+ * loop reads and plans the next turn meanwhile.  When an fdatasync ends, the store's sync
+ * descriptor becomes readable; on_durable then sends every waiting reply whose writes are durable.
+ * So a 2xx never leaves before the fsync covering its change, and a read that saw a change not yet
+ * durable waits for the same fsync.
+ *
+ * A failed fsync: egsd cannot know which of the WAL's pages reached the disk, and a later fsync
+ * that succeeds proves nothing about them (the kernel may have dropped the failed pages), so it
+ * exits 70 at once without sending what waits, as PostgreSQL does after an fsync failure; the
+ * restart loads what the disk holds.
+ */
+#include "server/server.h"
+
+#include "server/observe.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+void egs_durable_failed(struct egs_server *srv)
+{
+	fprintf(srv->log, "level=fatal msg=\"fsync of the store failed: what was committed since the last durable "
+			  "write may be lost; exiting without acknowledging it\" waiting=%zu\n",
+		srv->waiting.len);
+	fflush(srv->log);
+	_exit(70);
+}
+
+static void on_durable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct egs_server *srv = arg;
+	if (egs_store_sync_done(srv->store))
+		egs_durable_failed(srv);
+	egs_server_send_durable(srv);
+}
+
+bool egs_durable_turn_leaves(const struct egs_server *srv)
+{
+	const struct egs_obs *ob = srv->obs;
+	return ob && ((srv->st.new_events.len && ob->watchers.len) || ob->outbox_new.len);
+}
+
+void egs_durable_start(struct egs_server *srv)
+{
+	int fd = egs_store_sync_fd(srv->store);
+	if (fd < 0)
+		return;
+	/* Priority 0 (the highest): replies whose fsync ended go out before more requests are read. */
+	srv->durable_ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, on_durable, srv);
+	EGS_ASSERT(srv->durable_ev && event_priority_set(srv->durable_ev, 0) == 0);
+	event_add(srv->durable_ev, NULL);
+}
+
+void egs_durable_wait(struct egs_server *srv)
+{
+	if (egs_store_sync_wait(srv->store))
+		egs_durable_failed(srv);
+	egs_server_send_durable(srv);
+}
+
+void egs_durable_stop(struct egs_server *srv)
+{
+	if (srv->durable_ev)
+		event_free(srv->durable_ev);
+	srv->durable_ev = NULL;
+}
