@@ -219,13 +219,16 @@ prof_stop() {
 	} >&2 || true
 }
 
-# Reply-after-fsync order: strace egsd while three creates go through one at a time and check that
-# no "HTTP/1.1 200" reply is written while a WAL write (pwrite64) is not yet followed by fdatasync.
+# Reply-after-fsync order: strace egsd (all its threads: the WAL's fdatasync runs on the store's own
+# thread, the replies on the loop's) while three creates go through one at a time, and check that no
+# "HTTP/1.1 200" reply is written while a WAL write (pwrite64) made before it is not yet covered by an
+# fdatasync that began after that write and returned (strace -f splits a call that another thread
+# interleaves into "<unfinished ...>" and "<... resumed>": a sync counts only at its return).
 check_order() {
 	ORDER_NOTE="reply-after-fsync order not checked (no strace)"
 	command -v strace >/dev/null || return 0
 	local st=$WORK/strace-$1.txt spid i
-	strace -qq -p "$EGSD_PID" -e trace=pwrite64,fdatasync,fsync,writev,write -s 16 -o "$st" 2>/dev/null &
+	strace -f -qq -p "$EGSD_PID" -e trace=pwrite64,fdatasync,fsync,writev,write -s 16 -o "$st" 2>/dev/null &
 	spid=$!
 	PIDS+=("$spid")
 	sleep 0.5
@@ -235,13 +238,15 @@ check_order() {
 	sleep 0.2
 	stop "$spid" TERM
 	ORDER_NOTE=$(awk '
-		/^pwrite64\(/ { dirty = 1; writes++ }
-		/^f(data)?sync\(/ { if (dirty) syncs++; dirty = 0 }
-		/^writev?\(.*HTTP\/1\.1 200/ { replies++; if (dirty) bad++ }
+		{ sub(/^(\[pid +)?[0-9]+\]? +/, "") } # the thread id strace -f puts first
+		/^pwrite64\(/ { w++; if (!/unfinished/) writes++ }
+		/^f(data)?sync\(/ { from[++n] = w; if (/\) += 0/) { if (w > synced) syncs++; synced = w } }
+		/^<\.\.\. f(data)?sync resumed>/ { if (/ = 0/ && from[n] > synced) { syncs++; synced = from[n] } }
+		/^writev?\(.*HTTP\/1\.1 200/ { replies++; if (w > synced) bad++ }
 		END {
 			if (replies < 3 || writes == 0) print "reply-after-fsync order not checked (strace saw " replies + 0 " replies, " writes + 0 " WAL writes)"
 			else if (bad) print "reply-after-fsync order VIOLATED: " bad " of " replies " replies written before the fsync of their WAL writes"
-			else print "reply-after-fsync order: ok (strace: " replies " create replies, each written after the fdatasync of its WAL frames)"
+			else print "reply-after-fsync order: ok (strace -f: " replies " create replies, each written after an fdatasync that began after its WAL writes had returned)"
 		}' "$st")
 }
 

@@ -10,6 +10,13 @@
  * So a 2xx never leaves before the fsync covering its change, and a read that saw a change not yet
  * durable waits for the same fsync.
  *
+ * One fsync is in flight at a time, and no commit is made while it is: the commit turn that comes
+ * meanwhile is deferred (server.c) and the requests keep gathering in memory, so each commit and
+ * each fsync pays for everything that arrived during the last fsync.  Committing every loop turn
+ * instead made many small transactions, each writing whole b-tree pages to the WAL: more CPU per
+ * create (measured: 119 against 89-96 us) for no more creates per fsync.  When the fsync ends,
+ * on_durable sends its replies and runs the deferred turn.
+ *
  * A failed fsync: egsd cannot know which of the WAL's pages reached the disk, and a later fsync
  * that succeeds proves nothing about them (the kernel may have dropped the failed pages), so it
  * exits 70 at once without sending what waits, as PostgreSQL does after an fsync failure; the
@@ -39,6 +46,11 @@ static void on_durable(evutil_socket_t fd, short what, void *arg)
 	if (egs_store_sync_done(srv->store))
 		egs_durable_failed(srv);
 	egs_server_send_durable(srv);
+	if (srv->turn_deferred && egs_store_durable(srv->store) >= egs_store_written(srv->store)) {
+		srv->turn_deferred = false; /* the turn that gathered meanwhile: commit it now */
+		if (!event_pending(srv->commit_ev, EV_TIMEOUT, NULL))
+			event_active(srv->commit_ev, EV_TIMEOUT, 0);
+	}
 }
 
 bool egs_durable_turn_leaves(const struct egs_server *srv)

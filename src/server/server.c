@@ -214,6 +214,13 @@ static void commit_turn(struct egs_server *srv)
 		egs_replica_turn(srv); /* followers plan nothing and write nothing */
 		return;
 	}
+	if (!srv->stopping && egs_store_written(srv->store) > egs_store_durable(srv->store)) {
+		/* An fsync is in flight: this turn goes on gathering requests, and is committed when that
+		 * fsync ends (durable.c), so that a commit and an fsync pay for all that came meanwhile. */
+		srv->turn_deferred = true;
+		egs_store_sync(srv->store); /* in flight already, but for writes outside a turn (a meta set) */
+		return;
+	}
 	maybe_plan(srv, false);
 	egs_obs_due(srv, egs_now(srv));           /* observability: exit warnings due since the last plan */
 	egs_obs_before_commit(srv, egs_now(srv)); /* observability: settings of new nodes, estimates */

@@ -72,6 +72,7 @@ struct egs_server {
 	struct egs_vec held;     /* struct held_reply*, waiting for the turn's commit */
 	struct egs_vec waiting;  /* struct held_reply*, committed, waiting for the fsync (durable.c) */
 	struct event *durable_ev; /* the store's sync descriptor is readable: an fsync ended (durable.c) */
+	bool turn_deferred;       /* a commit turn waits for the fsync in flight to end (server.c, durable.c) */
 	struct egs_vec polls;    /* struct egs_poll*, agents' long polls */
 	struct egs_plan *plan;   /* the last walk, for cheap appends */
 	struct egs_gpr *aged_read; /* the finished GPR last read back from the store (server/aged.h), owned */
