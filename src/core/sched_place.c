@@ -642,8 +642,10 @@ static void start(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w)
 		egs_state_touch(st, EGS_KIND_NODE, n);
 		egs_strlist_add(&g->nodes, n->key);
 	}
-	if (!g->cluster[0])
+	if (!g->cluster[0]) {
 		egs_strlcpy(g->cluster, p->chosen[0]->n->cluster, sizeof(g->cluster));
+		g->match_layout = 0; /* its pool mask read the cluster: a requeue must not match others */
+	}
 	g->est_start = p->now;
 	egs_gpr_set_state(st, g, EGS_GPR_PROVISIONING, p->now, "Provisioning",
 			  "GPR %s starts provisioning on %d node(s) of cluster %s", g->name, g->node_count,

@@ -1926,6 +1926,38 @@ static void test_attach_failure_multi_node(void **state)
 	done(st);
 }
 
+/* A GPR without a cluster takes the cluster of its first start and keeps it when it is requeued;
+ * the planner's cached pool mask must follow (it matched every cluster before): else the walk put
+ * the requeued GPR on a free node of another cluster, where it can never start, at now, run after
+ * run, instead of waiting for its own cluster. */
+static void test_requeued_keeps_its_cluster(void **state)
+{
+	(void)state;
+	struct egs_state *st = state_new(3, 300, LONG_HEARTBEAT);
+	int64_t now = T0;
+	struct egs_node *a = add_h100(st, "c1", "a1", now), *b = add_h100(st, "c2", "b1", now);
+	add_ws(st, "ws1", "c1", "c2", NULL);
+	add_ws(st, "ws2", "c1", NULL);
+	struct egs_gpr *g = submit(st, mk_gpr("g", "ws1", 1, 8, 600, 100), now);
+	sched_run(st, now);
+	assert_int_equal(g->state, EGS_GPR_PROVISIONING);
+	assert_string_equal(g->cluster, "c1");
+	struct egs_gpr *h = submit(st, mk_gpr("h", "ws2", 1, 8, 3600, 200), now);
+	sched_run(st, now);
+	assert_int_equal(h->state, EGS_GPR_QUEUED);
+	/* g's attach times out: requeued in c1, where h (ahead) takes the node it let go. */
+	sched_run(st, now + 300);
+	assert_int_equal(g->retry_count, 1);
+	assert_int_equal(h->state, EGS_GPR_PROVISIONING);
+	assert_string_equal(a->gpr_id, "h");
+	assert_int_equal(g->state, EGS_GPR_QUEUED);
+	assert_string_equal(g->cluster, "c1");
+	assert_int_equal(g->est_start, now + 300 + 3600);
+	assert_true(node_free(b));
+	check_consistency(st);
+	done(st);
+}
+
 static void test_provision_timeout(void **state)
 {
 	(void)state;
@@ -2617,6 +2649,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_early_release_paths, teardown),
 		cmocka_unit_test_teardown(test_attach_failure, teardown),
 		cmocka_unit_test_teardown(test_attach_failure_multi_node, teardown),
+		cmocka_unit_test_teardown(test_requeued_keeps_its_cluster, teardown),
 		cmocka_unit_test_teardown(test_provision_timeout, teardown),
 		cmocka_unit_test_teardown(test_next_wake_includes_provision_timeout, teardown),
 		cmocka_unit_test_teardown(test_error_codes_per_state, teardown),
