@@ -150,6 +150,22 @@ static struct egs_gpr *random_gpr(long i, long pools, long workspaces)
 	return g;
 }
 
+/* What the walk decided, to compare builds: every GPR's estimate, state, delays and nodes. */
+static uint64_t checksum(struct egs_state *st, long gprs)
+{
+	uint64_t sum = 1469598103934665603ull;
+	for (long i = 0; i < gprs; i++) {
+		char id[EGS_ID_MAX];
+		snprintf(id, sizeof(id), "gpr-%08lx-0000", (unsigned long)i & 0xffffffffUL);
+		const struct egs_gpr *g = egs_state_gpr(st, id);
+		sum = (sum ^ (uint64_t)g->est_start ^ ((uint64_t)g->state << 40)) * 1099511628211ull;
+		for (size_t k = 0; k < g->nodes.n; k++)
+			for (const char *c = g->nodes.v[k]; *c; c++)
+				sum = (sum ^ (unsigned char)*c) * 1099511628211ull;
+	}
+	return sum;
+}
+
 int main(int argc, char **argv)
 {
 	long nodes = argc > 1 ? strtol(argv[1], NULL, 10) : 10000;
@@ -191,17 +207,7 @@ int main(int argc, char **argv)
 	double t0 = secs();
 	egs_sched_run(&st, now, plan); /* first walk: starts what fits */
 	double first = secs() - t0;
-	/* What the walk decided, to compare builds: every GPR's estimate, state and nodes. */
-	uint64_t sum = 1469598103934665603ull;
-	for (long i = 0; i < gprs; i++) {
-		char id[EGS_ID_MAX];
-		snprintf(id, sizeof(id), "gpr-%08lx-0000", (unsigned long)i & 0xffffffffUL);
-		const struct egs_gpr *g = egs_state_gpr(&st, id);
-		sum = (sum ^ (uint64_t)g->est_start ^ ((uint64_t)g->state << 40)) * 1099511628211ull;
-		for (size_t k = 0; k < g->nodes.n; k++)
-			for (const char *c = g->nodes.v[k]; *c; c++)
-				sum = (sum ^ (unsigned char)*c) * 1099511628211ull;
-	}
+	uint64_t sum = checksum(&st, gprs);
 	egs_state_clear_changes(&st);
 	double best = 1e9;
 	double best_cpu = 1e9;
@@ -294,6 +300,7 @@ int main(int argc, char **argv)
 	/* An early release: the run that follows walks the queue with the release held and lifted
 	 * (core/held.h) before the real walk, so it costs two to four full walks. */
 	double rel = 0, rel_cpu = 0;
+	uint64_t rel_sum = 0;
 	size_t held = 0;
 	if (st.active.len) {
 		struct egs_gpr *a = st.active.items[0];
@@ -304,6 +311,12 @@ int main(int argc, char **argv)
 		rel = secs() - t0;
 		rel_cpu = cpu_secs() - c0;
 		held = st.held.len;
+		rel_sum = checksum(&st, gprs);
+		for (long i = 0; i < gprs; i++) { /* and the delays the run counted */
+			char id[EGS_ID_MAX];
+			snprintf(id, sizeof(id), "gpr-%08lx-0000", (unsigned long)i & 0xffffffffUL);
+			rel_sum = (rel_sum ^ (uint64_t)egs_state_gpr(&st, id)->delayed_count) * 1099511628211ull;
+		}
 		egs_state_clear_changes(&st);
 	}
 	/* What egsd meets under creates at mixed priorities: a run after each burst of creates (1 or
@@ -343,8 +356,8 @@ int main(int argc, char **argv)
 	printf("wait-time query from the kept plan, priority 300 / 150 / 1 (best of 5): %.2f / %.2f / %.3f ms\n",
 	       kbest[0] * 1e3, kbest[1] * 1e3, kbest[2] * 1e3);
 	printf("wait-time query from the kept plan, all %ld pools at once, priority 150: %.2f ms\n", pools, abest * 1e3);
-	printf("run after one early release (trial walks; release %s): %.1f ms (CPU %.1f ms)\n", held ? "held" : "applied",
-	       rel * 1e3, rel_cpu * 1e3);
+	printf("run after one early release (trial walks; release %s): %.1f ms (CPU %.1f ms); checksum then %016llx\n",
+	       held ? "held" : "applied", rel * 1e3, rel_cpu * 1e3, (unsigned long long)rel_sum);
 	for (int b = 0; b < 2; b++)
 		printf("run after %d create(s) at random priorities, in slices of 2,000 (median of 15, CPU): %.1f ms, "
 		       "%.0f GPRs walked on average\n", bursts[b], burst_med[b] * 1e3, burst_walked[b]);

@@ -426,9 +426,9 @@ static void splice_order(struct egs_plan *p)
 static bool walk_step(struct egs_plan *p, size_t max)
 {
 	struct egs_state *st = p->st;
-	if (p->trial) { /* held releases' trials first (their last step begins the walk) */
+	if (p->trial) { /* held releases' trials first (their last step begins the walk, or is it) */
 		egs__trial_step(p, max);
-		return false;
+		return !p->walking;
 	}
 	if (p->old) { /* the plan replaced: freeing it is a piece of its own */
 		egs__plan_free_old(p);
@@ -457,7 +457,10 @@ static bool walk_step(struct egs_plan *p, size_t max)
 		}
 	}
 	size_t end = p->norder - p->cursor > max ? p->cursor + max : p->norder;
-	for (size_t i = p->cursor; i < end; i++) {
+	bool adopted = p->adopting != NULL; /* the trial of held releases made the walk */
+	if (adopted) /* its results go in */
+		egs__adopt_step(p, end);
+	for (size_t i = p->cursor; i < end && !adopted; i++) {
 		struct egs_gpr *g = p->order[i];
 		if (p->keep && i % (st->cfg.plan_snap_every ? st->cfg.plan_snap_every : SNAP_EVERY) == 0)
 			egs__snap_take(p, i);
@@ -578,12 +581,17 @@ const char *egs_sched_piece(const struct egs_plan *p)
 		return first[p->init_part < 3 ? p->init_part : 2];
 	if (!p->order || p->splice)
 		return p->splice ? "queue order (resumed walk)" : "queue order";
-	return "walk";
+	return "walk"; /* placing GPRs, or applying what an adopted trial's walk placed (egsd sizes both) */
 }
 
 size_t egs_sched_from(const struct egs_plan *p)
 {
 	return p->from;
+}
+
+bool egs_sched_adopted(const struct egs_plan *p)
+{
+	return p->adopted;
 }
 
 bool egs_sched_walking(const struct egs_plan *p)

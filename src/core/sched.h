@@ -104,6 +104,9 @@ const char *egs_sched_piece(const struct egs_plan *p);
  * snapshot it resumed from, when only creates came since the plan was made (the estimates and
  * starts of the GPRs before it cannot change). */
 size_t egs_sched_from(const struct egs_plan *p);
+/* True when the last run's plan is the walk of its held releases' trial with every hold lifted,
+ * adopted when they all passed instead of walked again (core/sched_held.c trial_adopt). */
+bool egs_sched_adopted(const struct egs_plan *p);
 bool egs_sched_stale(const struct egs_plan *keep);
 void egs_sched_abort(struct egs_plan *p); /* a walk in progress; else a no-op */
 

@@ -32,7 +32,18 @@ void egs__trial_free(struct trial *t)
 	egs__plan_cleanup(&t->lift);
 	free(t->order);
 	free(t->tried);
+	free(t->lift_t);
+	free(t->start_nodes);
 	free(t);
+}
+
+/* Moves the snapshots' buffers of t's lift walk (an adopt walk takes them) to p's spares. */
+void egs__trial_spares(struct egs_plan *p, struct trial *t)
+{
+	struct egs_plan *l = &t->lift;
+	egs__snap_spare(p, l->snaps, l->nsnaps);
+	egs__snap_spare(p, l->spare, l->nspare);
+	l->nsnaps = l->nspare = 0;
 }
 
 /* The place of hold g in st->held, SIZE_MAX when it is not there. */
@@ -81,6 +92,7 @@ void egs__trial_begin(struct egs_plan *p, bool all)
 {
 	struct trial *t = p->trial;
 	struct egs_state *st = p->st;
+	egs__trial_spares(p, t);
 	egs__plan_cleanup(&t->base);
 	egs__plan_cleanup(&t->lift);
 	free(t->order);
@@ -89,6 +101,12 @@ void egs__trial_begin(struct egs_plan *p, bool all)
 	t->phase = 0;
 	t->all = all;
 	t->kept_base = false;
+	/* Only when every hold is tried: after it passes none is left, so the run's walk would
+	 * walk the very state lift walked (the ghosts dropped, as lift skipped them). */
+	t->adopt = all && p->keep && !st->cfg.plan_no_adopt;
+	free(t->lift_t);
+	t->lift_t = NULL;
+	t->nstart_nodes = t->nghosts = 0;
 	t->tried = egs_realloc(t->tried, (st->held.len + 1) * sizeof(*t->tried));
 	t->ntried = all ? st->held.len : 1;
 	memcpy(t->tried, st->held.items, t->ntried * sizeof(*t->tried));
@@ -106,8 +124,130 @@ static void trial_end(struct egs_plan *p, bool void_)
 	p->trial_void = void_;
 }
 
+/* The first step of an adopt walk: lift takes the snapshots' spare buffers and the due time a
+ * walk starts from (as walk_first_state sets it). */
+static void adopt_begin(struct egs_plan *p, struct trial *t)
+{
+	struct egs_plan *l = &t->lift;
+	egs__snap_spare(l, p->spare, p->nspare);
+	free(p->spare);
+	p->spare = NULL;
+	p->nspare = 0;
+	l->keep = true;
+	l->run_next = egs__stale_next(l, p->base_next);
+	t->lift_t = egs_malloc((t->n + 1) * sizeof(*t->lift_t));
+}
+
+/* g's turn in an adopt walk: what walk_step and egs__plan_one do, the start only noted. */
+static int64_t adopt_one(struct trial *t, struct egs_gpr *g)
+{
+	struct egs_plan *l = &t->lift;
+	struct egs_state *st = l->st;
+	size_t i = l->norder, every = st->cfg.plan_snap_every ? st->cfg.plan_snap_every : SNAP_EVERY;
+	if (i % every == 0)
+		egs__snap_take(l, i);
+	egs__order_push(l, g);
+	bool starts;
+	int64_t at = egs__plan_note(l, g, &starts), due = at;
+	t->lift_t[i] = at;
+	if (starts) {
+		size_t k = (size_t)g->node_count;
+		if (t->nstart_nodes + k > t->cap_start_nodes) {
+			t->cap_start_nodes = 2 * (t->nstart_nodes + k) + 16;
+			t->start_nodes = egs_realloc(t->start_nodes, t->cap_start_nodes * sizeof(*t->start_nodes));
+		}
+		memcpy(t->start_nodes + t->nstart_nodes, l->chosen, k * sizeof(*l->chosen));
+		t->nstart_nodes += k;
+		egs__started_push(l, i, g);
+		due = l->now + st->cfg.provision_timeout_s; /* due again at its provisioning time-out */
+	} else if (at == l->now) {
+		l->stuck = true;
+	}
+	if (due != EGS_NEVER && due > l->now && due < l->run_next)
+		l->run_next = due;
+	return at;
+}
+
+/*
+ * Every hold passed (and was dropped): the run's walk would now walk the state lift walked (the
+ * generation is as the trial found it, the holds and the lifted ghosts are gone as lift had them
+ * gone), placing GPR by GPR as lift placed them; so lift, walked as that walk (adopt), becomes the
+ * run's plan and the walk is not made again.  Its steps then apply, in order, what lift noted:
+ * every estimate, and the starts (egs__adopt_step, as egs__plan_one would at that GPR's turn, so
+ * a change between the steps is met as in any walk).  Returns false (nothing done) when lift is
+ * not that walk, or when a start it noted could not be made now (the walk would not make it, and
+ * its due time and the GPRs after it would differ).
+ */
+static bool trial_adopt(struct egs_plan *p)
+{
+	struct trial *t = p->trial;
+	struct egs_plan *l = &t->lift;
+	struct egs_state *st = p->st;
+	if (!t->adopt || st->held.len || l->shared || l->norder != t->cursor - t->nghosts)
+		return false;
+	for (size_t j = 0, off = 0; j < l->nstarted; j++) { /* the walk would make every start lift noted */
+		struct egs_gpr *g = l->started[j].g;
+		memcpy(l->chosen, t->start_nodes + off, (size_t)g->node_count * sizeof(*l->chosen));
+		off += (size_t)g->node_count;
+		if (!egs__plan_still_free(l, g))
+			return false;
+	}
+	struct adoption *a = egs_calloc(1, sizeof(*a));
+	a->t = t->lift_t;
+	a->nodes = t->start_nodes;
+	t->lift_t = NULL;
+	t->start_nodes = NULL;
+	struct snap *spare = p->spare;
+	size_t nspare = p->nspare;
+	int64_t base_next = p->base_next;
+	EGS_ASSERT(!p->old && !p->adopting);
+	*p = *l; /* p held only st, now, keep, base_next, the trial and spares */
+	memset(l, 0, sizeof(*l));
+	egs__trial_free(t);
+	egs__snap_spare(p, spare, nspare);
+	free(spare);
+	p->trial = NULL;
+	p->adopting = a;
+	p->base_next = base_next;
+	p->keep = p->adopted = p->walking = true;
+	p->valid = p->stale = p->foreign = p->trial_void = p->deferred = p->splice = false;
+	p->from = p->cursor = 0;
+	p->gen_seen = st->generation;
+	p->arr_seen = st->arrivals.bumps;
+	p->hold_seen = st->arrivals.hold_bumps;
+	return true;
+}
+
+void egs__adopt_step(struct egs_plan *p, size_t end)
+{
+	struct adoption *a = p->adopting;
+	for (size_t i = p->cursor; i < end; i++) {
+		struct egs_gpr *g = p->order[i];
+		bool starts = a->next < p->nstarted && p->started[a->next].pos == i;
+		if (starts) {
+			memcpy(p->chosen, a->nodes + a->off, (size_t)g->node_count * sizeof(*p->chosen));
+			a->off += (size_t)g->node_count;
+			a->next++;
+		}
+		if (!egs__plan_apply(p, g, a->t[i], starts))
+			p->stale = p->foreign = true; /* a start it noted cannot be made: walk again */
+	}
+	if (end == p->norder)
+		egs__adopt_free(p);
+}
+
+void egs__adopt_free(struct egs_plan *p)
+{
+	if (!p->adopting)
+		return;
+	free(p->adopting->t);
+	free(p->adopting->nodes);
+	free(p->adopting);
+	p->adopting = NULL;
+}
+
 /* A trial has walked to its end or to the first GPR it starts later (later): applies it and
- * begins the next trial, or the real walk. */
+ * begins the next trial, or the real walk (or, when lift can be, adopts it as the real walk). */
 static void trial_done(struct egs_plan *p, bool later)
 {
 	struct trial *t = p->trial;
@@ -118,6 +258,8 @@ static void trial_done(struct egs_plan *p, bool later)
 			if (k != SIZE_MAX)
 				egs_held_drop(st, k);
 		}
+		if (trial_adopt(p))
+			return;
 	} else if (!t->all) {
 		egs_held_rotate(st); /* the next run tries the others first */
 	}
@@ -172,6 +314,8 @@ void egs__trial_step(struct egs_plan *p, size_t max)
 			return;
 		}
 	}
+	if (t->adopt && !t->lift_t)
+		adopt_begin(p, t);
 	size_t end = t->n - t->cursor > max ? t->cursor + max : t->n;
 	bool later = false;
 	for (; t->cursor < end && !later; t->cursor++) {
@@ -182,9 +326,12 @@ void egs__trial_step(struct egs_plan *p, size_t max)
 		if (g->ghost) { /* reserves, is not compared; out of lift's order when it is lifted */
 			if (!t->all && g != t->tried[0])
 				egs__place_dry(&t->lift, g);
+			t->nghosts++;
 			continue;
 		}
-		later = egs__place_dry(&t->lift, g) > tb;
+		if (g->share_centi)
+			t->adopt = false; /* a shared start reads the node's shares as they are: walk */
+		later = (t->adopt ? adopt_one(t, g) : egs__place_dry(&t->lift, g)) > tb;
 	}
 	if (later || t->cursor == t->n)
 		trial_done(p, later);

@@ -129,6 +129,8 @@ struct egs_plan {
 	 * it, so the holds are tried again at the next run. */
 	struct trial *trial;
 	bool trial_void;
+	bool adopted; /* the trial's lift walk became this plan (trial_adopt) */
+	struct adoption *adopting; /* while its steps apply what that walk noted (egs__adopt_step) */
 	/* The plan this walk replaced, freed by its next step (plan_retire), and whether the walk's
 	 * first state is still to be made (walk_defer): pieces of their own at 100,000 x 10,000. */
 	struct egs_plan *old;
@@ -141,6 +143,14 @@ struct egs_plan {
 	uint64_t layout; /* the pools' layout (st->pool_layout): GPRs cache their pool masks under it */
 	int share_take[EGS_SHARE_DEV_MAX]; /* egs__place() of a shared GPR: its shares of p->chosen[0] */
 	bool shared; /* some slot has a share timeline (snapshots do not keep them) */
+};
+
+/* A plan adopted from a held releases' trial (sched_held.c trial_adopt): the walk's steps apply
+ * what its walk noted instead of placing. */
+struct adoption {
+	int64_t *t;          /* every GPR's start, by place in the plan's order */
+	struct slot **nodes; /* the nodes of the GPRs it starts, in turn */
+	size_t off, next;    /* the next start's nodes in nodes, and its entry in the plan's started */
 };
 
 /* The state of a walk before the GPR at order[pos]: enough to rebuild the plan there without
@@ -192,6 +202,13 @@ struct trial {
 	size_t ntried;
 	bool all;
 	bool kept_base; /* the base is the kept plan's estimates (held_kept_base): no base walk */
+	/* adopt: lift is walked as the run's walk would walk it (snapshots, order, starts noted), so
+	 * that when every hold passes, lift becomes the run's plan (trial_adopt) instead of a walk. */
+	bool adopt;
+	int64_t *lift_t;           /* adopt: every GPR's start in lift, by its place in lift's order */
+	struct slot **start_nodes; /* adopt: the nodes of the GPRs lift would start, in turn */
+	size_t nstart_nodes, cap_start_nodes;
+	size_t nghosts; /* ghosts met in the order so far (lift's order skips them when all) */
 	size_t tries, nheld; /* one-at-a-time tries made, and the holds there were before them */
 	uint64_t gen;        /* st->generation when the trial began */
 };
@@ -236,13 +253,23 @@ int64_t egs__place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w
 void egs__reserve(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w, int64_t t);
 int64_t egs__place_dry(struct egs_plan *p, struct egs_gpr *g);
 int64_t egs__plan_one(struct egs_plan *p, struct egs_gpr *g);
+int64_t egs__plan_note(struct egs_plan *p, struct egs_gpr *g, bool *starts);
+/* True when the nodes in p->chosen are still free for g in the state (as egs__plan_one checks). */
+bool egs__plan_apply(struct egs_plan *p, struct egs_gpr *g, int64_t t, bool starts);
+/* True when the nodes in p->chosen are still free for g in the state (egs__plan_one's check). */
+bool egs__plan_still_free(struct egs_plan *p, struct egs_gpr *g);
 
 /* sched_held.c: held releases' trials (contracts above their definitions). */
 void egs__trial_free(struct trial *t);
+void egs__trial_spares(struct egs_plan *p, struct trial *t);
 bool egs__held_pending(struct egs_state *st, int64_t now);
 bool egs__held_kept_base(const struct egs_plan *p, const struct egs_state *st, int64_t now);
 void egs__trial_begin(struct egs_plan *p, bool all);
 void egs__trial_step(struct egs_plan *p, size_t max);
+/* Applies what an adopted plan's walk noted for order[p->cursor .. end) (as egs__plan_one would
+ * at each GPR's turn); frees the adoption at the order's end. */
+void egs__adopt_step(struct egs_plan *p, size_t end);
+void egs__adopt_free(struct egs_plan *p);
 
 /* sched_kept.c: the kept plan (contracts above their definitions). */
 bool egs__walk_resume(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next);

@@ -717,3 +717,52 @@ int64_t egs__plan_one(struct egs_plan *p, struct egs_gpr *g)
 	egs__reserve(p, g, w, t);
 	return t;
 }
+
+/*
+ * egs__plan_one in two halves, for a trial's walk that may become the run's walk (sched_held.c,
+ * trial_adopt).  egs__plan_note places g and reserves what it gets exactly as egs__plan_one does;
+ * a GPR egs__plan_one would start is only noted (*starts): the plan's nodes and workspace are
+ * marked as start() marks them, so later GPRs see what they would see.  egs__plan_apply then does
+ * what egs__plan_one does to the state at g's turn: starts g on the nodes in p->chosen (noted:
+ * starts) when they are still free, else records estimate t; false when a noted start could not be
+ * made.  Not for shared GPRs (their start reads the node's shares as they are).
+ */
+int64_t egs__plan_note(struct egs_plan *p, struct egs_gpr *g, bool *starts)
+{
+	EGS_ASSERT(!g->share_centi);
+	p->last = g;
+	*starts = false;
+	if (g->state != EGS_GPR_QUEUED)
+		return egs__place_dry(p, g);
+	struct wsinfo *w = ws_of(p, g);
+	uint64_t mask = p->npools <= 64 ? match_mask(p, g) : 0;
+	int64_t t = egs__place(p, g, w, &mask);
+	if (t == EGS_NEVER)
+		return t;
+	if (can_start_now(p, g, w, t)) {
+		*starts = true;
+		for (size_t i = 0; i < (size_t)g->node_count; i++)
+			p->chosen[i]->idle_now = false;
+		w->active = true;
+	}
+	egs__reserve(p, g, w, t);
+	return t;
+}
+
+bool egs__plan_still_free(struct egs_plan *p, struct egs_gpr *g)
+{
+	return still_free(p, g, ws_of(p, g));
+}
+
+bool egs__plan_apply(struct egs_plan *p, struct egs_gpr *g, int64_t t, bool starts)
+{
+	if (g->state != EGS_GPR_QUEUED) /* left the queue during a walk in slices (egs__plan_one) */
+		return true;
+	struct wsinfo *w = ws_of(p, g);
+	if (starts && still_free(p, g, w)) {
+		start(p, g, w);
+		return true;
+	}
+	set_estimate(g, t);
+	return !starts;
+}

@@ -334,6 +334,7 @@ void egs__plan_cleanup(struct egs_plan *p)
 		egs__trial_free(p->trial);
 	if (p->old)
 		egs_plan_free(p->old);
+	egs__adopt_free(p);
 	for (size_t i = 0; i < p->nslots; i++)
 		if (p->slots[i].sh) {
 			egs_share_timeline_cleanup(p->slots[i].sh);
@@ -459,6 +460,8 @@ void egs__plan_free_old(struct egs_plan *p)
 	egs__snap_spare(p, old->snaps, old->nsnaps);
 	egs__snap_spare(p, old->spare, old->nspare); /* a retired trial's, passed on */
 	old->nsnaps = old->nspare = 0;
+	if (old->trial) /* and those its lift walk took */
+		egs__trial_spares(p, old->trial);
 	egs_plan_free(old);
 }
 

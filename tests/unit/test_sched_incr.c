@@ -6,7 +6,9 @@
  * slices of a walk); the first plans with its kept plan (resuming where it can), the second walks
  * afresh every time.  After every run every GPR's state, estimate, delay count, cluster and nodes,
  * and the next due time, must be the same in both, over several seeds, backfill off and on; and
- * most runs after creates must have resumed (so the equality covers the incremental path).
+ * most runs after creates must have resumed (so the equality covers the incremental path).  The
+ * second twin also never takes a held releases' trial walk as its plan (cfg.plan_no_adopt), so
+ * the runs where the first one does (sched_held.c trial_adopt) are compared with real walks.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,6 +40,7 @@ static struct twin tw[2]; /* 0 resumes from its kept plan, 1 walks afresh */
 static size_t ngprs;
 static uint64_t rng;
 static size_t creates, resumed; /* runs after creates, and those that resumed */
+static size_t adopted;          /* runs whose plan was the held releases' trial walk (twin 0 only) */
 
 static uint64_t rnd(uint64_t n)
 {
@@ -209,6 +212,8 @@ static bool run_both(int64_t now, bool mid)
 	}
 	compare();
 	assert_int_equal(next[0], next[1]);
+	assert_false(egs_sched_adopted(tw[1].plan));
+	adopted += egs_sched_adopted(tw[0].plan);
 	for (int k = 0; k < 2; k++)
 		egs_state_clear_changes(tw[k].st);
 	return from_kept;
@@ -222,6 +227,7 @@ static void one_seed(uint64_t seed, int backfill)
 		tw[k].st = world(backfill);
 		tw[k].plan = egs_plan_new();
 	}
+	tw[1].st->cfg.plan_no_adopt = true; /* walks after every trial of held releases */
 	int64_t now = T0;
 	for (int i = 0; i < QUEUED0; i++) /* the creates after these land after or among them */
 		create(now, 1);
@@ -268,9 +274,11 @@ static void one_seed(uint64_t seed, int backfill)
  * of them resume without backfill and 32% with it; a quarter must. */
 static void check_resumed(int backfill)
 {
-	printf("backfill %d: %zu of %zu runs after creates resumed\n", backfill, resumed, creates);
+	printf("backfill %d: %zu of %zu runs after creates resumed, %zu runs took their trial's walk\n", backfill,
+	       resumed, creates, adopted);
 	assert_true(creates > 0 && resumed * 4 > creates);
-	creates = resumed = 0;
+	assert_true(adopted > 0);
+	creates = resumed = adopted = 0;
 }
 
 static void test_resumed_equals_fresh(void **state)
