@@ -297,11 +297,16 @@ void egs_plan_free(struct egs_plan *p)
 }
 
 /* The order of a walk (caller frees): the queue's, with the ghosts that are not lifted
- * (core/held.h) merged in at the places they had; *n receives its length. */
-struct egs_gpr **egs__plan_order(struct egs_state *st, size_t *n)
+ * (core/held.h) merged in at the places they had; *n receives its length and *cap (unless NULL)
+ * the entries it has room for: an eighth more, for the appends and resumed walks that follow (a
+ * resumed walk grew the kept order by one create each time, a copy of it). */
+struct egs_gpr **egs__plan_order(struct egs_state *st, size_t *n, size_t *cap)
 {
-	size_t nq = egs_queue_len(&st->queue), ng = 0;
-	struct egs_gpr **out = egs_malloc((nq + st->held.len + 1) * sizeof(*out));
+	size_t nq = egs_queue_len(&st->queue), ng = 0, room = nq + st->held.len;
+	room += room / 8 + 64;
+	struct egs_gpr **out = egs_malloc(room * sizeof(*out));
+	if (cap)
+		*cap = room;
 	struct egs_gpr **ghosts = egs_malloc((st->held.len + 1) * sizeof(*ghosts));
 	for (size_t i = 0; i < st->held.len; i++) {
 		struct egs_gpr *g = st->held.items[i];
@@ -403,7 +408,7 @@ void egs__walk_defer(struct egs_plan *p, struct egs_state *st, int64_t now, int6
 static void splice_order(struct egs_plan *p)
 {
 	size_t n, lo = 0, hi;
-	struct egs_gpr **all = egs__plan_order(p->st, &n);
+	struct egs_gpr **all = egs__plan_order(p->st, &n, NULL);
 	const struct egs_gpr *last = p->order[p->from - 1];
 	for (hi = n; lo < hi;) { /* the first that goes after last */
 		size_t mid = lo + (hi - lo) / 2;
@@ -414,7 +419,7 @@ static void splice_order(struct egs_plan *p)
 	}
 	p->norder = p->from + (n - lo);
 	if (p->norder + 1 > p->caporder) {
-		p->caporder = p->norder + 1;
+		p->caporder = p->norder + p->norder / 8 + 64;
 		p->order = egs_realloc(p->order, p->caporder * sizeof(*p->order));
 	}
 	memcpy(p->order + p->from, all + lo, (n - lo) * sizeof(*all));
@@ -446,8 +451,7 @@ static bool walk_step(struct egs_plan *p, size_t max)
 		if (p->splice) {
 			splice_order(p);
 		} else {
-			p->order = egs__plan_order(st, &p->norder);
-			p->caporder = p->norder + 1;
+			p->order = egs__plan_order(st, &p->norder, &p->caporder);
 		}
 		if (max < SIZE_MAX) {
 			p->gen_seen = st->generation;

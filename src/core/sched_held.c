@@ -307,7 +307,7 @@ void egs__trial_step(struct egs_plan *p, size_t max)
 			egs__plan_init_part(&t->lift, st, p->now, t->phase - 3);
 			trial_set(t, st, true);
 		} else {
-			t->order = egs__plan_order(st, &t->n);
+			t->order = egs__plan_order(st, &t->n, NULL);
 		}
 		if (max < SIZE_MAX) {
 			t->phase++;

@@ -220,7 +220,7 @@ static inline int64_t min64(int64_t a, int64_t b)
 
 /* sched.c: the runs (contracts above their definitions). */
 bool egs__shape_matches(const struct egs_gpr *g, const struct egs_node *n);
-struct egs_gpr **egs__plan_order(struct egs_state *st, size_t *n);
+struct egs_gpr **egs__plan_order(struct egs_state *st, size_t *n, size_t *cap);
 void egs__plan_retire(struct egs_plan *p);
 void egs__walk_defer(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next, bool keep);
 

@@ -240,7 +240,7 @@ void egs_sched_estimates(struct egs_state *st, const struct egs_gpr *const *prob
 	struct egs_plan p;
 	egs__plan_init(&p, st, now);
 	size_t nq;
-	struct egs_gpr **order = egs__plan_order(st, &nq);
+	struct egs_gpr **order = egs__plan_order(st, &nq, NULL);
 	for (size_t i = 0; i < nq && before_probe(order[i], probes[0]->priority, fair); i++)
 		egs__place_dry(&p, order[i]);
 	free(order);
@@ -265,7 +265,7 @@ static bool dry_walk(struct egs_state *st, int64_t now, int64_t *out, struct egs
 	struct egs_plan p;
 	egs__plan_init(&p, st, now);
 	size_t n;
-	struct egs_gpr **o = egs__plan_order(st, &n);
+	struct egs_gpr **o = egs__plan_order(st, &n, NULL);
 	bool later = false;
 	for (size_t i = 0, k = 0; i < n && !later; i++) {
 		int64_t t = egs__place_dry(&p, o[i]); /* ghosts too: they reserve, and are not reported */
