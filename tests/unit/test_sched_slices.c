@@ -3,7 +3,8 @@
  * state changing between slices the way requests change it in egsd: a cancel, a node going
  * unhealthy, a new GPR.  The walk must not start what is no longer startable, must leave what came
  * after it began to the next walk, and must say it is stale; a trial of held releases that a
- * change interrupts must apply nothing and be tried again.  (tests/unit/test_sched.c reruns the
+ * change interrupts must apply nothing and be tried again, and one adopted as the run's walk applies
+ * its results in slices like a walk.  (tests/unit/test_sched.c reruns the
  * exactness tests with every run sliced and nothing in between.)
  */
 #include <setjmp.h>
@@ -211,12 +212,58 @@ static void test_held_trial_between_slices(void **state)
 	assert_int_equal(e->est_start, now); /* on a's node, once its agent has detached */
 }
 
+/*
+ * A trial of every held release that passes is the run's walk (adopted, not walked again): its
+ * steps then apply, in the run's slices, the estimates and starts the trial's walk noted.  A
+ * change between those steps makes the run stale as in any walk: a GPR cancelled meanwhile keeps
+ * its cancel and gets no estimate, and the next run (in one go) is not stale.
+ */
+static void test_adopted_trial_in_slices(void **state)
+{
+	(void)state;
+	int64_t now = T0;
+	struct egs_gpr *a = gpr("a", "ws1", 100, now);
+	gpr("b", "ws2", 100, now);
+	gpr("c", "ws3", 100, now);
+	gpr("d", "ws4", 100, now);
+	struct egs_gpr *e = gpr("e", "ws5", 50, now), *f = gpr("f", "ws6", 40, now), *g = gpr("g", "ws1", 30, now);
+	egs_sched_run(st, now, plan);
+	attach_all(now);
+	egs_sched_run(st, now, plan);
+	assert_false(egs_sched_adopted(plan));
+	assert_int_equal(f->est_start, now + 3600);
+	now += 600;
+	assert_int_equal(egs_gpr_release(st, a, now), EGS_OK);
+	assert_int_equal(st->held.len, 1);
+
+	egs_sched_begin(st, now, plan);
+	for (int steps = 0; !egs_sched_adopted(plan); steps++) /* the trial's pieces and walk */
+		assert_true(steps < 32 && !egs_sched_step(plan, 1));
+	assert_true(egs_sched_walking(plan));
+	assert_int_equal(st->held.len, 0); /* lifting it moved no one later: dropped */
+	assert_int_equal(egs_sched_progress(plan), 0);
+	assert_false(egs_sched_step(plan, 1)); /* e's estimate goes in: a's node, once detached */
+	assert_int_equal(e->est_start, now);
+	assert_int_equal(f->est_start, now + 3000);
+	assert_int_equal(egs_gpr_cancel(st, f, now), EGS_OK);
+	finish();
+	assert_true(egs_sched_stale(plan));
+	assert_int_equal(f->state, EGS_GPR_CANCELLED);
+	assert_int_equal(g->est_start, now + 3000); /* ws1 is free once a has left */
+
+	egs_sched_run(st, now, plan);
+	assert_false(egs_sched_stale(plan));
+	assert_int_equal(e->est_start, now);
+	assert_int_equal(g->est_start, now + 3000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_requests_between_slices, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_abort, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_held_trial_between_slices, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_adopted_trial_in_slices, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
