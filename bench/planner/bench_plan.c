@@ -87,7 +87,7 @@ static double sliced_run(struct egs_state *st, struct egs_plan *plan, int64_t no
 			walked = egs_sched_step(plan, slice);
 			d = cpu_secs() - t0;
 			total += d;
-			bool placed = egs_sched_progress(plan) != at;
+			bool placed = egs_sched_progress(plan) != at && strstr(what, "walk") && !strstr(what, "resumed");
 			note_piece(pc, d, secs() - w0, placed ? "walk: a step of GPRs" : what, placed);
 		}
 		w0 = secs();

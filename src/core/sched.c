@@ -435,6 +435,14 @@ static bool walk_step(struct egs_plan *p, size_t max)
 		egs__trial_step(p, max);
 		return !p->walking;
 	}
+	if (p->resume_snap) { /* a resumed walk: the kept plan at its snapshot (a piece of its own) */
+		if (!egs__walk_restore(p)) {
+			p->deferred = true; /* a full walk instead: its first state, in the next steps */
+			p->init_part = 0;
+		}
+		if (max < SIZE_MAX)
+			return false;
+	}
 	if (p->old) { /* the plan replaced: freeing it is a piece of its own */
 		egs__plan_free_old(p);
 		if (max < SIZE_MAX)
@@ -579,6 +587,8 @@ const char *egs_sched_piece(const struct egs_plan *p)
 		return "none";
 	if (p->trial)
 		return p->old ? "free last plan" : trial[p->trial->phase < 7 ? p->trial->phase : 7];
+	if (p->resume_snap)
+		return "resumed walk: the kept plan at its snapshot";
 	if (p->old)
 		return "free last plan";
 	if (p->deferred)

@@ -119,6 +119,7 @@ struct egs_plan {
 	 * splice, its first step takes only the queue's order after order[from - 1]. */
 	size_t from;
 	bool splice;
+	size_t resume_snap; /* not 0: the next step restores old's snapshot resume_snap - 1 (walk_resume) */
 	uint64_t arr_seen;  /* st->arrivals.bumps when gen_seen was taken */
 	uint64_t hold_seen; /* and st->arrivals.hold_bumps */
 	bool foreign;      /* a change other than queued creates came while the walk went on */
@@ -273,5 +274,9 @@ void egs__adopt_free(struct egs_plan *p);
 
 /* sched_kept.c: the kept plan (contracts above their definitions). */
 bool egs__walk_resume(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next);
+/* The first step of a resumed walk: p becomes the kept plan (p->old) restored at the snapshot
+ * walk_resume chose, the rest of it left in p->old; false (p as it was, resume_snap cleared) when
+ * a GPR started after the snapshot no longer holds nodes of the plan: the run walks afresh. */
+bool egs__walk_restore(struct egs_plan *p);
 
 #endif

@@ -54,8 +54,9 @@ static bool started_nodes(struct egs_plan *p, const struct egs_gpr *g)
  * nodes from their start) and the walk goes on from there over the queue as it is now.  Also
  * required: p still holds at now (no due time has come; if a GPR was placed at p's now without
  * starting, now is p's now), no held releases (their trial walks compare whole walks), no share
- * timelines.  Returns false (p untouched) when p cannot serve; tests/unit/test_sched_incr.c
- * checks that the result equals a full walk's.
+ * timelines.  Returns false (p untouched) when p cannot serve; else p is set up for the walk, its
+ * first step restoring the snapshot (egs__walk_restore: at 100,000 x 10,000 it was most of the
+ * run's set-up).  tests/unit/test_sched_incr.c checks that the result equals a full walk's.
  */
 bool egs__walk_resume(struct egs_plan *p, struct egs_state *st, int64_t now, int64_t base_next)
 {
@@ -78,10 +79,34 @@ bool egs__walk_resume(struct egs_plan *p, struct egs_state *st, int64_t now, int
 	for (size_t j = nst; j < p->nstarted; j++)
 		if (p->started[j].g->state != EGS_GPR_PROVISIONING)
 			return false;
+	/* The restore is the walk's first step (egs__walk_restore), a piece of its own. */
+	struct egs_plan *old = egs_malloc(sizeof(*old));
+	*old = *p;
+	memset(p, 0, sizeof(*p));
+	p->old = old;
+	p->st = st;
+	p->now = now;
+	p->base_next = base_next;
+	p->keep = p->walking = true;
+	p->resume_snap = si;
+	p->gen_seen = st->generation;
+	p->arr_seen = st->arrivals.bumps;
+	p->hold_seen = st->arrivals.hold_bumps;
+	return true;
+}
+
+bool egs__walk_restore(struct egs_plan *p)
+{
+	struct egs_plan *k = p->old; /* the kept plan */
+	size_t si = p->resume_snap, nst = 0;
+	const struct snap *s = &k->snaps[si - 1];
+	p->resume_snap = 0;
+	for (; nst < k->nstarted && k->started[nst].pos < s->pos; nst++)
+		;
 	struct egs_plan q;
-	egs__snap_restore(&q, p, s, now);
-	for (size_t j = nst; j < p->nstarted; j++) { /* as a full walk sees them: provisioning */
-		const struct egs_gpr *g = p->started[j].g;
+	egs__snap_restore(&q, k, s, p->now);
+	for (size_t j = nst; j < k->nstarted; j++) { /* as a full walk sees them: provisioning */
+		const struct egs_gpr *g = k->started[j].g;
 		struct wsinfo *w = egs__ws_get(&q, g->workspace);
 		if (g->share_centi || !started_nodes(&q, g)) {
 			egs__plan_cleanup(&q);
@@ -89,36 +114,34 @@ bool egs__walk_resume(struct egs_plan *p, struct egs_state *st, int64_t now, int
 		}
 		egs__reserve(&q, g, w, g->phase_since);
 		w->active = true;
-		p->started[j].pos = s->pos; /* carried: for a snapshot up to s, it started after it */
+		k->started[j].pos = s->pos; /* carried: for a snapshot up to s, it started after it */
 	}
-	q.layout = p->layout;
+	q.layout = k->layout;
 	q.keep = true;
 	q.walking = q.splice = true;
 	q.from = q.cursor = q.norder = s->pos;
-	q.order = p->order; /* the GPRs before s->pos keep their places and estimates */
-	q.caporder = p->caporder;
+	q.order = k->order; /* the GPRs before s->pos keep their places and estimates */
+	q.caporder = k->caporder;
 	q.last = q.order[s->pos - 1];
-	q.started = p->started;
-	q.nstarted = p->nstarted;
-	q.capstarted = p->capstarted;
-	egs__snap_spare(&q, p->snaps + si, p->nsnaps - si); /* retaken as the walk goes on */
-	q.snaps = p->snaps;
+	q.started = k->started;
+	q.nstarted = k->nstarted;
+	q.capstarted = k->capstarted;
+	egs__snap_spare(&q, k->snaps + si, k->nsnaps - si); /* retaken as the walk goes on */
+	q.snaps = k->snaps;
 	q.nsnaps = si;
 	q.stuck = s->stuck;
 	q.hole_end_min = s->hole_end_min;
-	q.base_next = base_next;
-	q.run_next = egs__stale_next(&q, base_next < s->run_next ? base_next : s->run_next);
-	q.gen_seen = st->generation;
-	q.arr_seen = st->arrivals.bumps;
-	q.hold_seen = st->arrivals.hold_bumps;
-	p->order = NULL;
-	p->started = NULL;
-	p->snaps = NULL;
-	p->nsnaps = 0;
-	struct egs_plan *old = egs_malloc(sizeof(*old));
-	*old = *p; /* what q did not take: freed by the walk's next step */
+	q.base_next = p->base_next;
+	q.run_next = egs__stale_next(&q, p->base_next < s->run_next ? p->base_next : s->run_next);
+	q.gen_seen = p->gen_seen; /* what changed since the run began makes the walk stale */
+	q.arr_seen = p->arr_seen;
+	q.hold_seen = p->hold_seen;
+	k->order = NULL;
+	k->started = NULL;
+	k->snaps = NULL;
+	k->nsnaps = 0;
+	q.old = k; /* what q did not take: freed by the walk's next step */
 	*p = q;
-	p->old = old;
 	return true;
 }
 
