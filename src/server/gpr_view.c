@@ -19,7 +19,13 @@
  * and the cache needs no list of the fields a view reads.  Access checks are not cached: the
  * caller's role and scope are checked on every read before the kept bytes are sent.
  *
- * Memory: at most VIEW_SLOTS kept replies (about 1 KiB each), whatever the number of GPRs.
+ * Memory: at most VIEW_SLOTS kept replies (about 1 KiB each), whatever the number of GPRs, plus the
+ * replaced ones that replies still on their way out hold.
+ *
+ * A kept reply's bytes are shared, not copied: a read hands evhttp a reference to them (a 1 KiB copy
+ * into a 2 KiB evbuffer chain was about 1,900 instructions of a kept read), counted so that a view
+ * rendered again while an earlier reply still waits in an output buffer (or is held for a commit)
+ * leaves that reply its bytes.  Loop thread only, like evhttp's buffers.
  */
 #include "server/server.h"
 
@@ -30,18 +36,42 @@
 
 #define VIEW_SLOTS 1024 /* a power of two */
 
+/* One rendered reply: the whole envelope, compact JSON.  Held by its slot while kept and by every
+ * reply buffer that references it; freed by the last (bytes_release). */
+struct view_bytes {
+	size_t refs;
+	size_t len;
+	char data[];
+};
+
 struct view_slot {
 	char id[EGS_ID_MAX]; /* "" = empty */
 	uint64_t generation, epoch;
 	int64_t now;
-	char *bytes; /* the whole envelope, compact JSON (owned) */
-	size_t len, cap;
+	struct view_bytes *kept; /* one reference; NULL = empty */
 };
 
 struct egs_views {
 	struct view_slot slot[VIEW_SLOTS];
+	char *scratch; /* where a view is dumped before it is kept (owned) */
+	size_t len, cap;
 	uint64_t hits, misses;
 };
+
+static void bytes_release(struct view_bytes *b)
+{
+	EGS_ASSERT(b->refs > 0);
+	if (--b->refs == 0)
+		free(b);
+}
+
+/* evbuffer's cleanup of a reference (evbuffer_add_reference): the reply no longer needs the bytes. */
+static void reply_done(const void *data, size_t len, void *arg)
+{
+	(void)data;
+	(void)len;
+	bytes_release(arg);
+}
 
 struct egs_views *egs_views_new(void)
 {
@@ -53,7 +83,9 @@ void egs_views_free(struct egs_views *v)
 	if (!v)
 		return;
 	for (size_t i = 0; i < VIEW_SLOTS; i++)
-		free(v->slot[i].bytes);
+		if (v->slot[i].kept)
+			bytes_release(v->slot[i].kept);
+	free(v->scratch);
 	free(v);
 }
 
@@ -70,31 +102,39 @@ static struct view_slot *slot_of(struct egs_views *v, const char *id)
 	return &v->slot[h & (VIEW_SLOTS - 1)];
 }
 
-/* jansson's dump callback: appends to the slot's buffer. */
+/* jansson's dump callback: appends to the views' scratch buffer. */
 static int append(const char *data, size_t len, void *arg)
 {
-	struct view_slot *s = arg;
-	if (s->len + len > s->cap) {
-		size_t cap = s->cap ? s->cap : 1024;
-		while (cap < s->len + len)
+	struct egs_views *v = arg;
+	if (v->len + len > v->cap) {
+		size_t cap = v->cap ? v->cap : 1024;
+		while (cap < v->len + len)
 			cap *= 2;
-		s->bytes = egs_realloc(s->bytes, cap);
-		s->cap = cap;
+		v->scratch = egs_realloc(v->scratch, cap);
+		v->cap = cap;
 	}
-	memcpy(s->bytes + s->len, data, len);
-	s->len += len;
+	memcpy(v->scratch + v->len, data, len);
+	v->len += len;
 	return 0;
 }
 
-/* Builds g's reply into s (the same bytes egs_reply_ok would send) and keys it by the state now. */
+/* Builds g's reply into s (the same bytes egs_reply_ok would send) and keys it by the state now.  The
+ * bytes s kept before stay with the replies that still reference them. */
 static void render(struct egs_server *srv, struct view_slot *s, const struct egs_gpr *g, int64_t now)
 {
+	struct egs_views *v = srv->views;
 	json_t *env = json_pack("{s:i, s:s, s:s, s:o}", "statusCode", 200, "status", "OK", "message", "Success",
 				"data", egs_json_gpr(srv, g));
 	EGS_ASSERT(env);
-	s->len = 0;
-	EGS_ASSERT(json_dump_callback(env, append, s, JSON_COMPACT) == 0);
+	v->len = 0;
+	EGS_ASSERT(json_dump_callback(env, append, v, JSON_COMPACT) == 0);
 	json_decref(env);
+	if (s->kept)
+		bytes_release(s->kept);
+	s->kept = egs_malloc(sizeof(*s->kept) + v->len);
+	s->kept->refs = 1;
+	s->kept->len = v->len;
+	memcpy(s->kept->data, v->scratch, v->len);
 	egs_strlcpy(s->id, g->id, sizeof(s->id));
 	s->generation = srv->st.generation;
 	s->epoch = srv->view_epoch;
@@ -117,7 +157,8 @@ void egs_gpr_view_reply(struct egs_req *r, const struct egs_gpr *g)
 		srv->views->misses++;
 		render(srv, s, g, now);
 	}
-	egs_reply_json(r, s->bytes, s->len);
+	s->kept->refs++; /* the reply's reference, released by reply_done once evhttp is done with it */
+	egs_reply_json_ref(r, s->kept->data, s->kept->len, reply_done, s->kept);
 }
 
 void egs_views_counts(const struct egs_views *v, uint64_t *hits, uint64_t *misses)

@@ -247,11 +247,12 @@ static void finish(struct egs_req *r, int status, json_t *envelope)
 	finish_buf(r, status, buf);
 }
 
-void egs_reply_json(struct egs_req *r, const char *json, size_t len)
+void egs_reply_json_ref(struct egs_req *r, const char *json, size_t len,
+			void (*release)(const void *json, size_t len, void *arg), void *arg)
 {
 	EGS_ASSERT(r->method == EVHTTP_REQ_GET); /* never audited: reads only */
 	struct evbuffer *buf = evbuffer_new();
-	EGS_ASSERT(buf && evbuffer_add(buf, json, len) == 0);
+	EGS_ASSERT(buf && evbuffer_add_reference(buf, json, len, release, arg) == 0);
 	finish_buf(r, 200, buf);
 }
 

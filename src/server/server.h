@@ -147,9 +147,12 @@ void egs_reply_err(struct egs_req *r, enum egs_err err, const char *key, const c
  * answers that read no state (the portal's files).  Set headers first. */
 struct evbuffer;
 void egs_reply_raw(struct egs_req *r, int status, struct evbuffer *body);
-/* 200 with json (borrowed, copied), a whole envelope already serialized: the kept views of
- * gpr_view.c.  Only for reads: a write's reply goes through egs_reply_ok, which audits it. */
-void egs_reply_json(struct egs_req *r, const char *json, size_t len);
+/* 200 with json, a whole envelope already serialized (the kept views of gpr_view.c), sent without a
+ * copy: json[0..len) must stay as it is until release(json, len, arg) is called, once, when the reply
+ * no longer needs it (sent, or dropped with its connection).  Only for reads: a write's reply goes
+ * through egs_reply_ok, which audits it. */
+void egs_reply_json_ref(struct egs_req *r, const char *json, size_t len,
+			void (*release)(const void *json, size_t len, void *arg), void *arg);
 /* Adds a response header (before replying). */
 void egs_reply_header(struct egs_req *r, const char *name, const char *value);
 
