@@ -46,11 +46,17 @@ static void on_durable(evutil_socket_t fd, short what, void *arg)
 	if (egs_store_sync_done(srv->store))
 		egs_durable_failed(srv);
 	egs_server_send_durable(srv);
-	if (srv->turn_deferred && egs_store_durable(srv->store) >= egs_store_written(srv->store)) {
-		srv->turn_deferred = false; /* the turn that gathered meanwhile: commit it now */
-		if (!event_pending(srv->commit_ev, EV_TIMEOUT, NULL))
-			event_active(srv->commit_ev, EV_TIMEOUT, 0);
+	if (!srv->turn_deferred)
+		return;
+	if (egs_store_durable(srv->store) < egs_store_written(srv->store)) {
+		/* A write outside a turn came during the fsync (the tick's event pruning, a meta set): one
+		 * more fsync, and the deferred turn after it. */
+		egs_store_sync(srv->store);
+		return;
 	}
+	srv->turn_deferred = false; /* the turn that gathered meanwhile: commit it now */
+	if (!event_pending(srv->commit_ev, EV_TIMEOUT, NULL))
+		event_active(srv->commit_ev, EV_TIMEOUT, 0);
 }
 
 bool egs_durable_turn_leaves(const struct egs_server *srv)
