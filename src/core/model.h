@@ -190,6 +190,22 @@ void egs_gpr_clear_check_runs(struct egs_gpr *g);
 enum { EGS_MARK_IDLE_WARNED = 1u << 4, EGS_MARK_EXIT_WARNED = 1u << 5 };
 
 struct egs_gpr {
+	/* First, together: what the planner's walk reads of every queued GPR (core/sched_place.c,
+	 * sched.c walk_step).  Spread over the struct they cost five cache lines a GPR, and at
+	 * 100,000 queued the walk waits on memory more than it computes (issue 16). */
+	enum egs_gpr_state state;
+	int node_count;
+	int64_t exit_duration_s;
+	int64_t est_start;   /* planner's estimate, 0 = unknown (runtime only) */
+	int delayed_count;
+	int share_centi;     /* GPU sharing: hundredths of GPUs on one node, 0 = whole nodes (below) */
+	uint32_t plan_ws;     /* the planner's cache: its workspace's index in the plans of serial... */
+	bool ghost;           /* cancelled while queued: still placed by the planner (core/held.h) */
+	uint64_t plan_serial; /* ...plan_serial (a workspace layout, core/sched_place.c) */
+	uint64_t match_mask;   /* the planner's cache: the pools it matches in pool layout... */
+	uint64_t match_layout; /* ...match_layout (core/sched_place.c); 0 = none: reset it when its shape changes */
+	struct egs_strlist preferred_clusters;
+
 	char id[EGS_ID_MAX];
 	char name[EGS_NAME_MAX];
 	char workspace[EGS_NAME_MAX];
@@ -199,15 +215,11 @@ struct egs_gpr {
 	char created_by[EGS_ID_MAX];      /* API key id */
 	char evicted_by[EGS_ID_MAX];      /* the GPR that preempted it last ("" = none) */
 	int gpus_per_node;
-	int node_count;
 	int64_t memory_mib; /* minimum per GPU, MiB */
-	int64_t exit_duration_s;
 	int64_t idle_timeout_s;
 	int priority;
 	uint32_t flags; /* EGS_GPRF_* */
-	struct egs_strlist preferred_clusters;
 
-	enum egs_gpr_state state;
 	char *failure_reason; /* owned, may be NULL */
 	char *pending_reason; /* owned, may be NULL: why it waits for approval */
 	int64_t created_at;
@@ -215,7 +227,6 @@ struct egs_gpr {
 	int64_t exit_at;       /* start_ts + exit_duration_s once provisioned */
 	int64_t completion_ts; /* 0 until complete */
 	int retry_count;
-	int delayed_count;
 	uint64_t seq; /* enqueue order: ties of priority go to the smaller seq */
 	struct egs_strlist nodes; /* node keys "cluster/name" */
 	unsigned marks_sent; /* bits 1-3: the 25/50/75% events written; EGS_MARK_* */
@@ -223,28 +234,21 @@ struct egs_gpr {
 	/* runtime only (derived, not persisted) */
 	int64_t phase_since; /* when it entered its current state (provisioning timeout) */
 	int64_t idle_since;  /* since when every GPU it holds stayed under 1% utilisation, 0 = busy */
-	int64_t est_start;   /* planner's estimate, 0 = unknown */
 	double fair;         /* its workspace's usage key when it was queued (core/fair.h), -inf =
 			      * none; persisted */
 	size_t heap_idx;   /* position in the queue heap, SIZE_MAX when not queued */
 	uint64_t queue_stamp; /* the queue's stamp of its last push or priority change (core/queue.h) */
 	int64_t held_until; /* released early: the planner holds its capacity until then (core/held.h) */
 	bool held_lifted;   /* its hold is lifted for a trial walk */
-	bool ghost;         /* cancelled while queued: still placed by the planner (core/held.h) */
 	bool aging_listed;  /* finished and in st->finished, the list the age sweep walks (core/aging.h) */
 	struct egs_strlist held_nodes; /* the nodes its hold keeps (core/held.h) */
-	uint32_t plan_ws;     /* the planner's cache: its workspace's index in the plans of serial... */
-	uint64_t plan_serial; /* ...plan_serial (a workspace layout, core/sched_place.c) */
-	uint64_t match_mask;   /* the planner's cache: the pools it matches in pool layout... */
-	uint64_t match_layout; /* ...match_layout (core/sched_place.c); 0 = none: reset it when its shape changes */
 	/* Owned by the state, not by this struct: freed by egs_gpr_clear_check_runs() when the GPR leaves
 	 * the state, so that a shallow copy of a GPR (PATCH edits one) never frees them. */
 	struct egs_check_run *check_runs;
 	size_t n_check_runs;
-	/* GPU sharing (core/share_gpr.h): share_centi > 0 makes a shared GPR asking for that many
+	/* GPU sharing (core/share_gpr.h): share_centi (above) > 0 makes a shared GPR asking for that many
 	 * hundredths of GPUs on one node (gpus_per_node is then their whole GPUs rounded up); shares
 	 * are its part of that node's devices once started (owned, n_shares entries, persisted). */
-	int share_centi;
 	struct egs_gpu_share *shares;
 	int n_shares;
 	struct egs_node *share_node; /* runtime: the node whose `shared` lists it, NULL when none */
