@@ -64,6 +64,11 @@ static void arm_plan_timer(struct egs_server *srv, int64_t delay_us)
 #define PLAN_STEP_PARTS 8
 #define PLAN_STEP_MIN 16
 #define PLAN_STEP_MAX 512 /* a GPR's cost varies many times over along a deep queue */
+/* A run over at most this many queued GPRs and nodes ends in the turn that began it, however
+ * its first slice was cut: its whole cost is a few slices at most, and a create into a short
+ * queue (the common case) is then placed before its reply goes out, on a loaded machine too. */
+#define PLAN_SMALL_QUEUE 64
+#define PLAN_SMALL_NODES 1024
 
 /* CPU time of the loop thread in microseconds: on a loaded machine a slice's wall time also
  * counts the time others ran, so the metric keeps both. */
@@ -169,9 +174,10 @@ static void maybe_plan(struct egs_server *srv, bool force)
 		srv->step_max_what = "set-up";
 	}
 	plan_slice(srv, srv->slice_gprs, c);
-	while (force && egs_sched_walking(srv->plan)) /* each call makes one step at least */
+	bool small = egs_queue_len(&srv->st.queue) <= PLAN_SMALL_QUEUE && srv->st.nodes.len <= PLAN_SMALL_NODES;
+	while ((force || small) && egs_sched_walking(srv->plan)) /* each call makes one step at least */
 		plan_slice(srv, SIZE_MAX, cpu_us());
-	if (!force) /* the set-up and the first slice hold the loop together; a forced run is no slice */
+	if (!force) /* the set-up and the first slice (a small run: all of it) hold the loop together */
 		note_slice(srv, t, c);
 }
 

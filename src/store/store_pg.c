@@ -35,7 +35,7 @@
 #define META_SCHEMA "schema_version"
 #define MIGRATION_LOCK "4716501726" /* an arbitrary advisory lock key: egsd's migrations */
 #define PIPE_MAX 256                /* statements in flight before their results are read */
-#define RETRY_FOR_S 15              /* how long a commit keeps reconnecting */
+#define RETRY_FOR_S 30              /* how long a commit keeps reconnecting (a fast shutdown's checkpoint on a busy disk took over 15 s in tests) */
 #define LOAD_BATCH 10000            /* rows a load fetches at a time */
 #define CONNECT_TIMEOUT "5"         /* seconds, unless the URL's connect_timeout says otherwise */
 

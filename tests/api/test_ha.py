@@ -321,7 +321,7 @@ def test_postgresql_restarting_under_load_loses_nothing(tmpdir_path):
         creators = Creators([a.port], a.admin_key, n=8)
         creators.more(100, "100 acknowledged creates")
         pg_server().restart()
-        creators.more(100, "100 creates after the restart", timeout=30, or_else=lambda: a.proc.poll() is not None)
+        creators.more(100, "100 creates after the restart", timeout=60, or_else=lambda: a.proc.poll() is not None)
         assert a.proc.poll() is None, a.logs()[-3000:]
         creators.finish()
         assert a.proc.poll() is None and role(a) == "leader"  # recovered without a restart of egsd
