@@ -90,9 +90,11 @@ enum egs_err egs_server_swap_model(struct egs_server *srv, struct egs_state *fre
 	event_del(srv->slice_ev);
 	egs_plan_free(srv->plan);
 	srv->plan = egs_plan_new();
-	egs_state_cleanup(&srv->st);
-	srv->st = *fresh; /* the state holds no pointer to itself: a move is a copy */
+	struct egs_state *old = egs_malloc(sizeof(*old));
+	*old = srv->st; /* the state holds no pointer to itself: a move is a copy */
+	srv->st = *fresh;
 	free(fresh);
+	egs_state_free_later(old); /* nothing points into it now; freeing 200,000 GPRs took 0.7 s of the loop */
 	egs_views_changed(srv); /* the fresh model's generation may repeat one a kept view was built at */
 	srv->planned_gen = srv->st.generation - 1; /* plan again on the next turn */
 	srv->next_wake = 0;

@@ -14,6 +14,9 @@
  * its lease meanwhile on its own session (egs_full_load_wait): the loop answers nothing during the
  * reload, as before, but a reload longer than the lease no longer costs the lead.
  *
+ * The model a swap replaces is freed on a thread of its own too (egs_state_free_later): nothing
+ * points into it any more, and freeing a large one was most of the swap's time on the loop.
+ *
  * The thread touches only its job: the store URL and the state settings are copied in before it
  * starts, and the clock's now is read on the loop.  The job's state (RUNNING, DONE, ORPHANED) is the
  * one word both sides write: at exit a running job is orphaned and frees itself when its thread
@@ -138,4 +141,26 @@ enum egs_err egs_full_load_wait(struct egs_server *srv)
 		nanosleep(&(struct timespec){ 0, WAIT_STEP_NS }, NULL);
 	}
 	return err;
+}
+
+static void *free_state(void *arg)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	egs_state_cleanup(arg);
+	free(arg);
+	return NULL;
+}
+
+void egs_state_free_later(struct egs_state *old)
+{
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&t, &attr, free_state, old);
+	pthread_attr_destroy(&attr);
+	if (rc)
+		free_state(old);
 }

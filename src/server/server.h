@@ -183,6 +183,9 @@ void egs_full_load_abandon(struct egs_server *srv);
  * EGS_ERR_UNAVAILABLE when the lease could not be renewed (the store stepped down; the load is
  * abandoned). */
 enum egs_err egs_full_load_wait(struct egs_server *srv);
+/* Frees a model nothing points into any more (taken) on a thread of its own, or at once when no
+ * thread can start. */
+void egs_state_free_later(struct egs_state *old);
 /* A follower applies what the leader committed since its last load or catch-up, from the store's
  * change log (follow.c); *rows (may be NULL) gets how many rows and events it applied.  An error
  * (EGS_ERR_NOT_FOUND: the log lacks turns; others: the store failed or a row could not be applied,
