@@ -36,6 +36,8 @@
 #include <time.h>
 
 #define WAIT_STEP_NS (10 * 1000 * 1000) /* a waiting leader looks at its job and its lease this often */
+#define OPEN_FOR_US (15 * 1000000)       /* a job tries to open its session this long, as a commit reconnects */
+#define OPEN_PAUSE_NS (500 * 1000 * 1000)
 
 enum { JOB_RUNNING, JOB_DONE, JOB_ORPHANED };
 
@@ -70,7 +72,12 @@ static void *run(void *arg)
 	j->fresh = egs_malloc(sizeof(*j->fresh));
 	egs_state_init(j->fresh, &j->cfg);
 	egs_aging_cutoff(j->fresh, j->now);
-	j->err = egs_store_open(j->url, &j->store);
+	/* The database may be restarting (a failed commit's reload often follows one): try again for as
+	 * long as the main session would reconnect. */
+	int64_t until = egs_mono_us() + OPEN_FOR_US;
+	while ((j->err = egs_store_open(j->url, &j->store)) && egs_mono_us() < until &&
+	       atomic_load(&j->state) == JOB_RUNNING)
+		nanosleep(&(struct timespec){ 0, OPEN_PAUSE_NS }, NULL);
 	if (!j->err)
 		j->err = egs_store_load(j->store, j->fresh);
 	int was = JOB_RUNNING;
