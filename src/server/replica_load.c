@@ -36,7 +36,7 @@
 #include <time.h>
 
 #define WAIT_STEP_NS (10 * 1000 * 1000) /* a waiting leader looks at its job and its lease this often */
-#define OPEN_FOR_US (15 * 1000000)       /* a job tries to open its session this long, as a commit reconnects */
+#define OPEN_FOR_US (30 * 1000000)       /* a job tries to open its session this long, as a commit reconnects */
 #define OPEN_PAUSE_NS (500 * 1000 * 1000)
 
 enum { JOB_RUNNING, JOB_DONE, JOB_ORPHANED };
