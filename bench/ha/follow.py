@@ -132,8 +132,10 @@ def one(pg, work, name, binary, rnd):
         pg.psql('DROP DATABASE "%s"' % db)
 
 
-def main():
-    work = tempfile.mkdtemp(prefix="egs-bench-follow.", dir=os.environ.get("BENCH_TMP", "/var/tmp"))
+def rounds(prefix, one, n):
+    """Runs one(pg, work, name, binary, round) for this build (and BASE_EGSD's, alternating which goes
+    first) n times over one throwaway PostgreSQL; returns the rows it gave, in order."""
+    work = tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("BENCH_TMP", "/var/tmp"))
     os.chmod(work, 0o755)
     binaries = [("this", shutil.copy(os.path.join(ROOT, "build", "bin", "egsd"), os.path.join(work, "egsd")))]
     if os.environ.get("BASE_EGSD"):
@@ -143,7 +145,7 @@ def main():
     rows = []
     try:
         pg.start()
-        for rnd in range(1, ROUNDS + 1):
+        for rnd in range(1, n + 1):
             for name, binary in (binaries if rnd % 2 else binaries[::-1]):
                 r = one(pg, work, name, binary, rnd)
                 log(str(r))
@@ -151,6 +153,11 @@ def main():
     finally:
         pg.cleanup()
         shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def main():
+    rows = rounds("egs-bench-follow.", one, ROUNDS)
     print("| egsd | round | creates/s | leader turns | follower CPU s | CPU ms per turn | lag median / max s "
           "| caught up after the burst s | full loads / catch-ups |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

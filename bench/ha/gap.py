@@ -19,20 +19,15 @@ until it ends).
 Knobs: STORE [200000], ROUNDS [2], BASE_EGSD, BENCH_TMP [/var/tmp].
 """
 import os
-import shutil
 import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from follow import caught_up, fill, setup  # noqa: E402
-from run import ROOT, Egsd, call, health, log  # noqa: E402
-
-sys.path.insert(0, os.path.join(ROOT, "tests", "api"))
-from pgserver import PgServer  # noqa: E402
+from follow import caught_up, fill, rounds, setup  # noqa: E402
+from run import Egsd, call, health  # noqa: E402
 
 STORE = int(os.environ.get("STORE", "200000"))
 ROUNDS = int(os.environ.get("ROUNDS", "2"))
@@ -98,24 +93,7 @@ def one(pg, work, name, binary, rnd):
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="egs-bench-gap.", dir=os.environ.get("BENCH_TMP", "/var/tmp"))
-    os.chmod(work, 0o755)
-    binaries = [("this", shutil.copy(os.path.join(ROOT, "build", "bin", "egsd"), os.path.join(work, "egsd")))]
-    if os.environ.get("BASE_EGSD"):
-        binaries.append(("base", shutil.copy(os.environ["BASE_EGSD"], os.path.join(work, "egsd-base"))))
-    pg = PgServer(base=os.path.join(work, "pg"))
-    os.makedirs(pg.base)
-    rows = []
-    try:
-        pg.start()
-        for rnd in range(1, ROUNDS + 1):
-            for name, binary in (binaries if rnd % 2 else binaries[::-1]):
-                r = one(pg, work, name, binary, rnd)
-                log(str(r))
-                rows.append(r)
-    finally:
-        pg.cleanup()
-        shutil.rmtree(work, ignore_errors=True)
+    rows = rounds("egs-bench-gap.", one, ROUNDS)
     print("| egsd | round | gap to loaded s | reads answered meanwhile | read median / max ms | non-200 |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:

@@ -34,6 +34,18 @@ bool egs_label_valid(const char *s, const char **why);
 /* Parses all of s as a decimal integer in [lo, hi] (no sign games, no trailing text, no overflow). */
 bool egs_int_parse(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
+/* The value of one hexadecimal digit (either case), or -1 when c is none. */
+static inline int egs_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 /* The memory rule of the Contracts: below 1024 the value is GB, from 1024 up it is MiB.
  * Returns MiB, or -1 when v is negative or absurdly large. */
 int64_t egs_memory_to_mib(int64_t v);

@@ -7,20 +7,10 @@
  * one, or with an empty name, refuses the whole query), names are kept as sent and values decoded.
  */
 #include "server/query.h"
+#include "core/util.h"
 
 #include <stdbool.h>
 #include <string.h>
-
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* Decodes v[0..n) into out (room for n + 1 bytes) as evhttp_decode_uri_internal with '+' always a
  * space, NUL-terminated; returns the decoded length (a "%00" is a NUL inside it, which the caller
@@ -33,7 +23,7 @@ static size_t decode_value(const char *v, size_t n, char *out)
 		int hi, lo;
 		if (c == '+') {
 			c = ' ';
-		} else if (c == '%' && i + 2 < n && (hi = hex_value(v[i + 1])) >= 0 && (lo = hex_value(v[i + 2])) >= 0) {
+		} else if (c == '%' && i + 2 < n && (hi = egs_hex_digit(v[i + 1])) >= 0 && (lo = egs_hex_digit(v[i + 2])) >= 0) {
 			c = (char)(hi * 16 + lo);
 			i += 2;
 		}

@@ -5,6 +5,7 @@
  * convert); the API key hash is bytea, "\x" and two hex digits per byte.
  */
 #include "store/store_pg.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -49,17 +50,6 @@ static bool c_real(const struct egs_row_reader *r, int col, double *out)
 	return !*end && end != s;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* A bytea column (text format: \x followed by hex) of exactly n bytes. */
 static const char *c_bytes(const struct egs_row_reader *r, int col, unsigned char *dst, size_t n)
 {
@@ -68,7 +58,7 @@ static const char *c_bytes(const struct egs_row_reader *r, int col, unsigned cha
 	if (!s || strncmp(s, "\\x", 2) != 0 || len != 2 + 2 * n)
 		return "hash is not 32 bytes";
 	for (size_t i = 0; i < n; i++) {
-		int hi = hexval(s[2 + 2 * i]), lo = hexval(s[3 + 2 * i]);
+		int hi = egs_hex_digit(s[2 + 2 * i]), lo = egs_hex_digit(s[3 + 2 * i]);
 		if (hi < 0 || lo < 0)
 			return "hash is not hex";
 		dst[i] = (unsigned char)(hi << 4 | lo);
