@@ -16,6 +16,7 @@ the end of the burst until the follower had every turn, and its full loads and c
 
 Knobs: STORE [20000], DURATION [10s], CONNS [16], ROUNDS [2], BASE_EGSD, BENCH_TMP [/var/tmp].
 """
+import contextlib
 import os
 import shutil
 import statistics
@@ -93,18 +94,31 @@ def probe(leader, follower, key, stop, lags):
         stop.wait(0.25)
 
 
-def one(pg, work, name, binary, rnd):
-    db = "f_%s_%d" % (name, rnd)
+@contextlib.contextmanager
+def filled_pair(pg, work, prefix, name, binary, rnd, store):
+    """A leader over a fresh database filled with store GPRs (restarted, so it loaded them) and a caught-up
+    follower: yields (db, leader, follower), then kills both and drops the database."""
+    db = "%s_%s_%d" % (prefix, name, rnd)
     url = pg.create_db(db)
     leader = Egsd(work, "%s%d-a" % (name, rnd), url, binary=binary).start()
     follower = None
     try:
         setup(leader)
-        fill(pg, db, STORE)
+        fill(pg, db, store)
         leader.kill()
         leader.start()  # loads the filled store
         follower = Egsd(work, "%s%d-b" % (name, rnd), url, key_from=leader.data, binary=binary).start()
         caught_up(follower)
+        yield db, leader, follower
+    finally:
+        if follower:
+            follower.kill()
+        leader.kill()
+        pg.psql('DROP DATABASE "%s"' % db)
+
+
+def one(pg, work, name, binary, rnd):
+    with filled_pair(pg, work, "f", name, binary, rnd, STORE) as (db, leader, follower):
         turn0 = int(pg.psql("SELECT value FROM meta WHERE key = 'leader.turn'", db=db))
         cpu0 = cpu_s(follower.proc.pid)
         stop, lags = threading.Event(), []
@@ -125,11 +139,6 @@ def one(pg, work, name, binary, rnd):
                 "cpu_ms_turn": 1000 * cpu / max(turns, 1), "lag_med": statistics.median(lags) if lags else -1,
                 "lag_max": max(lags) if lags else -1, "probes": len(lags), "tail_s": tail,
                 "full": h.get("fullLoads", "-"), "applied": h.get("appliedCatchUps", "-")}
-    finally:
-        if follower:
-            follower.kill()
-        leader.kill()
-        pg.psql('DROP DATABASE "%s"' % db)
 
 
 def rounds(prefix, one, n):

@@ -26,8 +26,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from follow import caught_up, fill, rounds, setup  # noqa: E402
-from run import Egsd, call, health  # noqa: E402
+from follow import filled_pair, rounds  # noqa: E402
+from run import call, health  # noqa: E402
 
 STORE = int(os.environ.get("STORE", "200000"))
 ROUNDS = int(os.environ.get("ROUNDS", "2"))
@@ -50,17 +50,7 @@ def full_loads(follower):
 
 
 def one(pg, work, name, binary, rnd):
-    db = "g_%s_%d" % (name, rnd)
-    url = pg.create_db(db)
-    leader = Egsd(work, "%s%d-a" % (name, rnd), url, binary=binary).start()
-    follower = None
-    try:
-        setup(leader)
-        fill(pg, db, STORE)
-        leader.kill()
-        leader.start()  # loads the filled store
-        follower = Egsd(work, "%s%d-b" % (name, rnd), url, key_from=leader.data, binary=binary).start()
-        caught_up(follower)
+    with filled_pair(pg, work, "g", name, binary, rnd, STORE) as (db, leader, follower):
         loads = full_loads(follower)
         follower.proc.send_signal(signal.SIGSTOP)
         try:
@@ -85,11 +75,6 @@ def one(pg, work, name, binary, rnd):
         return {"egsd": name, "round": rnd, "load_s": took, "reads": len(during),
                 "non200": sum(1 for _, st in during if st != 200),
                 "p50_ms": 1000 * statistics.median(lats) if lats else -1, "max_ms": 1000 * max(lats) if lats else -1}
-    finally:
-        if follower:
-            follower.kill()
-        leader.kill()
-        pg.psql('DROP DATABASE "%s"' % db)
 
 
 def main():
