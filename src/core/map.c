@@ -17,7 +17,9 @@ static int hash_key_ready;
 static uint64_t hash_str(const char *s)
 {
 	if (!hash_key_ready) {
-		/* sodium_init is idempotent and thread-safe; the map is only used on one thread. */
+		/* sodium_init is idempotent and thread-safe.  The key is set at the first use, on the
+		 * thread that starts egsd before any other: later threads (a follower's load, a model
+		 * freed apart: server/replica_load.c) only read it. */
 		EGS_ASSERT(sodium_init() >= 0);
 		randombytes_buf(hash_key, sizeof(hash_key));
 		hash_key_ready = 1;

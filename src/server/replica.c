@@ -83,7 +83,7 @@ static void model_loaded(struct egs_server *srv, enum egs_err err, int64_t seen)
 	}
 }
 
-/* Loads the store again: off the loop (replica_load.c; full_load_ended swaps it in), or on it when
+/* Loads the store again: off the loop (replica_load.c; full_load_running swaps it in), or on it when
  * no thread could start. */
 static void sync_model(struct egs_server *srv)
 {

@@ -38,6 +38,7 @@
 #define WAIT_STEP_NS (10 * 1000 * 1000) /* a waiting leader looks at its job and its lease this often */
 #define OPEN_FOR_US (30 * 1000000)       /* a job tries to open its session this long, as a commit reconnects */
 #define OPEN_PAUSE_NS (500 * 1000 * 1000)
+#define OPEN_LOG_US (5 * 1000000) /* a failing open logs its count of tries this often */
 
 enum { JOB_RUNNING, JOB_DONE, JOB_ORPHANED };
 
@@ -45,6 +46,7 @@ struct egs_full_load {
 	pthread_t thread;
 	atomic_int state;
 	char *url;                     /* the store's URL (owned) */
+	FILE *log;                     /* srv->log (stdio locks it for each line) */
 	struct egs_state_config cfg;   /* srv->state_cfg as the job started */
 	int64_t now;                   /* egs_now at the start: the aging cut-off's clock */
 	struct egs_store *store;       /* the job's own handle; its last load is the fresh model's */
@@ -63,6 +65,52 @@ static void job_free(struct egs_full_load *j)
 	free(j);
 }
 
+/* libpq's message (several lines, maybe quotes) as one value of a log line, into out. */
+static const char *one_line(const char *why, char *out, size_t outsz)
+{
+	size_t o = 0;
+	for (const char *c = why; *c && o + 1 < outsz; c++)
+		out[o++] = *c == '"' ? '\'' : (unsigned char)*c < 0x20 ? ' ' : *c;
+	while (o && out[o - 1] == ' ')
+		o--;
+	out[o] = '\0';
+	return out;
+}
+
+/* Opens the job's session.  The database may be restarting (a failed commit's reload often follows
+ * one): it tries every OPEN_PAUSE_NS for as long as the main session would reconnect, while the job
+ * is wanted (not orphaned), and logs the first failure, then one line with the count of tries every OPEN_LOG_US
+ * (a line per try, two lines each before, filled the log), and the outcome when it had failed. */
+static enum egs_err open_session(struct egs_full_load *j)
+{
+	char why[512], shown[512];
+	int64_t start = egs_mono_us(), logged = 0;
+	int tries = 0;
+	enum egs_err err;
+	while ((err = egs_store_open_pg_quiet(j->url, &j->store, why, sizeof(why)))) {
+		int64_t now = egs_mono_us();
+		bool last = now - start >= OPEN_FOR_US;
+		if (atomic_load(&j->state) != JOB_RUNNING)
+			return err; /* egsd exits: nobody waits for this load */
+		tries++;
+		if (tries == 1 || now - logged >= OPEN_LOG_US || last) {
+			logged = now;
+			fprintf(j->log, "level=%s msg=\"full load: cannot open a session to PostgreSQL; %s\" tries=%d error=\"%s\"\n",
+				last ? "error" : "warn", last ? "giving up" : "retrying", tries,
+				one_line(why, shown, sizeof(shown)));
+			fflush(j->log);
+		}
+		if (last)
+			return err;
+		nanosleep(&(struct timespec){ 0, OPEN_PAUSE_NS }, NULL);
+	}
+	if (tries) {
+		fprintf(j->log, "level=info msg=\"full load: opened a session to PostgreSQL\" tries=%d\n", tries + 1);
+		fflush(j->log);
+	}
+	return EGS_OK;
+}
+
 static void *run(void *arg)
 {
 	struct egs_full_load *j = arg;
@@ -72,13 +120,8 @@ static void *run(void *arg)
 	j->fresh = egs_malloc(sizeof(*j->fresh));
 	egs_state_init(j->fresh, &j->cfg);
 	egs_aging_cutoff(j->fresh, j->now);
-	/* The database may be restarting (a failed commit's reload often follows one): try again for as
-	 * long as the main session would reconnect. */
-	int64_t until = egs_mono_us() + OPEN_FOR_US;
-	while ((j->err = egs_store_open(j->url, &j->store)) && egs_mono_us() < until &&
-	       atomic_load(&j->state) == JOB_RUNNING)
-		nanosleep(&(struct timespec){ 0, OPEN_PAUSE_NS }, NULL);
-	if (!j->err)
+	j->err = open_session(j);
+	if (!j->err && atomic_load(&j->state) == JOB_RUNNING) /* an orphan loads nothing */
 		j->err = egs_store_load(j->store, j->fresh);
 	int was = JOB_RUNNING;
 	if (!atomic_compare_exchange_strong(&j->state, &was, JOB_DONE)) /* orphaned: nobody will take it */
@@ -95,6 +138,7 @@ enum egs_err egs_full_load_start(struct egs_server *srv)
 	struct egs_full_load *j = egs_calloc(1, sizeof(*j));
 	atomic_init(&j->state, JOB_RUNNING);
 	j->url = egs_strdup(srv->store_url);
+	j->log = srv->log;
 	j->cfg = srv->state_cfg;
 	j->now = egs_now(srv);
 	pthread_attr_t attr;

@@ -24,6 +24,9 @@ enum egs_err egs_store_open_sqlite(const char *path, struct egs_store **out);
 /* Connects to PostgreSQL (url: a libpq connection string or postgres:// URI; borrowed) and migrates
  * the database to the current schema.  On success *out is the store (caller frees). */
 enum egs_err egs_store_open_pg(const char *url, struct egs_store **out);
+/* egs_store_open_pg, but a failure to reach the database is not logged: its reason (libpq's
+ * message, which may span lines) goes to why, for a caller that retries and logs its tries itself. */
+enum egs_err egs_store_open_pg_quiet(const char *url, struct egs_store **out, char *why, size_t whylen);
 /* Opens url with the implementation it names: postgres:// or postgresql:// is PostgreSQL,
  * anything else a SQLite file path. */
 enum egs_err egs_store_open(const char *url, struct egs_store **out);

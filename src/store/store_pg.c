@@ -203,7 +203,9 @@ static void pg_free(struct pg_store *s)
 	free(s);
 }
 
-enum egs_err egs_store_open_pg(const char *url, struct egs_store **out)
+/* egs_store_open_pg; with why, a failure to connect is not logged but written to why (one line),
+ * for a caller that retries and logs its tries itself (egs_store_open_pg_quiet). */
+static enum egs_err open_pg(const char *url, struct egs_store **out, char *why, size_t whylen)
 {
 	struct pg_store *s = egs_calloc(1, sizeof(*s));
 	enum egs_err err = EGS_ERR_STORE;
@@ -215,6 +217,11 @@ enum egs_err egs_store_open_pg(const char *url, struct egs_store **out)
 	for (int i = 0; i < egs__pg_nkinds; i++)
 		EGS_ASSERT(egs__pg_kinds[i].table); /* every object kind has its PostgreSQL row codec */
 	if (!connect_session(s)) {
+		if (why) {
+			egs_strlcpy(why, egs__pg_errmsg(s), whylen);
+			pg_free(s);
+			return EGS_ERR_STORE;
+		}
 		fprintf(stderr, "store: cannot connect to PostgreSQL: %s", egs__pg_errmsg(s));
 		goto out;
 	}
@@ -226,11 +233,23 @@ enum egs_err egs_store_open_pg(const char *url, struct egs_store **out)
 out:
 	if (err) {
 		fprintf(stderr, "store: cannot use the PostgreSQL database\n"); /* the URL may hold a password */
+		if (why)
+			egs_strlcpy(why, "the database's schema could not be migrated or prepared", whylen);
 		pg_free(s);
 		return err ? err : EGS_ERR_STORE;
 	}
 	*out = &s->base;
 	return EGS_OK;
+}
+
+enum egs_err egs_store_open_pg(const char *url, struct egs_store **out)
+{
+	return open_pg(url, out, NULL, 0);
+}
+
+enum egs_err egs_store_open_pg_quiet(const char *url, struct egs_store **out, char *why, size_t whylen)
+{
+	return open_pg(url, out, why, whylen);
 }
 
 /* After a broken connection: reconnects and prepares again, retrying for up to RETRY_FOR_S

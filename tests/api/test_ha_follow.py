@@ -19,7 +19,7 @@ import pytest
 
 from conftest import H100, STORE, Egsd, pg_server, store_args, wait_for
 from test_ha import cluster_with_agent, follower_of, health
-from test_ha_large import hold_table_lock, schema_of
+from ha_pair import ha_pair, hold_table_lock, schema_of
 
 pytestmark = pytest.mark.skipif(STORE != "postgres", reason="leadership is PostgreSQL's (SQLite: one process per file)")
 
@@ -185,16 +185,19 @@ def test_a_gap_in_the_change_log_makes_a_follower_load_in_full(tmpdir_path):
         a.stop()
 
 
-def gap_while_stopped(b, la, schema, names):
+def gap_while_stopped(b, la, schema, names, db="postgres", then=None):
     """Creates clusters `names` on the leader while follower b is stopped (SIGSTOP), and prunes the
-    change log's row of the first of those turns: b's log then has a gap."""
+    change log's row of the first of those turns: b's log then has a gap.  then(), when given, runs
+    before b goes on."""
     b.proc.send_signal(signal.SIGSTOP)
     try:
         turn = 'SELECT value FROM "%s".meta WHERE key = \'leader.turn\'' % schema
-        first = int(pg_server().psql(turn)) + 1
+        first = int(pg_server().psql(turn, db)) + 1
         for n in names:
             la.ok("POST", "/api/v1/clusters", {"clusterName": n})
-        pg_server().psql('DELETE FROM "%s".changes WHERE turn = %d' % (schema, first))
+        pg_server().psql('DELETE FROM "%s".changes WHERE turn = %d' % (schema, first), db)
+        if then:
+            then()
     finally:
         b.proc.send_signal(signal.SIGCONT)
 
@@ -246,3 +249,40 @@ def test_a_follower_serves_its_old_model_while_a_full_load_waits(tmpdir_path):
         if b:
             b.stop()
         a.stop()
+
+
+def test_a_follower_load_that_cannot_open_its_session_retries_and_logs_few_lines(tmpdir_path):
+    """The full load's own session cannot be opened (the database takes no new connections; the
+    leader's and the follower's sessions stay): the load retries every 0.5 s, logs its first failure
+    and then one line with the count of tries every 5 s (not two lines a try), and once the database
+    takes connections again it loads and the model is the store's."""
+    pg, db = pg_server(), "egs_load_open"
+    pg.create_db(db)
+    pg.psql('ALTER DATABASE "%s" ALLOW_CONNECTIONS true' % db)
+    try:
+        with ha_pair(tmpdir_path, url=["--store-url", pg.schema_url("s", db)]) as p:
+            a, b = p.a, p.b
+            la = a.api()
+            la.ok("POST", "/api/v1/clusters", {"clusterName": "x1"})
+            loads = wait_for(lambda: caught_up(b), what="the follower to catch up")["fullLoads"]
+            gap_while_stopped(b, la, "s", ["x2", "x3"], db,
+                              then=lambda: pg.psql('ALTER DATABASE "%s" ALLOW_CONNECTIONS false' % db))
+            wait_for(lambda: "full load: cannot open a session" in b.logs(), what="the load's first failed open")
+            first = time.time()
+            time.sleep(2.5)  # a window for several tries (one each 0.5 s): the lines they log are counted
+            pg.psql('ALTER DATABASE "%s" ALLOW_CONNECTIONS true' % db)
+            window = time.time() - first
+            h = wait_for(lambda: (lambda h: h and h["fullLoads"] > loads and not h["loading"] and h)(caught_up(b)),
+                         what="the full load to end and be swapped in")
+            logs = b.logs()
+            failed = [ln for ln in logs.splitlines() if "full load: cannot open a session" in ln]
+            opened = [ln for ln in logs.splitlines() if "full load: opened a session" in ln]
+            assert "cannot connect to PostgreSQL" not in logs and "cannot use the PostgreSQL" not in logs, logs[-3000:]
+            assert 1 <= len(failed) <= 1 + int(window / 5) + 1, failed
+            assert "level=warn" in failed[0] and "tries=1 " in failed[0] and "retrying" in failed[0], failed
+            assert len(opened) == 1 and int(opened[0].split("tries=")[1]) >= 3, opened
+            assert h["fullLoads"] == loads + 1 and h["role"] == "follower", h
+            assert {"x1", "x2", "x3"} <= {x["clusterName"] for x in b.api(a.admin_key).get("/api/v1/clusters")["items"]}
+    finally:
+        pg.psql('ALTER DATABASE "%s" ALLOW_CONNECTIONS true' % db)  # when the test failed before it did
+        pg.psql('DROP DATABASE "%s" WITH (FORCE)' % db)
