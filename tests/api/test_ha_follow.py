@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from conftest import H100, STORE, Egsd, pg_server, store_args, wait_for
+from conftest import H100, STORE, pg_server, wait_for
+from ha_pair import ha_pair, hold_table_lock
 from test_ha import cluster_with_agent, follower_of, health
-from ha_pair import ha_pair, hold_table_lock, schema_of
 
 pytestmark = pytest.mark.skipif(STORE != "postgres", reason="leadership is PostgreSQL's (SQLite: one process per file)")
 
@@ -107,12 +107,10 @@ def mixed_burst(a, b):
 
 
 def test_a_follower_applies_changed_rows_and_equals_a_fresh_load(tmpdir_path):
-    url = store_args(os.path.join(tmpdir_path, "shared"))
-    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
-    b = c = agent = None
-    try:
-        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+    with ha_pair(tmpdir_path) as p:
+        a, b = p.a, p.b
         agent = cluster_with_agent(a, b, tmpdir_path, nodes=3)
+        p.also.append(agent)
         wait_for(lambda: caught_up(b), what="the follower to catch up")
         before = health(b)
         mixed_burst(a, b)
@@ -121,6 +119,7 @@ def test_a_follower_applies_changed_rows_and_equals_a_fresh_load(tmpdir_path):
         assert h["appliedCatchUps"] > before["appliedCatchUps"], h
         # A fresh egsd on the same store loads it in full; the two followers answer alike.
         c = follower_of(a, os.path.join(tmpdir_path, "c"))
+        p.also.append(c)
         wait_for(lambda: caught_up(b) and caught_up(c), what="both followers current")
         # A follower learns of the leader's last turn by NOTIFY: "caught up" may be read a moment before
         # it arrives, so the two are compared until they agree (a wrong apply never agrees).
@@ -135,36 +134,18 @@ def test_a_follower_applies_changed_rows_and_equals_a_fresh_load(tmpdir_path):
         except AssertionError:
             pass
         assert not diffs, "\n".join("%s: applied %s %s\nloaded %s %s" % d for d in diffs[:3])
-    finally:
-        if agent:
-            agent.stop()
-        for e in (c, b):
-            if e:
-                e.stop()
-        a.stop()
 
 
 def test_a_gap_in_the_change_log_makes_a_follower_load_in_full(tmpdir_path):
-    url = store_args(os.path.join(tmpdir_path, "shared"))
-    schema = schema_of(url)
-    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
-    b = None
-    try:
-        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+    with ha_pair(tmpdir_path) as p:
+        a, b = p.a, p.b
         la = a.api()
         la.ok("POST", "/api/v1/clusters", {"clusterName": "x1"})
         h = wait_for(lambda: caught_up(b), what="the follower to catch up")
         loads = h["fullLoads"]
         # The follower stops looking (SIGSTOP) while the leader commits two turns and the log loses one
         # of them: on waking, its log has a gap.
-        b.proc.send_signal(19)
-        try:
-            la.ok("POST", "/api/v1/clusters", {"clusterName": "x2"})
-            la.ok("POST", "/api/v1/clusters", {"clusterName": "x3"})
-            pg_server().psql('DELETE FROM "%s".changes WHERE turn = (SELECT max(turn) - 1 FROM "%s".changes)'
-                             % (schema, schema))
-        finally:
-            b.proc.send_signal(18)
+        gap_while_stopped(b, la, p.schema, ["x2", "x3"])
         # Right after SIGCONT the follower may still report its state from before the stop (behind by
         # nothing, synced under a second ago): wait for the full load itself, then check it was one.
         h = wait_for(lambda: (lambda h: h and h["fullLoads"] > loads and h)(caught_up(b)),
@@ -179,10 +160,6 @@ def test_a_gap_in_the_change_log_makes_a_follower_load_in_full(tmpdir_path):
                      what="a catch-up from the log")
         assert h["fullLoads"] == loads + 1, h
         assert "x4" in {x["clusterName"] for x in b.api(a.admin_key).get("/api/v1/clusters")["items"]}
-    finally:
-        if b:
-            b.stop()
-        a.stop()
 
 
 def gap_while_stopped(b, la, schema, names, db="postgres", then=None):
@@ -203,18 +180,14 @@ def gap_while_stopped(b, la, schema, names, db="postgres", then=None):
 
 
 def test_a_follower_serves_its_old_model_while_a_full_load_waits(tmpdir_path):
-    url = store_args(os.path.join(tmpdir_path, "shared"))
-    schema = schema_of(url)
-    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
-    b = locker = None
-    try:
-        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+    with ha_pair(tmpdir_path) as p:
+        a, b = p.a, p.b
         la = a.api()
         la.ok("POST", "/api/v1/clusters", {"clusterName": "x1"})
         loads = wait_for(lambda: caught_up(b), what="the follower to catch up")["fullLoads"]
         # Every load now waits for the inference endpoints table (the leader's turns here write none).
-        locker = hold_table_lock(schema, "inference_endpoints", 120)
-        gap_while_stopped(b, la, schema, ["x2", "x3"])
+        locker = p.locker = hold_table_lock(p.schema, "inference_endpoints", 120)
+        gap_while_stopped(b, la, p.schema, ["x2", "x3"])
         wait_for(lambda: (health(b) or {}).get("loading"), what="the follower's full load to start")
         bapi = b.api(a.admin_key)
         names = {x["clusterName"] for x in bapi.get("/api/v1/clusters")["items"]}
@@ -240,15 +213,6 @@ def test_a_follower_serves_its_old_model_while_a_full_load_waits(tmpdir_path):
                      what="a catch-up from the log")
         assert h["fullLoads"] == loads + 1, h
         assert "x4" in {x["clusterName"] for x in bapi.get("/api/v1/clusters")["items"]}
-    except Exception:
-        print("follower's log:", b.logs()[-3000:] if b else "")
-        raise
-    finally:
-        if locker and locker.poll() is None:
-            locker.kill()
-        if b:
-            b.stop()
-        a.stop()
 
 
 def test_a_follower_load_that_cannot_open_its_session_retries_and_logs_few_lines(tmpdir_path):

@@ -8,21 +8,17 @@ makes a leader's reload after a failed commit outlast its lease: it loads on a s
 while it renews the lease, and leads on."""
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 
-from conftest import STORE, Egsd, pg_server, store_args, wait_for
-from test_ha import cluster_with_agent, follower_of, health, role
+from conftest import STORE, pg_server, wait_for
+from ha_pair import ha_pair, hold_table_lock
+from test_ha import cluster_with_agent, health, role
 
 pytestmark = pytest.mark.skipif(STORE != "postgres", reason="leadership is PostgreSQL's (SQLite: one process per file)")
 
 BULK = 20000
-
-
-def schema_of(url):
-    return url[1].split("search_path%3D")[1]
 
 
 def bulk_gprs(schema, n):
@@ -33,23 +29,6 @@ def bulk_gprs(schema, n):
             "'seq', 1000000 + i, 'state', 'Complete', 'start_ts', g.created_at, "
             "'completion_ts', g.created_at + 60))).* "
             'FROM "{s}".gprs g, generate_series(1, {n}) i').format(s=schema, n=n)
-
-
-def hold_table_lock(schema, table, seconds):
-    """A psql session that locks table for `seconds` (every other session's read of it waits);
-    returns the process once the lock is held."""
-    pg = pg_server()
-    sql = 'BEGIN; LOCK TABLE "%s".%s IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(%f); COMMIT;' % (schema, table, seconds)
-    args = [os.path.join(pg.bindir, "psql"), "-X", "-q", "-At", "-h", pg.sock, "-U", pg.user, "-d", "postgres",
-            "-c", sql]
-    if pg.root:
-        args = ["runuser", "-u", pg.user, "--"] + args
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    held = ("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n "
-            "ON n.oid = c.relnamespace WHERE n.nspname = '%s' AND c.relname = '%s' AND l.granted "
-            "AND l.mode = 'AccessExclusiveLock'" % (schema, table))
-    wait_for(lambda: pg.psql(held).strip() == "1", interval=0.05, what="the table lock")
-    return p
 
 
 def quiet_and_caught_up(schema, b):
@@ -64,11 +43,8 @@ def quiet_and_caught_up(schema, b):
 
 
 def test_a_follower_takes_over_a_large_store_without_loading_under_its_lease(tmpdir_path):
-    url = store_args(os.path.join(tmpdir_path, "shared"))
-    schema = schema_of(url)
-    a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
-    b = locker = None
-    try:
+    with ha_pair(tmpdir_path, follow=False) as p:
+        a, schema = p.a, p.schema
         api = a.api()
         cluster_with_agent(a, a, tmpdir_path, nodes=1).stop()  # cluster c1, workspace w
         one = api.ok("POST", "/api/v1/gpr", {"gprName": "seed", "sliceName": "w", "numberOfGPUNodes": 1,
@@ -77,7 +53,7 @@ def test_a_follower_takes_over_a_large_store_without_loading_under_its_lease(tmp
         pg_server().psql(bulk_gprs(schema, BULK))
         a.start()  # loads the 20,001 GPRs, then leads
         assert role(a) == "leader"
-        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+        b = p.follow()
         api = a.api()
         api.ok("POST", "/api/v1/clusters", {"clusterName": "c2"})  # a turn after b's load: b catches up
         quiet_and_caught_up(schema, b)
@@ -85,7 +61,7 @@ def test_a_follower_takes_over_a_large_store_without_loading_under_its_lease(tmp
         # Every load now waits 8 s for the inference endpoints table: longer than a leader's lease
         # (it acknowledges for 4 s after its last renewal).  The leader goes; the follower must lead
         # without a load under the lease (its model is current), and serve the whole store.
-        locker = hold_table_lock(schema, "inference_endpoints", 8)
+        locker = p.locker = hold_table_lock(schema, "inference_endpoints", 8)
         a.proc.send_signal(signal.SIGKILL)
         killed_at = time.time()
         wait_for(lambda: role(b) == "leader", timeout=5, interval=0.02, what="the follower to lead within 5 s")
@@ -101,35 +77,19 @@ def test_a_follower_takes_over_a_large_store_without_loading_under_its_lease(tmp
         assert bapi.get("/api/v1/gpr?gprId=" + one)["gprName"] == "seed"
         assert bapi.get("/api/v1/gpr?gprId=gpr-%08x-00" % (1000000 + BULK))["gprName"] == "bulk-%d" % BULK
         assert {"c1", "c2", "c3"} <= {x["clusterName"] for x in bapi.get("/api/v1/clusters")["items"]}
-    except Exception:
-        print("follower's log:", b.logs()[-3000:] if b else "")
-        raise
-    finally:
-        if locker and locker.poll() is None:
-            locker.kill()
-        a.stop()
-        if b:
-            b.stop()
 
 
 def test_a_leaders_reload_that_outlasts_its_lease_keeps_the_lead(tmpdir_path):
-    url = store_args(os.path.join(tmpdir_path, "shared"))
-    schema = schema_of(url)
     flag = os.path.join(tmpdir_path, "store-full")
-    os.environ["EGS_STORE_FAIL_IF_EXISTS"] = flag  # a's commits fail as on a full disk while flag exists
-    try:
-        a = Egsd(os.path.join(tmpdir_path, "a"), extra=url).start()
-    finally:
-        del os.environ["EGS_STORE_FAIL_IF_EXISTS"]
-    b = locker = None
-    try:
-        b = follower_of(a, os.path.join(tmpdir_path, "b"))
+    # a's commits fail as on a full disk while flag exists
+    with ha_pair(tmpdir_path, env={"EGS_STORE_FAIL_IF_EXISTS": flag}) as p:
+        a, b, schema = p.a, p.b, p.schema
         api = a.api()
         api.ok("POST", "/api/v1/clusters", {"clusterName": "c1"})
         epoch = health(a)["epoch"]
         # The next commit fails, and the reload that follows waits 8 s for a locked table: twice
         # the 4 s a leader acknowledges after its last lease write.
-        locker = hold_table_lock(schema, "inference_endpoints", 8)
+        p.locker = hold_table_lock(schema, "inference_endpoints", 8)
         open(flag, "w").close()
         t0 = time.time()
         status, doc = api.call("POST", "/api/v1/clusters", {"clusterName": "c2"})
@@ -144,9 +104,3 @@ def test_a_leaders_reload_that_outlasts_its_lease_keeps_the_lead(tmpdir_path):
         names = {x["clusterName"] for x in api.get("/api/v1/clusters")["items"]}
         assert {"c1", "c3"} <= names and "c2" not in names, names
         assert role(b) == "follower"
-    finally:
-        if locker and locker.poll() is None:
-            locker.kill()
-        if b:
-            b.stop()
-        a.stop()

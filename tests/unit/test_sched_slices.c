@@ -176,6 +176,31 @@ static void attach_all(int64_t now)
 	}
 }
 
+/* Four GPRs a, b, c, d (priority 100, workspaces ws1 to ws4) created at now: one a node, every
+ * node.  Returns a. */
+static struct egs_gpr *four(int64_t now)
+{
+	struct egs_gpr *a = gpr("a", "ws1", 100, now);
+	gpr("b", "ws2", 100, now);
+	gpr("c", "ws3", 100, now);
+	gpr("d", "ws4", 100, now);
+	return a;
+}
+
+/* Starts what fits at now (a run, the agents attach, a run), then 600 s later releases a early,
+ * its capacity held.  Returns that later now. */
+static int64_t run_then_release(struct egs_gpr *a, int64_t now)
+{
+	egs_sched_run(st, now, plan);
+	attach_all(now);
+	egs_sched_run(st, now, plan);
+	assert_int_equal(a->state, EGS_GPR_PROVISIONED);
+	now += 600;
+	assert_int_equal(egs_gpr_release(st, a, now), EGS_OK);
+	assert_int_equal(st->held.len, 1);
+	return now;
+}
+
 /*
  * A held early release is tried in the run's slices (a walk with it and one without, side by
  * side) before the walk.  A change during the trial voids it: the hold stays, and the next run
@@ -185,19 +210,9 @@ static void test_held_trial_between_slices(void **state)
 {
 	(void)state;
 	int64_t now = T0;
-	struct egs_gpr *a = gpr("a", "ws1", 100, now);
-	gpr("b", "ws2", 100, now);
-	gpr("c", "ws3", 100, now);
-	gpr("d", "ws4", 100, now);
-	struct egs_gpr *e = gpr("e", "ws5", 50, now);
-	egs_sched_run(st, now, plan);
-	attach_all(now);
-	egs_sched_run(st, now, plan);
-	assert_int_equal(a->state, EGS_GPR_PROVISIONED);
-	assert_int_equal(e->est_start, now + 3600);
-	now += 600;
-	assert_int_equal(egs_gpr_release(st, a, now), EGS_OK);
-	assert_int_equal(st->held.len, 1);
+	struct egs_gpr *a = four(now), *e = gpr("e", "ws5", 50, now);
+	now = run_then_release(a, now);
+	assert_int_equal(e->est_start, now + 3000); /* behind the four, before the release */
 
 	egs_sched_begin(st, now, plan);
 	assert_false(egs_sched_step(plan, 1)); /* the trial's first piece: the last plan freed */
@@ -222,19 +237,11 @@ static void test_adopted_trial_in_slices(void **state)
 {
 	(void)state;
 	int64_t now = T0;
-	struct egs_gpr *a = gpr("a", "ws1", 100, now);
-	gpr("b", "ws2", 100, now);
-	gpr("c", "ws3", 100, now);
-	gpr("d", "ws4", 100, now);
-	struct egs_gpr *e = gpr("e", "ws5", 50, now), *f = gpr("f", "ws6", 40, now), *g = gpr("g", "ws1", 30, now);
-	egs_sched_run(st, now, plan);
-	attach_all(now);
-	egs_sched_run(st, now, plan);
+	struct egs_gpr *a = four(now), *e = gpr("e", "ws5", 50, now), *f = gpr("f", "ws6", 40, now);
+	struct egs_gpr *g = gpr("g", "ws1", 30, now);
+	now = run_then_release(a, now);
 	assert_false(egs_sched_adopted(plan));
-	assert_int_equal(f->est_start, now + 3600);
-	now += 600;
-	assert_int_equal(egs_gpr_release(st, a, now), EGS_OK);
-	assert_int_equal(st->held.len, 1);
+	assert_int_equal(f->est_start, now + 3000);
 
 	egs_sched_begin(st, now, plan);
 	for (int steps = 0; !egs_sched_adopted(plan); steps++) /* the trial's pieces and walk */
