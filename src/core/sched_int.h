@@ -39,6 +39,7 @@ struct slot {
 	int64_t free_at;
 	bool free_now;
 	bool idle_now; /* free now and not started on in this walk (free_now also goes false when reserved) */
+	bool snap_dirty; /* free_at or free_now changed since the plan's last snapshot (in p->dirty) */
 	uint32_t name_rank; /* the node's place in name order: ties break without strcmp */
 	uint32_t name_pos;  /* its place in its pool's byname (and segment tree leaves) */
 	struct pool *pool;
@@ -55,9 +56,8 @@ struct pool {
 	size_t group_end;             /* index past the last pool of this pool's cluster */
 	struct slot **heap;
 	size_t n, cap;
-	struct hole *holes; /* POOL_HOLES entries, in no order */
+	struct hole *holes; /* POOL_HOLES entries, latest end first (hole_add) */
 	size_t nholes;
-	int64_t hole_emax; /* at least the latest end of its holes (candidates() skips the pool below it) */
 	uint32_t *byname; /* the members (indexes into p->slots) in name order, n entries */
 	size_t index;     /* its place in p->pools */
 	/* A min-segment tree of the members' free_at over byname (leaves at segsz + name_pos), so
@@ -71,7 +71,7 @@ struct wsinfo {
 	const struct egs_workspace *ws; /* NULL when deleted */
 	int64_t until; /* free for a new GPR from then */
 	bool active;   /* holds an active GPR now */
-	struct hole holes[WS_HOLES]; /* free stretches before until (backfill) */
+	struct hole holes[WS_HOLES]; /* free stretches before until (backfill), latest end first */
 	size_t nholes;
 	uint64_t pool_ok; /* bit j: p->pools[j] is in one of its clusters (plans of <= 64 pools) */
 };
@@ -106,6 +106,12 @@ struct egs_plan {
 	size_t nsnaps;
 	struct snap *spare;        /* snapshots of the plan this walk replaced: their buffers are reused */
 	size_t nspare;
+	/* The slots whose free_at or free_now changed since the last snapshot (egs__slot_dirty), so
+	 * that the next one copies the last one and only those (snap_inc: the last snapshot is this
+	 * walk's, snaps[nsnaps - 1]); copying every slot was a tenth of a walk. */
+	uint32_t *dirty;
+	size_t ndirty;
+	bool snap_inc;
 	bool valid;
 	/* A walk in progress (egs_sched_begin .. egs_sched_end): order[cursor ..] is still to place. */
 	bool walking;
@@ -164,8 +170,8 @@ struct snap {
 	int64_t hole_end_min; /* and its hole_end_min */
 	int64_t *free_at;
 	bool *free_now;
-	uint32_t *heaps; /* every pool's heap in turn, p->pools[j].n entries each */
-	size_t *heap_n;
+	/* (no heaps: the plan order is total, so a restore rebuilds them from free_at and free_now
+	 * and k_first finds the same nodes in any heap that holds the order) */
 	/* The workspaces' changing part (a wsinfo's name, workspace and pools stay as they were made:
 	 * a restore takes them from the plan's own wsv, whose first nws entries are the same ones;
 	 * copying whole entries, mostly empty holes, was a tenth of a walk). */
@@ -249,6 +255,16 @@ int64_t egs__stale_next(const struct egs_plan *p, int64_t base);
 /* sched_place.c: placing one GPR (contracts above their definitions). */
 struct wsinfo *egs__ws_get(struct egs_plan *p, const char *name);
 void egs__heap_push(struct pool *q, struct slot *s);
+/* Makes q->heap[0 .. q->n) a heap in plan order (any order on entry; sets hidx). */
+void egs__heap_build(struct pool *q);
+/* Notes that slot s's free_at or free_now is about to change (the next snapshot copies it). */
+static inline void egs__slot_dirty(struct egs_plan *p, struct slot *s)
+{
+	if (!s->snap_dirty) {
+		s->snap_dirty = true;
+		p->dirty[p->ndirty++] = (uint32_t)(s - p->slots);
+	}
+}
 void egs__share_slot_init(struct egs_plan *p, struct slot *s);
 int64_t egs__place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w, const uint64_t *cached);
 void egs__reserve(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w, int64_t t);

@@ -43,16 +43,21 @@ struct wsinfo *egs__ws_get(struct egs_plan *p, const char *name)
 
 /* ws_get for a GPR of the state, through the index it caches across plans of one workspace
  * layout (a map lookup hashes the name: a tenth of a walk). */
-static struct wsinfo *ws_of(struct egs_plan *p, struct egs_gpr *g)
+static __attribute__((noinline)) struct wsinfo *ws_lookup(struct egs_plan *p, struct egs_gpr *g)
 {
-	if (g->plan_serial == p->serial && g->plan_ws < p->nws_fixed)
-		return &p->wsv[g->plan_ws];
 	struct wsinfo *w = egs__ws_get(p, g->workspace);
 	if ((size_t)(w - p->wsv) < p->nws_fixed) { /* not a deleted workspace's */
 		g->plan_serial = p->serial;
 		g->plan_ws = (uint32_t)(w - p->wsv);
 	}
 	return w;
+}
+
+static inline struct wsinfo *ws_of(struct egs_plan *p, struct egs_gpr *g)
+{
+	if (g->plan_serial == p->serial && g->plan_ws < p->nws_fixed)
+		return &p->wsv[g->plan_ws];
+	return ws_lookup(p, g);
 }
 
 /* Order in which the plan takes nodes: earliest free first, free-now first, then best fit (fewest
@@ -126,6 +131,14 @@ void egs__heap_push(struct pool *q, struct slot *s)
 	heap_up(q, s->hidx);
 }
 
+void egs__heap_build(struct pool *q)
+{
+	for (size_t i = 0; i < q->n; i++)
+		q->heap[i]->hidx = i;
+	for (size_t i = q->n / 2; i-- > 0;)
+		heap_down(q, i);
+}
+
 /* Sets the leaf of slot s in its pool's segment tree and the minima above it. */
 static void seg_set(struct slot *s)
 {
@@ -166,6 +179,14 @@ static bool k_first(struct egs_plan *p, struct pool *const *m, size_t nm, size_t
 		have += m[j]->n;
 	if (have < k)
 		return false;
+	if (k == 1) { /* most GPRs: the least of the heaps' tops */
+		struct slot *b = NULL;
+		for (size_t j = 0; j < nm; j++)
+			if (m[j]->n && (!b || plan_before(m[j]->heap[0], b)))
+				b = m[j]->heap[0];
+		out[0] = b;
+		return true;
+	}
 	struct slot **fr = p->frontier;
 	size_t nf = 0;
 	for (size_t j = 0; j < nm; j++)
@@ -261,6 +282,7 @@ static void reserve_shared(struct egs_plan *p, const struct egs_gpr *g, struct w
 	}
 	p->shared = true;
 	egs_share_timeline_add(s->sh, t, end, p->share_take);
+	egs__slot_dirty(p, s);
 	s->free_now = false;
 	if (end > s->free_at) {
 		s->free_at = end;
@@ -286,13 +308,19 @@ static void start_shared(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w
  * Conservative backfill.  A reservation that starts after a node's (or workspace's) previous free
  * time leaves a hole [free time, start) in front of it; a GPR later in the walk may start in a hole
  * if it ends by the hole's end, so it delays no GPR placed before it.  Holes live in their pool
- * (POOL_HOLES) and in their workspace (WS_HOLES); one that finds no room is not recorded.
+ * (POOL_HOLES) and in their workspace (WS_HOLES); one that finds no room is not recorded.  A list
+ * is kept latest end first: a scan for a GPR that must end by e stops at the first hole ending
+ * before (most holes of a long walk lie far behind the times it places at); which holes a GPR
+ * takes never depends on their order in the list.
  */
 static void hole_add(struct hole *v, size_t *n, size_t cap, int64_t s, int64_t e, uint32_t slot, struct egs_plan *p)
 {
 	if (e <= s || e <= p->now || *n == cap) /* empty, past, or no room: the time is not offered */
 		return;
-	v[(*n)++] = (struct hole){ s, e, slot };
+	size_t i = (*n)++;
+	for (; i > 0 && v[i - 1].e < e; i--)
+		v[i] = v[i - 1];
+	v[i] = (struct hole){ s, e, slot };
 	if (e < p->hole_end_min)
 		p->hole_end_min = e;
 }
@@ -304,7 +332,7 @@ static void hole_take(struct hole *v, size_t *n, size_t cap, uint32_t slot, int6
 		if (v[i].slot != slot || v[i].s > t || t >= v[i].e)
 			continue;
 		struct hole h = v[i];
-		v[i] = v[--*n];
+		memmove(v + i, v + i + 1, (--*n - i) * sizeof(*v));
 		hole_add(v, n, cap, h.s, t, slot, p);
 		hole_add(v, n, cap, end, h.e, slot, p);
 		return;
@@ -421,19 +449,14 @@ static size_t candidates(struct egs_plan *p, const struct wsinfo *w, struct pool
 			CAND(w->holes[i].s);
 	size_t nhok = 0;
 	for (size_t j = 0; j < nm; j++) { /* locals: the stores below may alias what the loop reads */
-		if (m[j]->hole_emax < lo + d)
-			continue; /* no hole of the pool ends late enough */
 		struct hole *h = m[j]->holes, *end = h + m[j]->nholes;
-		int64_t emax = INT64_MIN;
-		for (; h < end; h++) {
+		for (; h < end && h->e >= lo + d; h++) { /* latest end first: the rest end too soon */
 			int64_t s = h->s, from = s < lo ? lo : s;
-			emax = h->e > emax ? h->e : emax;
 			if (s <= T && h->e - from >= d) {
 				p->hok[nhok++] = h;
 				CAND(s);
 			}
 		}
-		m[j]->hole_emax = emax;
 	}
 	p->nhok = nhok;
 #undef CAND
@@ -537,11 +560,13 @@ static void place_cluster(struct egs_plan *p, const struct egs_gpr *g, const str
 		t = p->now;
 	if (p->backfill)
 		t = fit(p, w, m, nm, k, g->exit_duration_s, t);
-	size_t rank = preferred_rank(g, p->pools[a].proto->cluster);
+	size_t rank = g->preferred_clusters.n ? preferred_rank(g, p->pools[a].proto->cluster) : SIZE_MAX;
 	if (t < *best || (t == *best && rank < *best_rank)) {
 		*best = t;
 		*best_rank = rank;
-		memcpy(p->chosen, p->tmp, k * sizeof(*p->chosen));
+		struct slot **v = p->chosen; /* tmp's nodes become the chosen ones (no copy) */
+		p->chosen = p->tmp;
+		p->tmp = v;
 	}
 }
 
@@ -595,9 +620,8 @@ void egs__reserve(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w,
 		}
 		if (p->backfill) {
 			hole_add(s->pool->holes, &s->pool->nholes, POOL_HOLES, s->free_at, t, idx, p);
-			if (t > s->pool->hole_emax)
-				s->pool->hole_emax = t;
 		}
+		egs__slot_dirty(p, s);
 		s->free_at = s->ded_free_at = end;
 		s->free_now = false;
 		heap_down(s->pool, s->hidx); /* it only moved later */

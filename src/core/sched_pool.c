@@ -157,7 +157,6 @@ static void build_pools(struct egs_plan *p)
 	for (size_t j = 0; j < npools; j++) {
 		p->pools[j].byname = egs_calloc(p->pools[j].n + 1, sizeof(uint32_t));
 		p->pools[j].nholes = 0;
-		p->pools[j].hole_emax = INT64_MIN;
 	}
 	size_t *fill = egs_calloc(npools + 1, sizeof(*fill));
 	for (size_t r = 0; r < p->nslots; r++) {
@@ -227,6 +226,7 @@ static void scratch_alloc(struct egs_plan *p)
 	p->cand = egs_calloc(p->nslots + nholes + WS_HOLES + 4, sizeof(*p->cand));
 	p->hsel = egs_calloc(nholes + 1, sizeof(*p->hsel));
 	p->hok = egs_calloc(nholes + 1, sizeof(*p->hok));
+	p->dirty = egs_calloc(p->nslots + 1, sizeof(*p->dirty));
 	p->backfill = p->st->cfg.backfill > 0;
 }
 
@@ -320,8 +320,6 @@ void egs__snap_free(struct snap *s)
 {
 	free(s->free_at);
 	free(s->free_now);
-	free(s->heaps);
-	free(s->heap_n);
 	free(s->ws);
 	free(s->ws_holes);
 	free(s->holes);
@@ -355,6 +353,7 @@ void egs__plan_cleanup(struct egs_plan *p)
 	free(p->cand);
 	free(p->hsel);
 	free(p->hok);
+	free(p->dirty);
 	free(p->wsv);
 	egs_map_cleanup(&p->ws);
 	for (size_t i = 0; i < p->nsnaps; i++)
@@ -375,18 +374,14 @@ static void snap_reserve(struct snap *s, size_t nslots, size_t npools, size_t nw
 	if (s->cap_slots < nslots) {
 		free(s->free_at);
 		free(s->free_now);
-		free(s->heaps);
 		s->cap_slots = nslots;
 		s->free_at = egs_malloc((nslots + 1) * sizeof(*s->free_at));
 		s->free_now = egs_malloc(nslots + 1);
-		s->heaps = egs_malloc((nslots + 1) * sizeof(*s->heaps));
 	}
 	if (s->cap_pools < npools) {
-		free(s->heap_n);
 		free(s->holes);
 		free(s->nholes);
 		s->cap_pools = npools;
-		s->heap_n = egs_malloc((npools + 1) * sizeof(*s->heap_n));
 		s->holes = egs_malloc((POOL_HOLES * npools + 1) * sizeof(*s->holes));
 		s->nholes = egs_malloc((npools + 1) * sizeof(*s->nholes));
 	}
@@ -400,6 +395,31 @@ static void snap_reserve(struct snap *s, size_t nslots, size_t npools, size_t nw
 		s->cap_ws_holes = nwh + nwh / 4 + 16;
 		s->ws_holes = egs_malloc(s->cap_ws_holes * sizeof(*s->ws_holes));
 	}
+}
+
+/* The slots' part of snapshot s of p: a copy of the last snapshot with the slots changed since
+ * (snap_inc), else every slot. */
+static void snap_slots(struct egs_plan *p, struct snap *s)
+{
+	if (p->snap_inc && p->nsnaps >= 2) {
+		const struct snap *last = s - 1;
+		memcpy(s->free_at, last->free_at, p->nslots * sizeof(*s->free_at));
+		memcpy(s->free_now, last->free_now, p->nslots * sizeof(*s->free_now));
+		for (size_t d = 0; d < p->ndirty; d++) {
+			struct slot *x = &p->slots[p->dirty[d]];
+			s->free_at[p->dirty[d]] = x->free_at;
+			s->free_now[p->dirty[d]] = x->free_now;
+			x->snap_dirty = false;
+		}
+	} else {
+		for (size_t i = 0; i < p->nslots; i++) {
+			s->free_at[i] = p->slots[i].free_at;
+			s->free_now[i] = p->slots[i].free_now;
+			p->slots[i].snap_dirty = false;
+		}
+	}
+	p->ndirty = 0;
+	p->snap_inc = true;
 }
 
 void egs__snap_take(struct egs_plan *p, size_t pos)
@@ -419,16 +439,7 @@ void egs__snap_take(struct egs_plan *p, size_t pos)
 	s->run_next = p->run_next;
 	s->stuck = p->stuck;
 	s->hole_end_min = p->hole_end_min;
-	for (size_t i = 0; i < p->nslots; i++) {
-		s->free_at[i] = p->slots[i].free_at;
-		s->free_now[i] = p->slots[i].free_now;
-	}
-	size_t k = 0;
-	for (size_t j = 0; j < p->npools; j++) {
-		s->heap_n[j] = p->pools[j].n;
-		for (size_t h = 0; h < p->pools[j].n; h++)
-			s->heaps[k++] = (uint32_t)(p->pools[j].heap[h] - p->slots);
-	}
+	snap_slots(p, s);
 	for (size_t j = 0; j < p->npools; j++) {
 		s->nholes[j] = p->pools[j].nholes;
 		memcpy(s->holes + j * POOL_HOLES, p->pools[j].holes, p->pools[j].nholes * sizeof(*s->holes));
@@ -439,6 +450,8 @@ void egs__snap_take(struct egs_plan *p, size_t pos)
 	for (size_t i = 0; i < p->nws; i++) {
 		const struct wsinfo *w = &p->wsv[i];
 		s->ws[i] = (struct snap_ws){ w->until, (uint32_t)w->nholes, w->active };
+		if (!w->nholes)
+			continue;
 		memcpy(s->ws_holes + nwh, w->holes, w->nholes * sizeof(*w->holes));
 		nwh += w->nholes;
 	}
@@ -479,32 +492,31 @@ void egs__snap_restore(struct egs_plan *q, const struct egs_plan *p, const struc
 	memcpy(q->slots, p->slots, p->nslots * sizeof(*q->slots));
 	q->npools = p->npools;
 	q->pools = egs_calloc(p->npools + 1, sizeof(*q->pools));
-	size_t k = 0;
 	for (size_t j = 0; j < p->npools; j++) {
 		struct pool *d = &q->pools[j];
 		*d = p->pools[j];
-		d->n = d->cap = s->heap_n[j];
+		d->cap = d->n;
 		d->heap = egs_malloc((d->cap + 1) * sizeof(*d->heap));
 		d->holes = egs_calloc(POOL_HOLES, sizeof(*d->holes));
 		d->byname = egs_malloc((d->n + 1) * sizeof(*d->byname));
 		memcpy(d->byname, p->pools[j].byname, d->n * sizeof(*d->byname));
 		d->seg = NULL; /* rebuilt below from the restored slots */
 		d->nholes = s->nholes[j];
-		d->hole_emax = INT64_MAX; /* unknown: the next scan of its holes sets it */
 		memcpy(d->holes, s->holes + j * POOL_HOLES, d->nholes * sizeof(*d->holes));
-		for (size_t h = 0; h < d->n; h++) {
-			struct slot *x = &q->slots[s->heaps[k++]];
-			d->heap[h] = x;
-			x->hidx = h;
-		}
 	}
 	for (size_t i = 0; i < q->nslots; i++) {
 		q->slots[i].free_at = s->free_at[i];
 		q->slots[i].free_now = s->free_now[i];
+		q->slots[i].snap_dirty = false;
 		q->slots[i].pool = q->pools + (p->slots[i].pool - p->pools);
 	}
-	for (size_t j = 0; j < q->npools; j++)
-		seg_build(q, &q->pools[j]);
+	for (size_t j = 0; j < q->npools; j++) { /* the heaps, from the members in name order */
+		struct pool *d = &q->pools[j];
+		for (size_t h = 0; h < d->n; h++)
+			d->heap[h] = &q->slots[d->byname[h]];
+		egs__heap_build(d);
+		seg_build(q, d);
+	}
 	scratch_alloc(q);
 	q->capws = 2 * s->nws + 16;
 	q->nws = s->nws;
