@@ -21,6 +21,8 @@ void egs_queue_cleanup(struct egs_queue *q)
 	free(q->added);
 	free(q->gone);
 	free(q->spare);
+	free(q->merge.added);
+	free(q->merge.gone);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -230,94 +232,177 @@ static int cmp_entry(const void *a, const void *b)
 	return slot_before(&x->key, &y->key) ? -1 : slot_before(&y->key, &x->key) ? 1 : 0;
 }
 
-/* True when entry x is among the entries gone[*j ..] (sorted; x comes in queue order across calls,
- * so *j only moves forward): the same GPR under the same stamp. */
-static bool entry_gone(const struct egs_queue *q, const struct egs_queue_entry *x, size_t *j)
+bool egs_queue_key_before(const struct egs_queue_slot *a, const struct egs_queue_slot *b)
 {
-	while (*j < q->ngone && slot_before(&q->gone[*j].key, &x->key))
+	return slot_before(a, b);
+}
+
+/* True when entry x is among the entries gone[*j ..] of the merge m (sorted; x comes in queue
+ * order, so *j only moves forward): the same GPR under the same stamp. */
+static bool entry_gone(const struct egs_queue_merge *m, const struct egs_queue_entry *x, size_t *j)
+{
+	while (*j < m->ngone && slot_before(&m->gone[*j].key, &x->key))
 		(*j)++;
-	for (size_t k = *j; k < q->ngone && !slot_before(&x->key, &q->gone[k].key); k++)
-		if (q->gone[k].key.g == x->key.g && q->gone[k].stamp == x->stamp)
+	for (size_t k = *j; k < m->ngone && !slot_before(&x->key, &m->gone[k].key); k++)
+		if (m->gone[k].key.g == x->key.g && m->gone[k].stamp == x->stamp)
 			return true;
 	return false;
 }
 
-/* The kept order merged with the entries added since, less those gone since (all three in queue
- * order), into out and a new kept order.  Only the entries are read: no GPR. */
-static void merge_added(struct egs_queue *q, struct egs_gpr **out)
+/* Drops the order in progress, if any: the changes it took go back to the lists, so that the
+ * next order merges them (the kept order is still the one before it). */
+static void merge_drop(struct egs_queue *q)
 {
-	if (q->nadded > 1)
-		qsort(q->added, q->nadded, sizeof(*q->added), cmp_entry);
-	if (q->ngone > 1)
-		qsort(q->gone, q->ngone, sizeof(*q->gone), cmp_entry);
+	struct egs_queue_merge *m = &q->merge;
+	if (!m->ticket)
+		return;
+	for (size_t k = 0; q->order_ok && k < m->nadded; k++)
+		entry_add(&q->added, &q->nadded, &q->capadded, m->added[k]);
+	for (size_t k = 0; q->order_ok && k < m->ngone; k++)
+		entry_add(&q->gone, &q->ngone, &q->capgone, m->gone[k]);
+	if (q->nadded + q->ngone > 2 * q->len + 4096)
+		q->order_ok = false;
+	m->nadded = m->ngone = 0;
+	m->ticket = 0;
+}
+
+/* The queue's order sorted afresh into the kept order (the one place that reads every GPR);
+ * the lists of changes are emptied. */
+static void sort_fresh(struct egs_queue *q)
+{
+	if (q->caporder < q->len) {
+		q->caporder = q->len + q->len / 2 + 64;
+		free(q->order);
+		q->order = egs_malloc(q->caporder * sizeof(*q->order));
+	}
+	struct egs_gpr **tmp = egs_malloc((q->len + 1) * sizeof(*tmp));
+	sort_all(q, tmp);
+	for (size_t i = 0; i < q->len; i++) {
+		const struct egs_gpr *g = tmp[i];
+		q->order[i] = (struct egs_queue_entry){ q->heap[g->heap_idx], g->queue_stamp };
+	}
+	free(tmp);
+	q->norder = q->len;
+	q->nadded = q->ngone = 0;
+	q->order_ok = true;
+}
+
+/* Swaps the list (*a, *na, *capa) with (*b, *nb, *capb). */
+static void list_swap(struct egs_queue_entry **a, size_t *na, size_t *capa, struct egs_queue_entry **b, size_t *nb,
+		      size_t *capb)
+{
+	struct egs_queue_entry *v = *a;
+	size_t n = *na, cap = *capa;
+	*a = *b, *na = *nb, *capa = *capb;
+	*b = v, *nb = n, *capb = cap;
+}
+
+uint64_t egs_queue_order_begin(struct egs_queue *q)
+{
+	struct egs_queue_merge *m = &q->merge;
+	merge_drop(q);
+	m->i = m->a = m->j = m->n = m->served = 0;
+	m->len = q->len;
+	m->ticket = ++q->tickets;
+	if (!q->order_ok || !q->len) {
+		sort_fresh(q);
+		m->fresh = true;
+		m->n = q->len;
+		return m->ticket;
+	}
+	m->fresh = false; /* the merge takes the lists; changes from now on go to fresh ones */
+	list_swap(&m->added, &m->nadded, &m->capadded, &q->added, &q->nadded, &q->capadded);
+	list_swap(&m->gone, &m->ngone, &m->capgone, &q->gone, &q->ngone, &q->capgone);
+	q->nadded = q->ngone = 0;
+	if (m->nadded > 1)
+		qsort(m->added, m->nadded, sizeof(*m->added), cmp_entry);
+	if (m->ngone > 1)
+		qsort(m->gone, m->ngone, sizeof(*m->gone), cmp_entry);
 	if (q->capspare < q->len + 1) { /* the last order's buffer, reused: no fresh pages each time */
-		q->capspare = q->len + 1 + q->len / 8;
+		q->capspare = q->len + q->len / 2 + 64;
 		free(q->spare);
 		q->spare = egs_malloc(q->capspare * sizeof(*q->spare));
 	}
-	struct egs_queue_entry *merged = q->spare;
-	size_t n = 0, a = 0, j = 0;
-	for (size_t i = 0; i <= q->norder;) {
+	return m->ticket;
+}
+
+/* Merges at most max more entries of the order in progress into q->spare: the kept order and
+ * the entries added since, less those gone since (all three in queue order).  Only the entries
+ * are read, no GPR. */
+static void merge_some(struct egs_queue *q, size_t max)
+{
+	struct egs_queue_merge *m = &q->merge;
+	struct egs_queue_entry *out = q->spare;
+	size_t stop = m->len - m->n > max ? m->n + max : m->len;
+	while (m->n < stop) {
+		const struct egs_queue_entry *e = m->i < q->norder ? &q->order[m->i] : NULL;
+		const struct egs_queue_entry *ad = m->a < m->nadded ? &m->added[m->a] : NULL;
+		if (ad && (!e || slot_before(&ad->key, &e->key))) {
+			if (!entry_gone(m, ad, &m->j))
+				out[m->n++] = *ad;
+			m->a++;
+			continue;
+		}
+		EGS_ASSERT(e); /* n < len: the kept order and the added ones hold the rest */
 		/* The kept entries before the next added or gone key go as a block: none of them is gone
 		 * (a gone entry has a gone key equal to its own) and no added one goes before them. */
-		const struct egs_queue_slot *lim = a < q->nadded ? &q->added[a].key : NULL;
-		if (j < q->ngone && (!lim || slot_before(&q->gone[j].key, lim)))
-			lim = &q->gone[j].key;
-		size_t run = i;
-		if (!lim)
-			run = q->norder;
-		else
-			while (run < q->norder && slot_before(&q->order[run].key, lim))
-				run++;
-		EGS_ASSERT(n + (run - i) <= q->len);
-		if (run > i)
-			memcpy(merged + n, q->order + i, (run - i) * sizeof(*merged));
-		for (; i < run; i++)
-			out[n++] = q->order[i].key.g;
-		const struct egs_queue_entry *e = i < q->norder ? &q->order[i] : NULL;
-		for (; a < q->nadded && (!e || slot_before(&q->added[a].key, &e->key)); a++)
-			if (!entry_gone(q, &q->added[a], &j)) {
-				EGS_ASSERT(n < q->len);
-				out[n] = q->added[a].key.g;
-				merged[n++] = q->added[a];
-			}
-		if (e && !entry_gone(q, e, &j)) {
-			EGS_ASSERT(n < q->len);
-			out[n] = e->key.g;
-			merged[n++] = *e;
+		const struct egs_queue_slot *lim = ad ? &ad->key : NULL;
+		if (m->j < m->ngone && (!lim || slot_before(&m->gone[m->j].key, lim)))
+			lim = &m->gone[m->j].key;
+		size_t run = m->i, end = m->i + (stop - m->n) < q->norder ? m->i + (stop - m->n) : q->norder;
+		while (run < end && (!lim || slot_before(&q->order[run].key, lim)))
+			run++;
+		if (run > m->i) {
+			memcpy(out + m->n, q->order + m->i, (run - m->i) * sizeof(*out));
+			m->n += run - m->i;
+			m->i = run;
+			continue;
 		}
-		i++;
+		if (!entry_gone(m, e, &m->j))
+			out[m->n++] = *e;
+		m->i++;
 	}
-	EGS_ASSERT(n == q->len);
-	size_t cap = q->capspare;
-	q->spare = q->order;
-	q->capspare = q->caporder;
-	q->order = merged;
-	q->caporder = cap;
+	if (m->n < m->len)
+		return;
+	/* Complete (what is left of the kept order and the added ones is all gone): the new order is
+	 * kept, and the one before becomes the next merge's buffer. */
+	struct egs_queue_entry *v = q->order;
+	size_t cap = q->caporder;
+	q->order = q->spare;
+	q->caporder = q->capspare;
+	q->spare = v;
+	q->capspare = cap;
+	q->norder = m->len;
+	m->nadded = m->ngone = 0;
+	m->fresh = true; /* all of it is in q->order now */
+}
+
+size_t egs_queue_order_step(struct egs_queue *q, uint64_t ticket, size_t max, const struct egs_queue_entry **span)
+{
+	struct egs_queue_merge *m = &q->merge;
+	if (!ticket || ticket != m->ticket)
+		return SIZE_MAX; /* dropped (another order began): begin again */
+	if (!max)
+		max = 1;
+	if (!m->fresh)
+		merge_some(q, max);
+	size_t made = m->fresh ? m->len : m->n, k = made - m->served < max ? made - m->served : max;
+	if (!k) {
+		m->ticket = 0;
+		return 0;
+	}
+	*span = (m->fresh ? q->order : q->spare) + m->served;
+	m->served += k;
+	return k;
 }
 
 void egs_queue_sorted(struct egs_queue *q, struct egs_gpr **out)
 {
-	if (!q->len) {
-		q->norder = q->nadded = q->ngone = 0;
-		q->order_ok = true;
-		return;
-	}
-	if (q->order_ok) {
-		merge_added(q, out);
-	} else {
-		sort_all(q, out);
-		if (q->caporder < q->len) {
-			q->caporder = q->len + q->len / 8;
-			free(q->order);
-			q->order = egs_malloc(q->caporder * sizeof(*q->order));
-		}
-		for (size_t i = 0; i < q->len; i++) { /* the one place that reads every GPR */
-			const struct egs_gpr *g = out[i];
-			q->order[i] = (struct egs_queue_entry){ q->heap[g->heap_idx], g->queue_stamp };
-		}
-	}
-	q->norder = q->len;
-	q->nadded = q->ngone = 0;
-	q->order_ok = true;
+	uint64_t t = egs_queue_order_begin(q);
+	const struct egs_queue_entry *span = NULL;
+	size_t n = 0, k;
+	while ((k = egs_queue_order_step(q, t, SIZE_MAX, &span)) != 0)
+		for (size_t i = 0; i < k; i++)
+			out[n++] = span[i].key.g;
+	EGS_ASSERT(n == q->len);
 }

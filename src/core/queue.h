@@ -28,6 +28,18 @@ struct egs_queue_entry {
 	uint64_t stamp;
 };
 
+/* A taking of the queue's order in pieces (egs_queue_order_begin/step): the changes noted before
+ * it began (sorted), and how far the merge of the kept order with them has got. */
+struct egs_queue_merge {
+	struct egs_queue_entry *added, *gone;
+	size_t nadded, capadded, ngone, capgone;
+	size_t i, a, j; /* next entry of the kept order, of added, of gone */
+	size_t n, len;  /* entries of the new order made so far, of all of it */
+	size_t served;  /* entries handed out (egs_queue_order_step) */
+	bool fresh;     /* the order was sorted afresh at its beginning: it is all in q->order */
+	uint64_t ticket; /* 0: none in progress */
+};
+
 struct egs_queue {
 	struct egs_queue_slot *heap;
 	size_t len;
@@ -42,6 +54,8 @@ struct egs_queue {
 	size_t capspare;
 	bool order_ok;
 	uint64_t stamps;
+	struct egs_queue_merge merge; /* the order being taken in pieces, if any */
+	uint64_t tickets;
 };
 
 void egs_queue_init(struct egs_queue *q);
@@ -77,5 +91,24 @@ int egs_queue_cmp(const void *a, const void *b);
  * time, or when more than 2n + 4,096 changes came since the last call (the lists stop growing
  * where nobody sorts, e.g. on a follower). */
 void egs_queue_sorted(struct egs_queue *q, struct egs_gpr **out);
+
+/*
+ * The same order taken in pieces, so that no piece holds a caller (egsd's loop) for long at a deep
+ * queue: egs_queue_order_begin takes the queue as it stands (sorting only the changes noted since
+ * the last order, O(c log c); a fresh O(n log n) sort the first time) and returns a ticket (never
+ * 0); each egs_queue_order_step under it merges at most max more entries and sets *span to them
+ * (borrowed: valid until the next call on q that changes it) and returns how many, 0 once the
+ * order is complete (it is then the kept order for the next call).  The entries are in queue
+ * order and carry their GPR (key.g) as it was queued at the beginning: pushes, removals and
+ * priority changes after it go to the next order, and their GPRs are not read.  At most one order
+ * is in progress: a new begin or an egs_queue_sorted drops the one before (its changes go back
+ * to the lists, nothing is lost), whose next step then returns SIZE_MAX (begin again).
+ */
+uint64_t egs_queue_order_begin(struct egs_queue *q);
+size_t egs_queue_order_step(struct egs_queue *q, uint64_t ticket, size_t max, const struct egs_queue_entry **span);
+/* The number of entries the order begun under q's current ticket has in all. */
+static inline size_t egs_queue_order_len(const struct egs_queue *q) { return q->merge.len; }
+/* True when key a goes before key b in queue order (as egs_queue_before; the GPRs are not read). */
+bool egs_queue_key_before(const struct egs_queue_slot *a, const struct egs_queue_slot *b);
 
 #endif

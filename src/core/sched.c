@@ -403,30 +403,6 @@ void egs__walk_defer(struct egs_plan *p, struct egs_state *st, int64_t now, int6
 	p->hold_seen = st->arrivals.hold_bumps;
 }
 
-/* The first step of a walk resumed at order[from] (walk_resume): the queue's order after the
- * GPRs kept, order[0 .. from). */
-static void splice_order(struct egs_plan *p)
-{
-	size_t n, lo = 0, hi;
-	struct egs_gpr **all = egs__plan_order(p->st, &n, NULL);
-	const struct egs_gpr *last = p->order[p->from - 1];
-	for (hi = n; lo < hi;) { /* the first that goes after last */
-		size_t mid = lo + (hi - lo) / 2;
-		if (egs_queue_before(last, all[mid]))
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	p->norder = p->from + (n - lo);
-	if (p->norder + 1 > p->caporder) {
-		p->caporder = p->norder + p->norder / 8 + 64;
-		p->order = egs_realloc(p->order, p->caporder * sizeof(*p->order));
-	}
-	memcpy(p->order + p->from, all + lo, (n - lo) * sizeof(*all));
-	free(all);
-	p->splice = false;
-}
-
 /* Places at most max more GPRs of p's walk; returns true when the walk is complete. */
 static bool walk_step(struct egs_plan *p, size_t max)
 {
@@ -455,18 +431,15 @@ static bool walk_step(struct egs_plan *p, size_t max)
 		if (st->generation - p->gen_seen != st->arrivals.bumps - p->arr_seen)
 			p->foreign = true; /* not only creates: the next run walks afresh */
 	}
-	if (!p->order || p->splice) { /* the first step: the queue as it stands now */
-		if (p->splice) {
-			splice_order(p);
-		} else {
-			p->order = egs__plan_order(st, &p->norder, &p->caporder);
-		}
+	if (!p->order || p->splice || p->ordering) { /* the queue as it stands now, in pieces */
+		bool done = egs__order_step(p, max);
 		if (max < SIZE_MAX) {
 			p->gen_seen = st->generation;
 			p->arr_seen = st->arrivals.bumps;
 			p->hold_seen = st->arrivals.hold_bumps;
 			return false;
 		}
+		EGS_ASSERT(done);
 	}
 	size_t end = p->norder - p->cursor > max ? p->cursor + max : p->norder;
 	bool adopted = p->adopting != NULL; /* the trial of held releases made the walk */
@@ -593,7 +566,7 @@ const char *egs_sched_piece(const struct egs_plan *p)
 		return "free last plan";
 	if (p->deferred)
 		return first[p->init_part < 3 ? p->init_part : 2];
-	if (!p->order || p->splice)
+	if (!p->order || p->splice || p->ordering)
 		return p->splice ? "queue order (resumed walk)" : "queue order";
 	return "walk"; /* placing GPRs, or applying what an adopted trial's walk placed (egsd sizes both) */
 }

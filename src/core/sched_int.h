@@ -125,6 +125,14 @@ struct egs_plan {
 	 * splice, its first step takes only the queue's order after order[from - 1]. */
 	size_t from;
 	bool splice;
+	/* The walk's order being taken in pieces (sched_order.c): the queue's ticket for it, the
+	 * ghosts merged in (sorted; caller of order_begin frees), the next of them, and for a resumed
+	 * walk the key of order[from - 1], after which the queue's entries are taken. */
+	bool ordering;
+	uint64_t order_ticket;
+	struct egs_gpr **ghosts;
+	size_t nghosts, kghost;
+	struct egs_queue_slot order_after;
 	size_t resume_snap; /* not 0: the next step restores old's snapshot resume_snap - 1 (walk_resume) */
 	uint64_t arr_seen;  /* st->arrivals.bumps when gen_seen was taken */
 	uint64_t hold_seen; /* and st->arrivals.hold_bumps */
@@ -249,6 +257,11 @@ void egs__snap_spare(struct egs_plan *p, struct snap *v, size_t n);
 void egs__plan_free_old(struct egs_plan *p);
 void egs__snap_restore(struct egs_plan *q, const struct egs_plan *p, const struct snap *s, int64_t now);
 void egs__order_push(struct egs_plan *p, struct egs_gpr *g);
+/* One piece of taking the walk's order (sched_order.c): the queue's as it stood at the first
+ * piece, with the ghosts not lifted at their places (egs__plan_order's), after order[from - 1]
+ * when p->splice; a piece merges at most ORDER_PIECE of the queue's entries unless max is
+ * SIZE_MAX (all of it).  Returns true when the order is complete (p->order[0 .. norder)). */
+bool egs__order_step(struct egs_plan *p, size_t max);
 void egs__started_push(struct egs_plan *p, size_t pos, struct egs_gpr *g);
 int64_t egs__stale_next(const struct egs_plan *p, int64_t base);
 

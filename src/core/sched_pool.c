@@ -333,6 +333,7 @@ void egs__plan_cleanup(struct egs_plan *p)
 	if (p->old)
 		egs_plan_free(p->old);
 	egs__adopt_free(p);
+	free(p->ghosts); /* an order in pieces dropped on the way (sched_order.c) */
 	for (size_t i = 0; i < p->nslots; i++)
 		if (p->slots[i].sh) {
 			egs_share_timeline_cleanup(p->slots[i].sh);

@@ -40,6 +40,8 @@ struct egs_state_config {
 				       * 0 or negative off (a zeroed config; egsd and egs-sim set it on) */
 	size_t plan_snap_every;       /* GPRs between the kept plan's snapshots (0: 2,048; tests take
 				       * fewer, to resume walks from many places in a short queue) */
+	size_t plan_order_piece;      /* queued GPRs one step of a sliced run takes into its order (0:
+				       * 8,192; tests take fewer, to change the queue while it is taken) */
 	bool plan_no_adopt;           /* tests: a run after held releases walks even when its trial's
 				       * walk could be the plan (core/sched_held.c trial_adopt) */
 	int64_t finished_retention_s; /* finished GPRs older than this leave memory (core/aging.h);

@@ -54,7 +54,9 @@ static void arm_plan_timer(struct egs_server *srv, int64_t delay_us)
  * of the last full one, and grows at most twice a step: a pace measured on a cheap stretch of the
  * queue (GPRs that place at once) then meeting a costly one (backfill searches) overshoots by a
  * fraction of a slice, not by tens of milliseconds.  A step that places no GPR (the first state,
- * the queue's order: bounded pieces, core/sched.h) begins a slice of its own.  The first slice
+ * freeing the last plan: bounded pieces, core/sched.h) begins a slice of its own, except the
+ * pieces of the queue's order (at most 8,192 queued GPRs each), which go on in a slice as steps
+ * of GPRs do.  The first slice
  * runs in the commit turn that found the plan due: a small queue is planned in it at once, as
  * before.  A run that requests made stale on the way is due again when it ends (coalescing every
  * change meanwhile into one more run).
@@ -135,7 +137,10 @@ static void plan_slice(struct egs_server *srv, size_t max, int64_t c0)
 	while (!walked && cost < PLAN_SLICE_US) {
 		const char *what = egs_sched_piece(srv->plan);
 		bool placing = !strcmp(what, "walk");
-		if (!placing && cost > PLAN_SLICE_US / PLAN_STEP_PARTS)
+		/* The queue's order comes in pieces of a bounded size (core/sched_order.c): several go
+		 * in one slice, as steps of GPRs do. */
+		bool bounded = placing || !strncmp(what, "queue order", 11);
+		if (!bounded && cost > PLAN_SLICE_US / PLAN_STEP_PARTS)
 			break; /* a piece placing no GPR takes a slice of its own */
 		size_t n = max < srv->slice_gprs ? max : srv->slice_gprs, at = egs_sched_progress(srv->plan);
 		int64_t c = cpu_us();

@@ -3,7 +3,7 @@
  * the kept plan was made, a run resumes the walk from the plan's snapshot before the first of them
  * instead of walking the whole queue.  Two states are built and changed identically (creates at
  * random priorities, time passing, agents' acks, cancels, early releases, creates between the
- * slices of a walk); the first plans with its kept plan (resuming where it can), the second walks
+ * slices of a walk, and while the first one takes the queue's order in pieces); the first plans with its kept plan (resuming where it can), the second walks
  * afresh every time.  After every run every GPR's state, estimate, delay count, cluster and nodes,
  * and the next due time, must be the same in both, over several seeds, backfill off and on; and
  * most runs after creates must have resumed (so the equality covers the incremental path).  The
@@ -181,6 +181,8 @@ static void compare(void)
 	}
 }
 
+static size_t mid_runs; /* runs with creates between slices so far */
+
 /* Runs both twins at now: the first from its kept plan, the second afresh.  With mid, the runs go
  * in slices of 100 GPRs and two creates come once both have placed some (the walks leave them for
  * the next run).  Returns true when the first resumed. */
@@ -194,8 +196,19 @@ static bool run_both(int64_t now, bool mid)
 			next[k] = egs_sched_run(tw[k].st, now, tw[k].plan);
 		from_kept = egs_sched_from(tw[0].plan) > 0;
 	} else {
-		for (int k = 0; k < 2; k++) { /* until each walk has its order (its first pieces vary) */
+		/* Until each walk has its order (its first pieces vary); every other time the first twin
+		 * stops in the middle of its order instead (pieces of 7 GPRs: one_seed), so that the creates
+		 * come while the queue's order is being taken. */
+		bool in_order = mid_runs++ % 2;
+		for (int k = 0; k < 2; k++) {
 			egs_sched_begin(tw[k].st, now, tw[k].plan);
+			if (k == 0 && in_order) {
+				while (egs_sched_walking(tw[k].plan) && strncmp(egs_sched_piece(tw[k].plan), "queue order", 11))
+					egs_sched_step(tw[k].plan, 100);
+				egs_sched_step(tw[k].plan, 100); /* its first piece */
+				assert_true(!strncmp(egs_sched_piece(tw[k].plan), "queue order", 11));
+				continue;
+			}
 			while (egs_sched_walking(tw[k].plan) &&
 			       egs_sched_progress(tw[k].plan) <= egs_sched_from(tw[k].plan))
 				egs_sched_step(tw[k].plan, 100);
@@ -228,6 +241,7 @@ static void one_seed(uint64_t seed, int backfill)
 		tw[k].plan = egs_plan_new();
 	}
 	tw[1].st->cfg.plan_no_adopt = true; /* walks after every trial of held releases */
+	tw[0].st->cfg.plan_order_piece = 7;   /* a sliced run takes the queue's order in many pieces */
 	int64_t now = T0;
 	for (int i = 0; i < QUEUED0; i++) /* the creates after these land after or among them */
 		create(now, 1);
