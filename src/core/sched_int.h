@@ -85,9 +85,10 @@ struct egs_plan {
 	size_t nslots;
 	struct pool *pools;    /* sorted by cluster */
 	size_t npools;
-	struct egs_map ws;     /* workspace name -> struct wsinfo* (into wsv) */
+	struct egs_map ws;     /* workspace name -> struct wsinfo* (into wsv), made when first asked */
 	struct wsinfo *wsv;
 	size_t nws, capws;
+	size_t ws_indexed;     /* wsv[0 .. ws_indexed) are in ws */
 	struct slot **chosen;  /* the nodes of the GPR placed last */
 	struct slot **tmp;     /* scratch of egs__place() */
 	struct slot **frontier; /* scratch of k_first(): nslots + npools entries */
@@ -156,6 +157,7 @@ struct egs_plan {
 	uint64_t serial;
 	size_t nws_fixed;
 	uint64_t layout; /* the pools' layout (st->pool_layout): GPRs cache their pool masks under it */
+	uint64_t pools_serial; /* the st->plan_pools its pools were made as (sched_pool.c) */
 	int share_take[EGS_SHARE_DEV_MAX]; /* egs__place() of a shared GPR: its shares of p->chosen[0] */
 	bool shared; /* some slot has a share timeline (snapshots do not keep them) */
 };
@@ -266,7 +268,12 @@ void egs__started_push(struct egs_plan *p, size_t pos, struct egs_gpr *g);
 int64_t egs__stale_next(const struct egs_plan *p, int64_t base);
 
 /* sched_place.c: placing one GPR (contracts above their definitions). */
+/* The entry of workspace name in p, added when it has none (ws: the state's, NULL when deleted). */
 struct wsinfo *egs__ws_get(struct egs_plan *p, const char *name);
+/* Adds an entry for workspace name (not in p) to p->wsv; its pools from *pool_ok when not NULL. */
+struct wsinfo *egs__ws_add(struct egs_plan *p, const char *name, const struct egs_workspace *ws, const uint64_t *pool_ok);
+/* g's entry: through the index g caches under p->serial, else egs__ws_get (which caches it). */
+struct wsinfo *egs__ws_of(struct egs_plan *p, struct egs_gpr *g);
 void egs__heap_push(struct pool *q, struct slot *s);
 /* Makes q->heap[0 .. q->n) a heap in plan order (any order on entry; sets hidx). */
 void egs__heap_build(struct pool *q);

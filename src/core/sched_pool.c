@@ -215,6 +215,104 @@ static void rank_names(struct egs_plan *p)
 	free(at);
 }
 
+/*
+ * The pools of the last first state made afresh, kept in the state (st->plan_pools, one block):
+ * while the inventory (st->inventory_gen) and the schedulable nodes, in the nodes' map order, are
+ * as they were, a first state takes its pools, the slots' ranks and the workspaces' pool masks
+ * from there instead of hashing and comparing every node's attributes, ranking the names and
+ * pushing every node into a heap (a third of a first state's cost each; an early release or a
+ * finished GPR changes none of them).  serial tells one block from the next.
+ */
+struct kept_pool {
+	const struct egs_node *proto;
+	size_t group_end, n, off; /* members: byname[off .. off + n) */
+};
+
+struct plan_pools {
+	uint64_t serial, gen, layout;
+	size_t nslots, npools, nws; /* nws: the state's workspaces when made (pool_ok's entries) */
+	bool ws_ok;                 /* pool_ok holds their pool masks, in the map's order */
+	struct kept_pool *pools;
+	struct egs_node **nodes;    /* slot i's node */
+	uint64_t *pool_ok;
+	uint32_t *slot_pool, *rank, *pos, *byname;
+};
+
+/* Replaces st->plan_pools with p's pools (made afresh). */
+static void pools_keep(struct egs_plan *p)
+{
+	struct egs_state *st = p->st;
+	struct plan_pools *old = st->plan_pools;
+	size_t ns = p->nslots, np = p->npools, nw = st->workspaces.len;
+	size_t size = sizeof(struct plan_pools) + np * sizeof(struct kept_pool) + ns * sizeof(struct egs_node *) +
+		      nw * sizeof(uint64_t) + 4 * (ns + 1) * sizeof(uint32_t);
+	struct plan_pools *k = egs_malloc(size);
+	*k = (struct plan_pools){ old ? old->serial + 1 : 1, st->inventory_gen, p->layout, ns, np, nw, false,
+				  NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+	k->pools = (struct kept_pool *)(k + 1);
+	k->nodes = (struct egs_node **)(k->pools + np);
+	k->pool_ok = (uint64_t *)(k->nodes + ns);
+	k->slot_pool = (uint32_t *)(k->pool_ok + nw);
+	k->rank = k->slot_pool + ns + 1;
+	k->pos = k->rank + ns + 1;
+	k->byname = k->pos + ns + 1;
+	for (size_t j = 0, off = 0; j < np; j++) {
+		const struct pool *q = &p->pools[j];
+		k->pools[j] = (struct kept_pool){ q->proto, q->group_end, q->n, off };
+		memcpy(k->byname + off, q->byname, q->n * sizeof(*q->byname));
+		off += q->n;
+	}
+	for (size_t i = 0; i < ns; i++) {
+		k->nodes[i] = p->slots[i].n;
+		k->slot_pool[i] = (uint32_t)p->slots[i].pool->index;
+		k->rank[i] = p->slots[i].name_rank;
+		k->pos[i] = p->slots[i].name_pos;
+	}
+	free(old);
+	st->plan_pools = k;
+	p->pools_serial = k->serial;
+}
+
+/* Makes p's pools (after init_slots) from st->plan_pools; false when they do not apply. */
+static bool pools_reuse(struct egs_plan *p)
+{
+	const struct plan_pools *k = p->st->plan_pools;
+	if (!k || k->gen != p->st->inventory_gen || k->nslots != p->nslots)
+		return false;
+	for (size_t i = 0; i < p->nslots; i++)
+		if (p->slots[i].n != k->nodes[i])
+			return false;
+	p->npools = k->npools;
+	p->pools = egs_calloc(k->npools + 1, sizeof(*p->pools));
+	for (size_t j = 0; j < k->npools; j++) {
+		struct pool *q = &p->pools[j];
+		const struct kept_pool *c = &k->pools[j];
+		q->proto = c->proto;
+		q->group_end = c->group_end;
+		q->index = j;
+		q->n = q->cap = c->n;
+		q->heap = egs_malloc((c->n + 1) * sizeof(*q->heap));
+		q->byname = egs_malloc((c->n + 1) * sizeof(*q->byname));
+		memcpy(q->byname, k->byname + c->off, c->n * sizeof(*q->byname));
+		q->holes = egs_calloc(POOL_HOLES, sizeof(struct hole));
+	}
+	for (size_t i = 0; i < p->nslots; i++) {
+		p->slots[i].pool = &p->pools[k->slot_pool[i]];
+		p->slots[i].name_rank = k->rank[i];
+		p->slots[i].name_pos = k->pos[i];
+	}
+	for (size_t j = 0; j < k->npools; j++) {
+		struct pool *q = &p->pools[j];
+		for (size_t h = 0; h < q->n; h++)
+			q->heap[h] = &p->slots[q->byname[h]];
+		egs__heap_build(q);
+		seg_build(p, q);
+	}
+	p->layout = k->layout;
+	p->pools_serial = k->serial;
+	return true;
+}
+
 /* The scratch arrays of egs__place(), once p->nslots and p->npools are known. */
 static void scratch_alloc(struct egs_plan *p)
 {
@@ -237,7 +335,7 @@ static void init_slots(struct egs_plan *p, struct egs_state *st, int64_t now)
 	p->st = st;
 	p->now = now;
 	p->hole_end_min = INT64_MAX;
-	p->slots = egs_calloc(st->nodes.len + 1, sizeof(*p->slots));
+	p->slots = egs_malloc((st->nodes.len + 1) * sizeof(*p->slots)); /* each set below, as it is used */
 	p->capws = 2 * (st->workspaces.len + st->active.len) + 16;
 	p->wsv = egs_malloc(p->capws * sizeof(*p->wsv)); /* ws_get sets what it uses */
 	egs_map_init(&p->ws);
@@ -248,7 +346,7 @@ static void init_slots(struct egs_plan *p, struct egs_state *st, int64_t now)
 		if (!egs_node_schedulable(st, n, now))
 			continue;
 		struct slot *s = &p->slots[p->nslots++];
-		s->n = n;
+		*s = (struct slot){ .n = n };
 		s->free_now = !n->gpr_id[0] && !n->attached_gpr[0];
 		/* A free node counts as free since it became so: a fixed time, so the order of nodes
 		 * does not change merely because time passes. */
@@ -275,22 +373,33 @@ static void init_workspaces(struct egs_plan *p, struct egs_state *st, int64_t no
 	/* Workspaces come and go only with inventory_gen: the serial of this wsv's layout, set here
 	 * (a run in slices may have taken its slots before a workspace came). */
 	p->serial = st->inventory_gen + 1;
-	for (size_t i = 0; egs_map_next(&st->workspaces, &i, NULL, &v);)
-		egs__ws_get(p, ((const struct egs_workspace *)v)->name);
+	/* The state's workspaces in its map's order (names are unique there: no lookups), their pool
+	 * masks kept with the pools this plan took (pools_keep) while the inventory stays. */
+	struct plan_pools *k = st->plan_pools;
+	bool kept = k && k->serial == p->pools_serial && k->gen == st->inventory_gen && k->nws == st->workspaces.len;
+	size_t n = 0;
+	for (size_t i = 0; egs_map_next(&st->workspaces, &i, NULL, &v); n++) {
+		const struct egs_workspace *ws = v;
+		struct wsinfo *w = egs__ws_add(p, ws->name, ws, kept && k->ws_ok ? &k->pool_ok[n] : NULL);
+		if (kept && !k->ws_ok)
+			k->pool_ok[n] = w->pool_ok;
+	}
+	if (kept)
+		k->ws_ok = true;
 	p->nws_fixed = p->nws;
 	for (size_t i = 0; i < st->active.len; i++) {
 		struct egs_gpr *g = st->active.items[i];
-		struct wsinfo *w = egs__ws_get(p, g->workspace);
+		struct wsinfo *w = egs__ws_of(p, g);
 		int64_t until = egs_gpr_planned_end(g, now);
 		if (until > w->until)
 			w->until = until;
 		w->active = true;
 	}
 	for (size_t i = 0; i < st->held.len; i++) {
-		const struct egs_gpr *g = st->held.items[i];
+		struct egs_gpr *g = st->held.items[i];
 		if (g->held_lifted || g->ghost || g->held_until <= now)
 			continue; /* a ghost's workspace is reserved by the walk that places it */
-		struct wsinfo *w = egs__ws_get(p, g->workspace);
+		struct wsinfo *w = egs__ws_of(p, g);
 		if (g->held_until > w->until)
 			w->until = g->held_until;
 	}
@@ -301,8 +410,11 @@ bool egs__plan_init_part(struct egs_plan *p, struct egs_state *st, int64_t now, 
 	if (part == 0) {
 		init_slots(p, st, now);
 	} else if (part == 1) {
-		rank_names(p);
-		build_pools(p);
+		if (!pools_reuse(p)) {
+			rank_names(p);
+			build_pools(p);
+			pools_keep(p);
+		}
 		scratch_alloc(p);
 	} else {
 		init_workspaces(p, st, now);
@@ -536,9 +648,7 @@ void egs__snap_restore(struct egs_plan *q, const struct egs_plan *p, const struc
 		memcpy(w->holes, s->ws_holes + nwh, w->nholes * sizeof(*w->holes));
 		nwh += w->nholes;
 	}
-	egs_map_init(&q->ws);
-	for (size_t i = 0; i < q->nws; i++)
-		egs_map_put(&q->ws, q->wsv[i].name, &q->wsv[i]);
+	egs_map_init(&q->ws); /* made when first asked (egs__ws_get) */
 }
 
 void egs__order_push(struct egs_plan *p, struct egs_gpr *g)

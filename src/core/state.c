@@ -428,6 +428,7 @@ void egs_state_cleanup(struct egs_state *st)
 	egs_vec_cleanup(&st->finished);
 	egs_vec_cleanup(&st->finished_kept);
 	free(st->pool_layout_keys);
+	free(st->plan_pools);
 	egs_vec_cleanup(&st->new_events);
 	for (size_t i = 0; i < st->new_audit.len; i++)
 		free(st->new_audit.items[i]);

@@ -88,6 +88,8 @@ struct egs_state {
 			      * holds (core/held.h); 0 once over */
 	uint64_t pool_layout;   /* serial of the planner's pools as pool_layout_keys lists them (owned) */
 	char *pool_layout_keys;
+	void *plan_pools; /* the pools of the planner's last first state made afresh (core/sched_pool.c;
+			   * one block, owned) */
 	/* Bumped when a node, cluster or workspace is added or deleted, a cluster or workspace is
 	 * touched, and by whoever changes a node's name, cluster, GPU shape, instance type, GPU count
 	 * or memory (node registration): what the planner keeps about the inventory holds under it. */

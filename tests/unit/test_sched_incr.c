@@ -8,7 +8,10 @@
  * and the next due time, must be the same in both, over several seeds, backfill off and on; and
  * most runs after creates must have resumed (so the equality covers the incremental path).  The
  * second twin also never takes a held releases' trial walk as its plan (cfg.plan_no_adopt), so
- * the runs where the first one does (sched_held.c trial_adopt) are compared with real walks.
+ * the runs where the first one does (sched_held.c trial_adopt) are compared with real walks, and
+ * makes its first state afresh every run while the first takes the last one's pools when the
+ * inventory allows (nodes going unhealthy and back, and re-registering with another memory size,
+ * change it between runs).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,6 +44,7 @@ static size_t ngprs;
 static uint64_t rng;
 static size_t creates, resumed; /* runs after creates, and those that resumed */
 static size_t adopted;          /* runs whose plan was the held releases' trial walk (twin 0 only) */
+static bool inventory_ops;      /* the rounds change the inventory too (inventory_change) */
 
 static uint64_t rnd(uint64_t n)
 {
@@ -191,6 +195,8 @@ static bool run_both(int64_t now, bool mid)
 	int64_t next[2];
 	bool from_kept = false;
 	egs_plan_invalidate(tw[1].plan);
+	free(tw[1].st->plan_pools); /* and its first state is made afresh too (core/sched_pool.c pools_reuse) */
+	tw[1].st->plan_pools = NULL;
 	if (!mid) {
 		for (int k = 0; k < 2; k++)
 			next[k] = egs_sched_run(tw[k].st, now, tw[k].plan);
@@ -232,6 +238,40 @@ static bool run_both(int64_t now, bool mid)
 	return from_kept;
 }
 
+/* The same node of both twins goes unhealthy while the one that was comes back (as many nodes
+ * are schedulable, others: the schedulable nodes change, the inventory does not), or with reshape
+ * re-registers with half or all of its memory (its pool changes: registration bumps
+ * inventory_gen).  The first twin's first state takes its pools from the last one's while they
+ * apply; the second makes them afresh every run. */
+static void inventory_change(bool reshape)
+{
+	static char down[EGS_KEY_MAX];
+	char key[EGS_KEY_MAX];
+	static const char *const names[] = { "c1/h", "c2/k", "c1/a" };
+	int which = (int)rnd(3);
+	snprintf(key, sizeof(key), "%s%d", names[which], (int)rnd(which == 2 ? 4 : 10));
+	if (!reshape && !strcmp(key, down))
+		return;
+	for (int k = 0; k < 2; k++) {
+		struct egs_node *n = egs_map_get(&tw[k].st->nodes, key);
+		assert_non_null(n);
+		if (reshape) {
+			n->memory_mib = n->memory_mib == 81920 ? 40960 : 81920;
+			tw[k].st->inventory_gen++;
+		} else {
+			struct egs_node *up = down[0] ? egs_map_get(&tw[k].st->nodes, down) : NULL;
+			if (up) {
+				up->health = EGS_HEALTH_HEALTHY;
+				egs_state_touch(tw[k].st, EGS_KIND_NODE, up);
+			}
+			n->health = EGS_HEALTH_UNHEALTHY;
+		}
+		egs_state_touch(tw[k].st, EGS_KIND_NODE, n);
+	}
+	if (!reshape)
+		egs_strlcpy(down, key, sizeof(down));
+}
+
 static void one_seed(uint64_t seed, int backfill)
 {
 	rng = seed * 2654435761u + 1;
@@ -268,6 +308,8 @@ static void one_seed(uint64_t seed, int backfill)
 			long i = pick(EGS_GPR_PROVISIONED);
 			for (int k = 0; i >= 0 && k < 2; k++)
 				assert_int_equal(egs_gpr_release(tw[k].st, gpr_of(k, i), now), EGS_OK);
+		} else if (inventory_ops && op < 88) {
+			inventory_change(op >= 86);
 		} else {
 			mid = made = true;
 		}
@@ -311,11 +353,25 @@ static void test_resumed_equals_fresh_backfill(void **state)
 	check_resumed(1);
 }
 
+/* With nodes going unhealthy and back and re-registering between runs: the first state taken from
+ * the last one's pools where they apply equals one made afresh (fewer runs resume: not counted). */
+static void test_inventory_changes_equal_fresh(void **state)
+{
+	(void)state;
+	inventory_ops = true;
+	for (uint64_t seed = 21; seed <= 26; seed++)
+		one_seed(seed, (int)(seed % 2));
+	inventory_ops = false;
+	printf("with inventory changes: %zu of %zu runs after creates resumed\n", resumed, creates);
+	creates = resumed = adopted = 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_resumed_equals_fresh),
 		cmocka_unit_test(test_resumed_equals_fresh_backfill),
+		cmocka_unit_test(test_inventory_changes_equal_fresh),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
