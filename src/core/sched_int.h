@@ -267,12 +267,15 @@ bool egs__order_step(struct egs_plan *p, size_t max);
 void egs__started_push(struct egs_plan *p, size_t pos, struct egs_gpr *g);
 int64_t egs__stale_next(const struct egs_plan *p, int64_t base);
 
-/* sched_place.c: placing one GPR (contracts above their definitions). */
+/* sched_pool.c: workspaces' entries. */
 /* The entry of workspace name in p, added when it has none (ws: the state's, NULL when deleted). */
 struct wsinfo *egs__ws_get(struct egs_plan *p, const char *name);
 /* Adds an entry for workspace name (not in p) to p->wsv; its pools from *pool_ok when not NULL. */
 struct wsinfo *egs__ws_add(struct egs_plan *p, const char *name, const struct egs_workspace *ws, const uint64_t *pool_ok);
-/* g's entry: through the index g caches under p->serial, else egs__ws_get (which caches it). */
+struct wsinfo *egs__ws_lookup(struct egs_plan *p, struct egs_gpr *g);
+
+/* sched_place.c: placing one GPR (contracts above their definitions). */
+/* g's entry: through the index g caches under p->serial, else egs__ws_lookup (which caches it). */
 struct wsinfo *egs__ws_of(struct egs_plan *p, struct egs_gpr *g);
 void egs__heap_push(struct pool *q, struct slot *s);
 /* Makes q->heap[0 .. q->n) a heap in plan order (any order on entry; sets hidx). */

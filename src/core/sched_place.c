@@ -12,69 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct wsinfo *egs__ws_add(struct egs_plan *p, const char *name, const struct egs_workspace *ws, const uint64_t *pool_ok)
-{
-	if (p->nws == p->capws) { /* the index holds pointers into wsv: made again when next asked */
-		p->capws *= 2;
-		p->wsv = egs_realloc(p->wsv, p->capws * sizeof(*p->wsv));
-		egs_map_cleanup(&p->ws);
-		egs_map_init(&p->ws);
-		p->ws_indexed = 0;
-	}
-	struct wsinfo *w = &p->wsv[p->nws++];
-	egs_strlcpy(w->name, name, sizeof(w->name));
-	w->ws = ws;
-	w->until = p->now;
-	w->active = false;
-	w->nholes = 0;
-	if (pool_ok) {
-		w->pool_ok = *pool_ok;
-		return w;
-	}
-	w->pool_ok = 0;
-	for (size_t a = 0; a < p->npools && a < 64; a = p->pools[a].group_end) /* a cluster at a time */
-		if (!w->ws || egs_strlist_has(&w->ws->clusters, p->pools[a].proto->cluster))
-			for (size_t j = a; j < p->pools[a].group_end && j < 64; j++)
-				w->pool_ok |= 1ull << j;
-	return w;
-}
-
-/* Puts the entries of wsv not in p->ws yet into it: a plan that finds every workspace through the
- * GPRs' cached indexes (ws_of) never hashes a name. */
-static void ws_index(struct egs_plan *p)
-{
-	for (; p->ws_indexed < p->nws; p->ws_indexed++)
-		egs_map_put(&p->ws, p->wsv[p->ws_indexed].name, &p->wsv[p->ws_indexed]);
-}
-
-struct wsinfo *egs__ws_get(struct egs_plan *p, const char *name)
-{
-	ws_index(p);
-	struct wsinfo *w = egs_map_get(&p->ws, name);
-	if (w)
-		return w;
-	w = egs__ws_add(p, name, egs_state_workspace(p->st, name), NULL);
-	ws_index(p);
-	return w;
-}
-
-/* ws_get for a GPR of the state, through the index it caches across plans of one workspace
- * layout (a map lookup hashes the name: a tenth of a walk). */
-static __attribute__((noinline)) struct wsinfo *ws_lookup(struct egs_plan *p, struct egs_gpr *g)
-{
-	struct wsinfo *w = egs__ws_get(p, g->workspace);
-	if ((size_t)(w - p->wsv) < p->nws_fixed) { /* not a deleted workspace's */
-		g->plan_serial = p->serial;
-		g->plan_ws = (uint32_t)(w - p->wsv);
-	}
-	return w;
-}
-
+/* g's entry in p, through the index it caches across plans of one workspace layout (a map lookup
+ * hashes the name: a tenth of a walk). */
 static inline struct wsinfo *ws_of(struct egs_plan *p, struct egs_gpr *g)
 {
 	if (g->plan_serial == p->serial && g->plan_ws < p->nws_fixed)
 		return &p->wsv[g->plan_ws];
-	return ws_lookup(p, g);
+	return egs__ws_lookup(p, g);
 }
 
 struct wsinfo *egs__ws_of(struct egs_plan *p, struct egs_gpr *g)
