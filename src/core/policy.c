@@ -254,50 +254,68 @@ static const char *shape_outside(const struct egs_policy_ask *a, const struct eg
 	return NULL;
 }
 
-/*
- * Whether a exceeds limit l of level lv; when it does, writes what it asks for ("exitDuration
- * 8h0m0s", ...) into what.
- */
-static bool exceeds(const struct egs_limits *lv, enum egs_limit l, const struct egs_policy_ask *a, char *what,
-		    size_t n)
+/* Whether a exceeds limit l of level lv.  Only the test: the text saying so (ask_text) is made for
+ * a limit that is exceeded, not for every create under a policy (~600 instructions a limit). */
+static bool exceeds(const struct egs_limits *lv, enum egs_limit l, const struct egs_policy_ask *a)
+{
+	switch (l) {
+	case EGS_LIMIT_MAX_GPRS: return a->unfinished > lv->max[l];
+	case EGS_LIMIT_EXIT_DURATION: return a->exit_duration_s > lv->max[l];
+	case EGS_LIMIT_PRIORITY: return a->priority < lv->prio_min || a->priority > lv->prio_max;
+	case EGS_LIMIT_GPU_SHAPES: return shape_outside(a, &lv->shapes) != NULL;
+	case EGS_LIMIT_GPUS: return a->gpus > lv->max[l];
+	case EGS_LIMIT_MEMORY: return a->memory_mib > lv->max[l] * 1024;
+	case EGS_LIMIT_QUOTA: return a->held_gpus > lv->max[l];
+	case EGS_LIMIT_NODES: return a->nodes > lv->max[l];
+	default: EGS_ASSERT(!"unknown limit"); return false;
+	}
+}
+
+/* What a asks for of limit l ("exitDuration 8h0m0s", ...), into what; lv is the level whose
+ * allowed shapes name the shape outside them. */
+static void ask_text(const struct egs_limits *lv, enum egs_limit l, const struct egs_policy_ask *a, char *what,
+		     size_t n)
 {
 	char t[64];
 	const char *outside;
 	switch (l) {
 	case EGS_LIMIT_MAX_GPRS:
 		snprintf(what, n, "workspace %s would have %lld unfinished GPRs", a->workspace, (long long)a->unfinished);
-		return a->unfinished > lv->max[l];
+		break;
 	case EGS_LIMIT_EXIT_DURATION:
 		egs_duration_format(a->exit_duration_s, t, sizeof(t));
 		snprintf(what, n, "exitDuration %s", t);
-		return a->exit_duration_s > lv->max[l];
-	case EGS_LIMIT_PRIORITY:
-		snprintf(what, n, "priority %d", a->priority);
-		return a->priority < lv->prio_min || a->priority > lv->prio_max;
+		break;
+	case EGS_LIMIT_PRIORITY: snprintf(what, n, "priority %d", a->priority); break;
 	case EGS_LIMIT_GPU_SHAPES:
 		outside = shape_outside(a, &lv->shapes);
-		if (outside && a->any_shape)
-			snprintf(what, n, "gpuShape %s (none was given, and it may land on that)", outside);
-		else if (outside)
-			snprintf(what, n, "gpuShape %s", outside);
-		return outside != NULL;
+		snprintf(what, n, a->any_shape ? "gpuShape %s (none was given, and it may land on that)" : "gpuShape %s",
+			 outside ? outside : "");
+		break;
 	case EGS_LIMIT_GPUS:
 		snprintf(what, n, "%lld GPUs (numberOfGPUs x numberOfGPUNodes)", (long long)a->gpus);
-		return a->gpus > lv->max[l];
+		break;
 	case EGS_LIMIT_MEMORY:
 		gb_text(a->memory_mib, what, n);
 		gb_text(a->gpu_mem_mib, t, sizeof(t));
 		snprintf(what + strlen(what), n - strlen(what), " of GPU memory (%lld GPUs of up to %s)", (long long)a->gpus, t);
-		return a->memory_mib > lv->max[l] * 1024;
+		break;
 	case EGS_LIMIT_QUOTA:
 		snprintf(what, n, "workspace %s would hold %lld GPUs at once (%lld held, %lld asked)", a->workspace,
 			 (long long)a->held_gpus, (long long)(a->held_gpus - a->gpus), (long long)a->gpus);
-		return a->held_gpus > lv->max[l];
-	case EGS_LIMIT_NODES:
-		snprintf(what, n, "numberOfGPUNodes %d", a->nodes);
-		return a->nodes > lv->max[l];
-	default: EGS_ASSERT(!"unknown limit"); return false;
+		break;
+	case EGS_LIMIT_NODES: snprintf(what, n, "numberOfGPUNodes %d", a->nodes); break;
+	default: EGS_ASSERT(!"unknown limit");
 	}
+}
+
+/* Whose policy a message names: the workspace's (ws_level) or the global one. */
+static void whose_text(bool ws_level, const struct egs_policy_ask *a, char *buf, size_t n)
+{
+	if (ws_level)
+		snprintf(buf, n, "workspace %s's policy", a->workspace);
+	else
+		egs_strlcpy(buf, "the global policy", n);
 }
 
 /* "exceeds" for numbers, "is outside" for the range, "is not among" for shapes. */
@@ -306,53 +324,72 @@ static const char *verb(enum egs_limit l)
 	return l == EGS_LIMIT_PRIORITY ? "is outside" : l == EGS_LIMIT_GPU_SHAPES ? "is not among" : "exceeds";
 }
 
-static bool check_hard(const struct egs_policy *p, const char *whose, const struct egs_policy_ask *a, uint32_t mask,
+/* Appends to res->message at *used (what is written so far), cut at its size. */
+static void message_add(struct egs_policy_result *res, size_t *used, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void message_add(struct egs_policy_result *res, size_t *used, const char *fmt, ...)
+{
+	va_list ap;
+	if (*used >= sizeof(res->message))
+		return;
+	va_start(ap, fmt);
+	int n = vsnprintf(res->message + *used, sizeof(res->message) - *used, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*used += (size_t)n;
+}
+
+static bool check_hard(const struct egs_policy *p, bool ws_level, const struct egs_policy_ask *a, uint32_t mask,
 		       struct egs_policy_result *res)
 {
-	char what[300], value[200];
+	char what[300], value[200], whose[EGS_NAME_MAX + 40];
 	for (int l = 0; p && l < EGS_LIMIT_N; l++) {
-		if (!(mask & p->hard.set & (1u << l)) || !exceeds(&p->hard, l, a, what, sizeof(what)))
+		if (!(mask & p->hard.set & (1u << l)) || !exceeds(&p->hard, l, a))
 			continue;
+		ask_text(&p->hard, l, a, what, sizeof(what));
 		limit_text(&p->hard, l, value, sizeof(value));
+		whose_text(ws_level, a, whose, sizeof(whose));
 		res->verdict = EGS_POLICY_HARD;
 		res->limit = l;
 		res->field = limit_defs[l].field;
-		snprintf(res->message, sizeof(res->message), "%s %s the limit %s %s of %s", what, verb(l),
-			 limit_defs[l].name, value, whose);
+		size_t used = 0;
+		message_add(res, &used, "%s %s the limit %s %s of %s", what, verb(l), limit_defs[l].name, value, whose);
 		egs_utf8_sanitize(res->message);
 		return true;
 	}
 	return false;
 }
 
-static void check_soft(const struct egs_policy *p, const char *whose, const struct egs_policy_ask *a, uint32_t mask,
+static void check_soft(const struct egs_policy *p, bool ws_level, const struct egs_policy_ask *a, uint32_t mask,
 		       struct egs_policy_result *res, size_t *used)
 {
-	char what[300], value[200];
+	char what[300], value[200], whose[EGS_NAME_MAX + 40];
 	for (int l = 0; p && l < EGS_LIMIT_N; l++) {
-		if (!(mask & p->soft.set & (1u << l)) || !exceeds(&p->soft, l, a, what, sizeof(what)))
+		if (!(mask & p->soft.set & (1u << l)) || !exceeds(&p->soft, l, a))
 			continue;
+		ask_text(&p->soft, l, a, what, sizeof(what));
 		limit_text(&p->soft, l, value, sizeof(value));
+		whose_text(ws_level, a, whose, sizeof(whose));
 		res->verdict = EGS_POLICY_SOFT;
-		if (*used < sizeof(res->message))
-			*used += (size_t)snprintf(res->message + *used, sizeof(res->message) - *used, "%s%s %s the soft limit %s %s of %s",
-						  *used ? "; " : "", what, verb(l), limit_defs[l].name, value, whose);
+		message_add(res, used, "%s%s %s the soft limit %s %s of %s", *used ? "; " : "", what, verb(l),
+			    limit_defs[l].name, value, whose);
 	}
 }
 
 enum egs_policy_verdict egs_policy_check(const struct egs_policy *ws, const struct egs_policy *global,
 					 const struct egs_policy_ask *a, uint32_t mask, struct egs_policy_result *res)
 {
-	char whose[EGS_NAME_MAX + 40];
 	size_t used = 0;
-	memset(res, 0, sizeof(*res));
-	snprintf(whose, sizeof(whose), "workspace %s's policy", a->workspace);
-	if (check_hard(ws, whose, a, mask, res) || check_hard(global, "the global policy", a, mask, res))
+	res->verdict = EGS_POLICY_OK;
+	res->limit = 0;
+	res->field = NULL;
+	res->message[0] = '\0';
+	if (check_hard(ws, true, a, mask, res) || check_hard(global, false, a, mask, res))
 		return res->verdict;
-	check_soft(ws, whose, a, mask, res, &used);
-	check_soft(global, "the global policy", a, mask, res, &used);
-	if (res->verdict == EGS_POLICY_SOFT && used < sizeof(res->message))
-		snprintf(res->message + used, sizeof(res->message) - used, ": waits for an admin's approval");
+	check_soft(ws, true, a, mask, res, &used);
+	check_soft(global, false, a, mask, res, &used);
+	if (res->verdict == EGS_POLICY_SOFT)
+		message_add(res, &used, ": waits for an admin's approval");
 	egs_utf8_sanitize(res->message);
 	return res->verdict;
 }
