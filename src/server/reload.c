@@ -38,8 +38,29 @@ static void carry_node(const struct egs_node *old, struct egs_node *n)
 	egs_node_keep_samples(n, old);
 }
 
-/* Copies the runtime-only fields of old's objects into fresh's objects of the same key. */
-static void carry_runtime(const struct egs_state *old, struct egs_state *fresh, int64_t now)
+/* g's runtime-only fields from old's GPR of the same id (those of a GPR new to old when none). */
+static void carry_gpr(const struct egs_state *old, struct egs_gpr *g, int64_t now)
+{
+	const struct egs_gpr *o = egs_state_gpr(old, g->id);
+	g->phase_since = o && o->state == g->state ? o->phase_since : now;
+	g->idle_since = o ? o->idle_since : 0;
+	g->est_start = o ? o->est_start : 0;
+}
+
+bool egs_carry_gprs(const struct egs_state *old, struct egs_state *fresh, size_t *pos, size_t max, int64_t now)
+{
+	void *v;
+	for (size_t n = 0; n < max; n++) {
+		if (!egs_map_next(&fresh->gprs, pos, NULL, &v))
+			return true;
+		carry_gpr(old, v, now);
+	}
+	return false;
+}
+
+/* Copies the runtime-only fields of old's objects into fresh's objects of the same key (its GPRs'
+ * too unless gprs_carried: egs_carry_gprs did). */
+static void carry_runtime(const struct egs_state *old, struct egs_state *fresh, int64_t now, bool gprs_carried)
 {
 	void *v;
 	for (size_t i = 0; egs_map_next(&fresh->clusters, &i, NULL, &v);) {
@@ -54,13 +75,9 @@ static void carry_runtime(const struct egs_state *old, struct egs_state *fresh, 
 		if (o)
 			carry_node(o, n);
 	}
-	for (size_t i = 0; egs_map_next(&fresh->gprs, &i, NULL, &v);) {
-		struct egs_gpr *g = v;
-		const struct egs_gpr *o = egs_state_gpr(old, g->id);
-		g->phase_since = o && o->state == g->state ? o->phase_since : now;
-		g->idle_since = o ? o->idle_since : 0;
-		g->est_start = o ? o->est_start : 0;
-	}
+	size_t pos = 0;
+	if (!gprs_carried)
+		egs_carry_gprs(old, fresh, &pos, SIZE_MAX, now);
 }
 
 enum egs_err egs_server_reload(struct egs_server *srv)
@@ -76,12 +93,12 @@ enum egs_err egs_server_reload(struct egs_server *srv)
 		free(fresh);
 		return err;
 	}
-	return egs_server_swap_model(srv, fresh);
+	return egs_server_swap_model(srv, fresh, false);
 }
 
-enum egs_err egs_server_swap_model(struct egs_server *srv, struct egs_state *fresh)
+enum egs_err egs_server_swap_model(struct egs_server *srv, struct egs_state *fresh, bool gprs_carried)
 {
-	carry_runtime(&srv->st, fresh, egs_now(srv));
+	carry_runtime(&srv->st, fresh, egs_now(srv), gprs_carried);
 	fresh->cfg = srv->st.cfg;
 	fresh->audit_last_id = srv->st.audit_last_id; /* ids given out stay given out (audit.h) */
 	/* A walk in progress points into the old model: end it while that model still exists. */

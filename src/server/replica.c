@@ -93,15 +93,24 @@ static void sync_model(struct egs_server *srv)
 	model_loaded(srv, egs_server_reload(srv), seen);
 }
 
-/* Whether a full load off the loop is still running; when it just ended, its model is swapped in. */
+/* Whether a full load off the loop is still running; when it just ended, its model is swapped in.
+ * Once its thread has ended, each call carries a step of the runtime fields (replica_load.c) and,
+ * while more remain, has on_follow called again as soon as the loop has served what waits (the
+ * follow timer at 0 until the swap, then at FOLLOW_MS again). */
 static bool full_load_running(struct egs_server *srv)
 {
 	int64_t seen = newest_event(&srv->st);
 	enum egs_err err;
 	if (!srv->full_load)
 		return false;
-	if (!egs_full_load_finish(srv, &err))
+	if (!egs_full_load_finish(srv, &err)) {
+		/* The next step once the loop has looked at its sockets (event_active would run it again
+		 * before any read: the carry would hold reads as long as in one go). */
+		if (egs_full_load_carrying(srv))
+			event_add(srv->follow_ev, &(struct timeval){ 0, 0 });
 		return true;
+	}
+	event_add(srv->follow_ev, &(struct timeval){ 0, FOLLOW_MS * 1000 });
 	model_loaded(srv, err, seen);
 	return false;
 }
@@ -159,6 +168,8 @@ static void on_follow(evutil_socket_t fd, short what, void *arg)
 	if (!srv->follower)
 		return;
 	bool loading = full_load_running(srv);
+	if (loading && egs_full_load_carrying(srv))
+		return; /* the next step comes at once; the store is looked at after the swap */
 	if (srv->resync) /* the model may hold what the store does not: never lead from it */
 		sync_model(srv);
 	if (!srv->resync && !loading && egs_store_try_lead(srv->store, srv->advertised, &led) == EGS_OK && led) {

@@ -299,7 +299,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	egs_views_changed(srv); /* clock-driven changes below need not touch what a kept view shows */
 	egs_replica_tick(srv); /* the leader's lease; a follower's event streams */
 	if (srv->follower || srv->stepped_down) {
-		if (srv->follower) /* its model is no longer loaded afresh on each turn (follow.c): it ages too */
+		/* Its model is no longer loaded afresh on each turn (follow.c): it ages too, but not while a
+		 * full load replaces it (replica_load.c carries from it by key, in steps). */
+		if (srv->follower && !srv->full_load)
 			egs_aged_sweep(srv, egs_now(srv));
 		fflush(srv->log);
 		return;

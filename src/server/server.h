@@ -167,8 +167,12 @@ void egs_server_store_failed(struct egs_server *srv, enum egs_err err);
  * loads through egs_full_load_wait, keeping its lease. */
 enum egs_err egs_server_reload(struct egs_server *srv);
 /* The second half of egs_server_reload: puts fresh (a loaded model, taken and freed) in place of
- * srv->st, with the runtime-only fields carried over.  Returns the policies' parse error. */
-enum egs_err egs_server_swap_model(struct egs_server *srv, struct egs_state *fresh);
+ * srv->st, with the runtime-only fields carried over (the GPRs' only unless gprs_carried: the
+ * caller carried them with egs_carry_gprs).  Returns the policies' parse error. */
+enum egs_err egs_server_swap_model(struct egs_server *srv, struct egs_state *fresh, bool gprs_carried);
+/* Carries the runtime-only fields of at most max of fresh's GPRs from old's GPRs of the same id,
+ * from *pos (a cursor over fresh's GPRs, 0 at first) on; true once every GPR is carried. */
+bool egs_carry_gprs(const struct egs_state *old, struct egs_state *fresh, size_t *pos, size_t max, int64_t now);
 /* A follower's full load on a thread of its own (replica_load.c), so that its loop goes on serving
  * reads from the old model meanwhile.  _start begins one from srv's store URL and clock (an error:
  * none could start); _finish, when the one running has ended, swaps its model in (its handle's
@@ -177,6 +181,9 @@ enum egs_err egs_server_swap_model(struct egs_server *srv, struct egs_state *fre
  * leaves a running load to free itself. */
 enum egs_err egs_full_load_start(struct egs_server *srv);
 bool egs_full_load_finish(struct egs_server *srv, enum egs_err *err);
+/* Whether the load that runs has ended and waits for egs_full_load_finish's next call to carry
+ * more of its GPRs' runtime fields on the loop (call it again soon). */
+bool egs_full_load_carrying(const struct egs_server *srv);
 void egs_full_load_abandon(struct egs_server *srv);
 /* A leader's reload on PostgreSQL: the same load on its thread, waited for while the lease is
  * renewed on srv->store's session (the loop answers nothing meanwhile).  The load's error, or
