@@ -17,6 +17,16 @@
  * create (measured: 119 against 89-96 us) for no more creates per fsync.  When the fsync ends,
  * on_durable sends its replies and runs the deferred turn.
  *
+ * PostgreSQL (store_pg_commit.c): the commit turn sends the turn and the loop goes on the same way;
+ * the store's descriptor is readable when the turn's answers come, and the turn's write counts
+ * durable once its COMMIT answered (the lease checked then).  One turn is in flight at a time: the
+ * next is deferred as above, so it is sent with all that came while the last one ran.  A turn that
+ * failed after it was sent is told here: its replies waiting in srv->waiting, and the deferred turn's
+ * held ones, are answered 507/503 and the model reloaded (egs_server_turn_failed, reload.c).  Any
+ * other use of the session (the lease's renewal, a read of finished GPRs, a meta write) reads the
+ * turn's answers first, waiting, and makes the descriptor readable: the loop takes that news at its
+ * next turn (the tick at once, after the lease's renewal).
+ *
  * A failed fsync: egsd cannot know which of the WAL's pages reached the disk, and a later fsync
  * that succeeds proves nothing about them (the kernel may have dropped the failed pages), so it
  * exits 70 at once without sending what waits, as PostgreSQL does after an fsync failure; the
@@ -38,15 +48,16 @@ void egs_durable_failed(struct egs_server *srv)
 	_exit(70);
 }
 
-static void on_durable(evutil_socket_t fd, short what, void *arg)
+void egs_durable_poll(struct egs_server *srv)
 {
-	(void)fd;
-	(void)what;
-	struct egs_server *srv = arg;
-	if (egs_store_sync_done(srv->store))
+	uint64_t before = egs_store_durable(srv->store);
+	enum egs_err err = egs_store_sync_done(srv->store);
+	if (err == EGS_ERR_IO)
 		egs_durable_failed(srv);
+	if (err) /* a turn sent to PostgreSQL failed: its replies, and the next turn's, are refused */
+		egs_server_turn_failed(srv, err, before);
 	egs_server_send_durable(srv);
-	if (!srv->turn_deferred)
+	if (!srv->turn_deferred || srv->stepped_down)
 		return;
 	if (egs_store_durable(srv->store) < egs_store_written(srv->store)) {
 		/* A write outside a turn came during the fsync (the tick's event pruning, a meta set): one
@@ -57,6 +68,13 @@ static void on_durable(evutil_socket_t fd, short what, void *arg)
 	srv->turn_deferred = false; /* the turn that gathered meanwhile: commit it now */
 	if (!event_pending(srv->commit_ev, EV_TIMEOUT, NULL))
 		event_active(srv->commit_ev, EV_TIMEOUT, 0);
+}
+
+static void on_durable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	egs_durable_poll(arg);
 }
 
 bool egs_durable_turn_leaves(const struct egs_server *srv)
@@ -78,9 +96,23 @@ void egs_durable_start(struct egs_server *srv)
 
 void egs_durable_wait(struct egs_server *srv)
 {
-	if (egs_store_sync_wait(srv->store))
+	uint64_t before = egs_store_durable(srv->store);
+	enum egs_err err = egs_store_sync_wait(srv->store);
+	if (err == EGS_ERR_IO)
 		egs_durable_failed(srv);
+	if (err)
+		egs_server_turn_failed(srv, err, before);
 	egs_server_send_durable(srv);
+}
+
+enum egs_err egs_durable_settle(struct egs_server *srv)
+{
+	enum egs_err err = egs_store_sync_wait(srv->store);
+	if (err == EGS_ERR_IO)
+		egs_durable_failed(srv);
+	if (!err)
+		egs_server_send_durable(srv);
+	return err;
 }
 
 void egs_durable_stop(struct egs_server *srv)

@@ -307,20 +307,36 @@ void egs_reply_err(struct egs_req *r, enum egs_err err, const char *key, const c
 	finish(r, err_http[err].status, error_envelope(err, key, field ? fieldbuf : NULL, msg));
 }
 
+/* Replaces held reply hr by the error envelope of err. */
+static void fail_reply(struct held_reply *hr, enum egs_err err, const char *key, const char *msg)
+{
+	json_t *env = error_envelope(err, key, NULL, msg);
+	evbuffer_drain(hr->body, evbuffer_get_length(hr->body));
+	dump_json(env, hr->body);
+	json_decref(env);
+	hr->status = err_http[err].status;
+	/* A reply built before the failure may carry headers of its success (X-Token-Expires-At). */
+	struct evkeyvalq *h = evhttp_request_get_output_headers(hr->ev);
+	evhttp_clear_headers(h);
+	evhttp_add_header(h, "Content-Type", "application/json");
+}
+
 void egs_server_fail_held(struct egs_server *srv, enum egs_err err, const char *key, const char *msg)
 {
 	EGS_ASSERT((size_t)err < EGS_ARRAY_LEN(err_http) && err != EGS_OK);
-	for (size_t i = 0; i < srv->held.len; i++) {
-		struct held_reply *hr = srv->held.items[i];
-		json_t *env = error_envelope(err, key, NULL, msg);
-		evbuffer_drain(hr->body, evbuffer_get_length(hr->body));
-		dump_json(env, hr->body);
-		json_decref(env);
-		hr->status = err_http[err].status;
-		/* A reply built before the failure may carry headers of its success (X-Token-Expires-At). */
-		struct evkeyvalq *h = evhttp_request_get_output_headers(hr->ev);
-		evhttp_clear_headers(h);
-		evhttp_add_header(h, "Content-Type", "application/json");
+	for (size_t i = 0; i < srv->held.len; i++)
+		fail_reply(srv->held.items[i], err, key, msg);
+}
+
+void egs_server_fail_waiting(struct egs_server *srv, uint64_t after, enum egs_err err, const char *key, const char *msg)
+{
+	EGS_ASSERT((size_t)err < EGS_ARRAY_LEN(err_http) && err != EGS_OK);
+	for (size_t i = 0; i < srv->waiting.len; i++) {
+		struct held_reply *hr = srv->waiting.items[i];
+		if (hr->upto > after) {
+			fail_reply(hr, err, key, msg);
+			hr->upto = 0; /* sent by the next egs_server_send_durable */
+		}
 	}
 }
 

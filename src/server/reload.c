@@ -12,7 +12,11 @@
  * worker (outbox.h).
  *
  * Every reply held for the turn is answered 507 STORAGE_FULL (or 503 STORE_UNAVAILABLE for another
- * write error): nothing of what they would have acknowledged is saved.
+ * write error): nothing of what they would have acknowledged is saved.  With PostgreSQL a turn's
+ * failure may come after it was sent, while the loop gathered the next turn (store_pg_commit.c):
+ * then the failed turn's replies wait in srv->waiting and the next turn's in srv->held, and both are
+ * refused (egs_server_turn_failed), as is a read that may have shown the failed turn's changes; the
+ * reload drops both turns' changes.
  */
 #include "server/server.h"
 
@@ -25,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void carry_node(const struct egs_node *old, struct egs_node *n)
 {
@@ -120,14 +125,41 @@ enum egs_err egs_server_swap_model(struct egs_server *srv, struct egs_state *fre
 	return egs_policy_load_workspaces(srv);
 }
 
-void egs_server_store_failed(struct egs_server *srv, enum egs_err err)
+/* Answers the replies of a failed turn: the held ones, and with waiting the waiting ones whose
+ * writes come after write number after. */
+static void fail_replies(struct egs_server *srv, enum egs_err err, bool waiting, uint64_t after)
 {
 	bool full = err == EGS_ERR_STORAGE_FULL;
-	egs_server_fail_held(srv, full ? EGS_ERR_STORAGE_FULL : EGS_ERR_UNAVAILABLE,
-			     full ? "STORAGE_FULL" : "STORE_UNAVAILABLE",
-			     full ? "the disk of egsd's store is full: nothing of this request was saved; retry when "
-				    "space is back"
-				  : "egsd's store could not write: nothing of this request was saved; retry later");
+	enum egs_err as = full ? EGS_ERR_STORAGE_FULL : EGS_ERR_UNAVAILABLE;
+	const char *key = full ? "STORAGE_FULL" : "STORE_UNAVAILABLE";
+	const char *msg = full ? "the disk of egsd's store is full: nothing of this request was saved; retry when "
+				 "space is back"
+			       : "egsd's store could not write: nothing of this request was saved; retry later";
+	egs_server_fail_held(srv, as, key, msg);
+	if (waiting)
+		egs_server_fail_waiting(srv, after, as, key, msg);
+}
+
+void egs_server_turn_failed(struct egs_server *srv, enum egs_err err, uint64_t after)
+{
+	fail_replies(srv, err, true, after);
+	egs_server_store_failed(srv, err);
+	if (egs_store_deposed(srv->store)) {
+		egs_server_step_down(srv); /* another egsd leads (or will): nothing to reload */
+		return;
+	}
+	if ((err = egs_server_reload(srv))) {
+		fprintf(srv->log, "level=fatal msg=\"store commit failed and the store cannot be read again: %s; exiting\"\n",
+			egs_err_str(err));
+		fflush(srv->log);
+		_exit(70);
+	}
+	egs_server_send_durable(srv); /* the replies failed above */
+}
+
+void egs_server_store_failed(struct egs_server *srv, enum egs_err err)
+{
+	fail_replies(srv, err, false, 0);
 	srv->store_failures++;
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -30,14 +30,6 @@
 
 void egs__http_set_callbacks(struct egs_server *srv);
 
-static void fatal_store(struct egs_server *srv, enum egs_err err)
-{
-	fprintf(srv->log, "level=fatal msg=\"store commit failed and the store cannot be read again: %s; exiting\"\n",
-		egs_err_str(err));
-	fflush(srv->log);
-	_exit(70);
-}
-
 static void arm_plan_timer(struct egs_server *srv, int64_t delay_us)
 {
 	struct timeval tv = { delay_us / 1000000, delay_us % 1000000 };
@@ -225,30 +217,32 @@ static void commit_turn(struct egs_server *srv)
 		egs_replica_turn(srv); /* followers plan nothing and write nothing */
 		return;
 	}
-	if (!srv->stopping && egs_store_written(srv->store) > egs_store_durable(srv->store)) {
-		/* An fsync is in flight: this turn goes on gathering requests, and is committed when that
-		 * fsync ends (durable.c), so that a commit and an fsync pay for all that came meanwhile. */
-		srv->turn_deferred = true;
-		egs_store_sync(srv->store); /* in flight already, but for writes outside a turn (a meta set) */
-		return;
+	if (egs_store_written(srv->store) > egs_store_durable(srv->store)) {
+		if (!srv->stopping) {
+			/* An fsync or a PostgreSQL turn is in flight: this turn goes on gathering requests, and
+			 * is committed when it ends (durable.c), so that the next commit pays for all that
+			 * came meanwhile. */
+			srv->turn_deferred = true;
+			egs_store_sync(srv->store); /* in flight already, but for writes outside a turn (a meta set) */
+			return;
+		}
+		egs_durable_wait(srv); /* draining: the turn in flight ends first */
 	}
 	maybe_plan(srv, false);
 	egs_obs_due(srv, egs_now(srv));           /* observability: exit warnings due since the last plan */
 	egs_obs_before_commit(srv, egs_now(srv)); /* observability: settings of new nodes, estimates */
 	if (egs_state_has_changes(&srv->st)) {
-		enum egs_err err = egs_store_commit_changes(srv->store, &srv->st);
+		uint64_t before = egs_store_durable(srv->store);
+		/* PostgreSQL: sent, not yet committed; the replies wait for its COMMIT (durable.c). */
+		enum egs_err err = egs_store_commit_send(srv->store, &srv->st);
+		if (!err && egs_durable_turn_leaves(srv))
+			err = egs_durable_settle(srv); /* streamed events and webhooks cannot wait as replies do */
 		if (err) {
 			/* Disk full or I/O error: refuse the turn's writes, drop them from memory (reload.c). */
-			egs_server_store_failed(srv, err);
-			if (egs_store_deposed(srv->store)) {
-				egs_server_step_down(srv); /* another egsd leads (or will): nothing to reload */
+			egs_server_turn_failed(srv, err, before);
+			if (srv->stepped_down)
 				return;
-			}
-			if ((err = egs_server_reload(srv)))
-				fatal_store(srv, err);
 		} else {
-			if (egs_durable_turn_leaves(srv))
-				egs_durable_wait(srv); /* streamed events and webhooks cannot wait as replies do */
 			egs_obs_committed(srv); /* observability: stream and notify the committed events */
 			plan_drop_on_delete(srv);
 			egs_state_clear_changes(&srv->st);
@@ -298,6 +292,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	struct egs_server *srv = arg;
 	egs_views_changed(srv); /* clock-driven changes below need not touch what a kept view shows */
 	egs_replica_tick(srv); /* the leader's lease; a follower's event streams */
+	if (!srv->follower && egs_store_written(srv->store) > egs_store_durable(srv->store))
+		egs_durable_poll(srv); /* a turn the lease's renewal read to its end (PostgreSQL): at once */
 	if (srv->follower || srv->stepped_down) {
 		/* Its model is no longer loaded afresh on each turn (follow.c): it ages too, but not while a
 		 * full load replaces it (replica_load.c carries from it by key, in steps). */

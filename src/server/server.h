@@ -159,9 +159,19 @@ void egs_reply_header(struct egs_req *r, const char *name, const char *value);
 /* Replaces every held reply of the turn by the error envelope of err (key, message): the turn's
  * commit failed, so none of what they answered is saved. */
 void egs_server_fail_held(struct egs_server *srv, enum egs_err err, const char *key, const char *msg);
-/* After a failed commit (reload.c): answers the turn's held replies 507/503, logs at most once a
- * second, and rebuilds the model from the store (egs_server_reload). */
+/* The same for every reply in srv->waiting that waits for a write after write number after: a turn
+ * sent to the store failed after it was sent (egs_store_commit_send); they go out with the next
+ * egs_server_send_durable. */
+void egs_server_fail_waiting(struct egs_server *srv, uint64_t after, enum egs_err err, const char *key, const char *msg);
+/* After a failed commit (reload.c): answers the turn's held replies 507/503 and logs at most once a
+ * second. */
 void egs_server_store_failed(struct egs_server *srv, enum egs_err err);
+/* A turn's commit failed (reload.c), when it was sent (err from egs_store_commit_send) or later (err
+ * from egs_store_sync_done or egs_store_sync_wait; PostgreSQL): every reply held for the turn, and
+ * every waiting reply whose writes come after write number after (the durable one before the store
+ * told the failure), is answered 507/503; then a deposed leader steps down, and any other rebuilds
+ * the model from the store (egs_server_reload), exiting 70 when it cannot. */
+void egs_server_turn_failed(struct egs_server *srv, enum egs_err err, uint64_t after);
 /* Replaces srv->st by a fresh load of the store, keeping runtime-only fields by key; resets the
  * planner's cache.  Returns the load's error (the old model then stays).  A leader on PostgreSQL
  * loads through egs_full_load_wait, keeping its lease. */
@@ -205,15 +215,24 @@ void egs_server_flush(struct egs_server *srv);
 /* Sends every waiting reply whose writes are durable (egs_store_durable), keeping the others. */
 void egs_server_send_durable(struct egs_server *srv);
 /* ---- durability apart from the commit (durable.c; docs/internals/http.md) ---- */
-/* Watches the store's sync descriptor (none with PostgreSQL, whose commits are durable at once). */
+/* Watches the store's sync descriptor (SQLite: the fsync thread's; PostgreSQL: the session's socket
+ * while a turn is in flight). */
 void egs_durable_start(struct egs_server *srv);
-/* Blocks until every committed write is durable, then sends the waiting replies (shutdown, and a
- * turn whose events leave egsd by other ways than replies: event streams, webhooks).  An fsync
- * failure exits (egs_durable_failed). */
+/* Takes the store's news without waiting: sends the replies whose writes are durable now, handles a
+ * turn that failed after it was sent (egs_server_turn_failed), and commits a deferred turn once
+ * nothing is in flight. */
+void egs_durable_poll(struct egs_server *srv);
+/* Blocks until every committed write is durable, then sends the waiting replies (shutdown).  An
+ * fsync failure exits (egs_durable_failed); a turn that failed after it was sent is handled
+ * (egs_server_turn_failed). */
 void egs_durable_wait(struct egs_server *srv);
+/* The same for the turn just sent (whose events leave egsd by other ways than replies: event
+ * streams, webhooks), before they are sent: returns the turn's failure instead of handling it (the
+ * caller does, its held replies included), EGS_OK when every write is durable. */
+enum egs_err egs_durable_settle(struct egs_server *srv);
 /* Whether the turn about to be committed has events that leave egsd other than in replies (to an
  * event stream, as a webhook message): those cannot wait in srv->waiting, so that turn waits for
- * its fsync (egs_durable_wait) before they are sent. */
+ * its commit and fsync (egs_durable_settle) before they are sent. */
 bool egs_durable_turn_leaves(const struct egs_server *srv);
 /* An fsync failed: nothing since the last durable write may be on disk.  Logs fatal and exits 70
  * without sending the waiting replies; the restart loads what the disk holds. */

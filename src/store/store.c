@@ -138,6 +138,11 @@ static enum egs_err wrote(struct egs_store *s, enum egs_err err)
 		if (!s->ops->sync_request)
 			s->requested = s->durable = s->written;
 	}
+	if (s->ops->acked) { /* PostgreSQL: what it knows durable now (a failure told moves it too) */
+		uint64_t a = s->ops->acked(s);
+		if (a > s->durable)
+			s->durable = a;
+	}
 	return err;
 }
 
@@ -190,6 +195,13 @@ enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st)
 	if (!egs_state_has_changes(st))
 		return EGS_OK;
 	return wrote(s, s->ops->commit_changes(s, st));
+}
+
+enum egs_err egs_store_commit_send(struct egs_store *s, struct egs_state *st)
+{
+	if (!egs_state_has_changes(st))
+		return EGS_OK;
+	return wrote(s, (s->ops->commit_send ? s->ops->commit_send : s->ops->commit_changes)(s, st));
 }
 
 enum egs_err egs_store_meta_get(struct egs_store *s, const char *key, char **value)

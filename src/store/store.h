@@ -122,9 +122,21 @@ enum egs_err egs_store_gprs_find(struct egs_store *s, const struct egs_gpr_find 
  * full disk, after writing its rows and before COMMIT. */
 enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st);
 
+/* The commit turn's call (server.c): like egs_store_commit_changes, but it may return before the
+ * turn's outcome is known.  PostgreSQL sends the turn and returns EGS_OK; the turn's write number
+ * (below) then counts durable once its COMMIT answered, and a failure after the send is told once,
+ * as the error of egs_store_sync_done or egs_store_sync_wait (EGS_ERR_STORE, or
+ * EGS_ERR_STORAGE_FULL), when every write so far counts durable again: what waited for the failed
+ * turn must be refused by the caller (none of it may be acknowledged).  An error returned here
+ * means the turn failed (nothing of it stored), or that the turn sent before failed and was not told
+ * yet.  SQLite: egs_store_commit_changes. */
+enum egs_err egs_store_commit_send(struct egs_store *s, struct egs_state *st);
+
 /* ---- durability (docs/internals/store.md, "Durability apart from the commit") ----
  * Every write transaction that committed (a commit of changes, a meta set, a prune) gets the next
- * write number.  PostgreSQL's are durable when they return.  SQLite commits with synchronous=NORMAL
+ * write number.  PostgreSQL's are durable when their COMMIT answered: at once, but for a turn sent by
+ * egs_store_commit_send, whose answer the loop reads when the descriptor of egs_store_sync_fd is
+ * readable (egs_store_sync_done).  SQLite commits with synchronous=NORMAL
  * (in the WAL, not yet fsynced) and a thread of the store fdatasyncs the WAL apart from the commit:
  * egs_store_sync asks for it, the descriptor of egs_store_sync_fd becomes readable when it is done,
  * and egs_store_sync_done then moves egs_store_durable.  Loop thread only. */
@@ -135,10 +147,12 @@ uint64_t egs_store_durable(const struct egs_store *s);
 void egs_store_sync(struct egs_store *s);
 /* A descriptor that is readable once a requested sync ended, or -1 (writes durable at once). */
 int egs_store_sync_fd(struct egs_store *s);
-/* Takes the news of that descriptor: egs_store_durable moves.  EGS_ERR_IO when an fdatasync failed:
- * nothing after the last durable write can be claimed on disk, now or later (the caller exits). */
+/* Takes the news of that descriptor without waiting: egs_store_durable moves.  EGS_ERR_IO when an
+ * fdatasync failed: nothing after the last durable write can be claimed on disk, now or later (the
+ * caller exits).  EGS_ERR_STORE or EGS_ERR_STORAGE_FULL: a turn sent by egs_store_commit_send failed
+ * (above). */
 enum egs_err egs_store_sync_done(struct egs_store *s);
-/* Blocks until every write so far is durable (start-up, shutdown); EGS_ERR_IO as above. */
+/* Blocks until every write so far is durable (start-up, shutdown); errors as above. */
 enum egs_err egs_store_sync_wait(struct egs_store *s);
 
 /* Small key/value settings that must survive restarts (e.g. the token-signing secret). */

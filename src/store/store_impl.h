@@ -5,7 +5,9 @@
  * store.c dispatches the public calls through them.  The contracts are store.h's: an
  * implementation's commit_changes leaves nothing of the turn behind when it fails; it returns once
  * the turn is durable unless the implementation has the sync_* ops, which then make every write
- * durable apart from it (store.h, "durability").
+ * durable apart from it (store.h, "durability").  commit_send may return before the turn committed
+ * (PostgreSQL: once it is sent); its outcome then comes through the sync ops, a failure as their
+ * error.
  */
 #ifndef EGS_STORE_IMPL_H
 #define EGS_STORE_IMPL_H
@@ -25,6 +27,11 @@ struct egs_store_ops {
 	bool (*deposed)(struct egs_store *s);
 	enum egs_err (*load)(struct egs_store *s, struct egs_state *st);
 	enum egs_err (*commit_changes)(struct egs_store *s, struct egs_state *st);
+	/* egs_store_commit_send (store.h); NULL: commit_changes. */
+	enum egs_err (*commit_send)(struct egs_store *s, struct egs_state *st);
+	/* The highest write number known durable without waiting, read after every write (NULL: only
+	 * sync_poll and sync_wait move it). */
+	uint64_t (*acked)(struct egs_store *s);
 	enum egs_err (*meta_get)(struct egs_store *s, const char *key, char **value);
 	enum egs_err (*meta_set)(struct egs_store *s, const char *key, const char *value);
 	enum egs_err (*prune_events_below)(struct egs_store *s, int64_t before, int64_t below_id, int64_t *deleted);

@@ -6,19 +6,13 @@
  * row schema_version of the meta table, and each migration runs in its own transaction under a
  * transaction-scoped advisory lock, so two egsd starting on a new database do not both run one.
  *
- * Group commit: a loop turn's changes go in one transaction, sent in pipeline mode: BEGIN, per
- * table one prepared delete, one prepared plain insert of the rows known new and one prepared upsert
- * of the others, each carrying all of the turn's rows of its kind as binary array parameters
- * (store_pg_batch.c), the same for the turn's events and its audit entries, COMMIT, Sync.  So a turn costs one round trip and a handful of statements however many
- * rows it writes (the server's cost per statement was most of its cost per create).  The session
- * runs with synchronous_commit = on: COMMIT returns only once the WAL is flushed on the server (and on
- * synchronous standbys, if the server is configured with them), which is what lets egsd answer
- * 2xx after egs_store_commit_changes().
- *
- * A retried turn sends every row as an upsert, which makes each statement idempotent (whole-row
- * upserts, deletes by key), so when the connection breaks, even during COMMIT where the outcome is
- * unknown, the turn is simply sent again on a new connection: reconnect_and_retry() tries for about RETRY_FOR_S seconds before
- * the commit fails.
+ * Group commit (store_pg_commit.c): a loop turn's changes go in one transaction, sent in pipeline
+ * mode with one statement per table, and the loop goes on while PostgreSQL runs it; the turn's
+ * replies wait for its COMMIT's answer (egs_store_commit_send, the sync ops of store.h).  The
+ * session runs with synchronous_commit = on: COMMIT answers only once the WAL is flushed on the
+ * server.  A broken session is reconnected (reconnect(): for about RETRY_FOR_S seconds) and the turn
+ * sent again.  Everything else waits on the session for its answer; a turn in flight is read to its
+ * end first (egs__pg_ready).
  */
 #include "store/store_impl.h"
 #include "store/store_audit.h"
@@ -27,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,7 +30,6 @@
 #define META_EVENT_FLOOR "store.event_id_floor"
 #define META_SCHEMA "schema_version"
 #define MIGRATION_LOCK "4716501726" /* an arbitrary advisory lock key: egsd's migrations */
-#define PIPE_MAX 256                /* statements in flight before their results are read */
 #define RETRY_FOR_S 30              /* how long a commit keeps reconnecting (a fast shutdown's checkpoint on a busy disk took over 15 s in tests) */
 #define LOAD_BATCH 10000            /* rows a load fetches at a time */
 #define CONNECT_TIMEOUT "5"         /* seconds, unless the URL's connect_timeout says otherwise */
@@ -191,9 +186,15 @@ static void pg_free(struct pg_store *s)
 {
 	if (!s)
 		return;
-	if (!egs__pg_broken(s) && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+	/* A turn still in flight is rolled back by the server when the session ends. */
+	if (!s->turn.inflight && !egs__pg_broken(s) && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
 		egs__pg_exec(s, "ROLLBACK");
 	PQfinish(s->conn);
+	egs__pg_turn_cleanup(&s->turn);
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->news_fd >= 0)
+		close(s->news_fd);
 	free(s->url);
 	free(s->fail_path);
 	if (s->batch)
@@ -211,11 +212,19 @@ static enum egs_err open_pg(const char *url, struct egs_store **out, char *why, 
 	enum egs_err err = EGS_ERR_STORE;
 	*out = NULL;
 	s->base.ops = &pg_ops;
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->ep_sock = -1;
+	s->news_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	s->url = egs_strdup(url);
 	s->batch = egs_calloc(1, sizeof(*s->batch));
 	s->types = egs_calloc((size_t)egs__pg_nkinds + 2, sizeof(*s->types));
 	for (int i = 0; i < egs__pg_nkinds; i++)
 		EGS_ASSERT(egs__pg_kinds[i].table); /* every object kind has its PostgreSQL row codec */
+	struct epoll_event ev = { .events = EPOLLIN };
+	if (s->epfd < 0 || s->news_fd < 0 || epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->news_fd, &ev) != 0) {
+		perror("store: the descriptor of the turn in flight");
+		goto out;
+	}
 	if (!connect_session(s)) {
 		if (why) {
 			egs_strlcpy(why, egs__pg_errmsg(s), whylen);
@@ -409,310 +418,12 @@ out:
 	return err;
 }
 
-/* ---- commit ---- */
-
-/* TURN_CONFLICT: a plain INSERT met a stored key (egs__pg_fresh guessed wrong): send it again as upserts. */
-enum turn { TURN_OK, TURN_FAILED, TURN_BROKEN, TURN_CONFLICT };
-
-/* The statements of a turn in flight: what each one writes, for the error line. */
-struct pipe {
-	struct pg_store *s;
-	int pending;
-	const char *verb[PIPE_MAX];  /* "put", "delete", "BEGIN", "COMMIT", ..: string literals */
-	const char *table[PIPE_MAX]; /* the table it writes (static), or NULL */
-	int rows[PIPE_MAX];          /* rows it writes (0: a statement without rows) */
-	bool failed;
-};
-
-/* A failure that means the connection, not the statement: worth a new connection and a retry. */
-static bool connection_error(struct pg_store *s, const PGresult *res)
-{
-	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	return egs__pg_broken(s) || (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0));
-}
-
-static void report(struct pipe *p, int i, const PGresult *res)
-{
-	const char *msg = res ? PQresultErrorMessage(res) : egs__pg_errmsg(p->s);
-	if (!*msg)
-		msg = "statement skipped\n";
-	if (p->rows[i])
-		fprintf(stderr, "store: %s %s (%d rows): %s", p->verb[i], p->table[i], p->rows[i], msg);
-	else
-		fprintf(stderr, "store: %s%s%s: %s", p->verb[i], p->table[i] ? " " : "", p->table[i] ? p->table[i] : "",
-			msg);
-}
-
-/* Reads the results of the statements in flight; the first failure is reported. */
-static enum turn collect(struct pipe *p, bool synced)
-{
-	PGconn *c = p->s->conn;
-	int64_t deadline = egs__pg_deadline(p->s); /* a leader's: the end of its lease */
-	enum turn t = TURN_OK;
-	if (!synced && (PQsendFlushRequest(c) != 1 || PQflush(c) != 0))
-		return TURN_BROKEN;
-	for (int i = 0; i < p->pending; i++) {
-		PGresult *res = egs__pg_wait(p->s, deadline);
-		ExecStatusType st = PQresultStatus(res);
-		if (!res || (st != PGRES_COMMAND_OK && t == TURN_OK)) {
-			const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-			p->s->full = state && strcmp(state, "53100") == 0; /* disk_full */
-			t = connection_error(p->s, res) ? TURN_BROKEN : TURN_FAILED;
-			if (t == TURN_FAILED && state && strcmp(state, "23505") == 0 && strcmp(p->verb[i], "insert") == 0)
-				t = TURN_CONFLICT; /* unique_violation: not worth a line, the turn goes again */
-			else
-				report(p, i, res);
-		} else if (st == PGRES_COMMAND_OK && strcmp(p->verb[i], "COMMIT") == 0 &&
-			   strcmp(PQcmdStatus(res), "COMMIT") != 0) {
-			fprintf(stderr, "store: COMMIT answered %s\n", PQcmdStatus(res));
-			t = TURN_FAILED;
-		}
-		PQclear(res);
-		if (!res || t == TURN_BROKEN)
-			return TURN_BROKEN;
-		PQclear(egs__pg_wait(p->s, deadline)); /* the NULL that ends each statement's results */
-	}
-	p->pending = 0;
-	if (synced && (t == TURN_OK || t == TURN_CONFLICT)) {
-		PGresult *res = egs__pg_wait(p->s, deadline);
-		if (PQresultStatus(res) != PGRES_PIPELINE_SYNC)
-			t = connection_error(p->s, res) ? TURN_BROKEN : TURN_FAILED;
-		else if (t == TURN_CONFLICT && PQexitPipelineMode(p->s->conn) != 1)
-			t = TURN_BROKEN; /* else the session is idle again, the transaction rolled back */
-		PQclear(res);
-	}
-	return t;
-}
-
-/* What a statement of the turn writes, for its error line (every string static). */
-struct what {
-	const char *verb, *table;
-	int rows;
-};
-
-/* Queues one statement: prepared stmt with n parameters v (borrowed: libpq copies them; text, or
- * as lengths len and formats fmt say when they are not NULL), or (v NULL) the SQL stmt alone,
- * without parameters. */
-static enum turn send_one(struct pipe *p, const char *stmt, int n, const char *const *v, const int *len,
-			  const int *fmt, struct what w)
-{
-	int ok = v ? PQsendQueryPrepared(p->s->conn, stmt, n, v, len, fmt, 0)
-		   : PQsendQueryParams(p->s->conn, stmt, 0, NULL, NULL, NULL, NULL, 0);
-	p->verb[p->pending] = w.verb;
-	p->table[p->pending] = w.table;
-	p->rows[p->pending] = w.rows;
-	p->pending++;
-	if (!ok) {
-		report(p, p->pending - 1, NULL);
-		return egs__pg_broken(p->s) ? TURN_BROKEN : TURN_FAILED;
-	}
-	return p->pending == PIPE_MAX ? collect(p, false) : TURN_OK;
-}
-
-/* Sends the rows gathered in the store's batch as statement stmt (nothing when there are none),
- * and empties the batch for more rows of the same shape. */
-static enum turn send_batch(struct pipe *p, const char *stmt, const char *verb, const char *table)
-{
-	struct egs_pg_batch *b = p->s->batch;
-	enum turn t = TURN_OK;
-	if (b->nrows > 0)
-		t = send_one(p, stmt, b->ncols, egs__pg_batch_finish(b), b->lengths, b->formats,
-			     (struct what){ verb, table, b->nrows });
-	egs__pg_batch_start(b, b->ncols, b->types);
-	return t;
-}
-
-/* Which statement writes change c: 0 delete, 1 plain insert (a new row), 2 upsert. */
-static int mode_of(const struct pg_store *s, const struct egs_change *c)
-{
-	return c->deleted ? 0 : egs__pg_fresh(s, c) ? 1 : 2;
-}
-
-/* One statement (or one per EGS_PG_BATCH_ROWS rows) deleting, one inserting the new rows and one
- * upserting the others, of kind k among the turn's last changes refs[0..n). */
-static enum turn send_kind(struct pipe *p, int k, const struct egs_pg_ref *refs, size_t n)
-{
-	static const char *const prefix[] = { "del", "ins", "put" }, *const verb[] = { "delete", "insert", "put" };
-	const struct egs_pg_kind *kind = &egs__pg_kinds[k];
-	struct egs_pg_batch *b = p->s->batch;
-	struct egs_row_binder rb = egs__pg_batch_binder(b);
-	char stmt[16];
-	enum turn t = TURN_OK;
-	for (int m = 0; m < 3 && t == TURN_OK; m++) {
-		snprintf(stmt, sizeof(stmt), "%s%d", prefix[m], k);
-		egs__pg_batch_start(b, m == 0 ? 1 : egs__pg_ncols(kind->cols), p->s->types[k]);
-		for (size_t i = 0; i < n && t == TURN_OK; i++) {
-			if (mode_of(p->s, refs[i].c) != m)
-				continue;
-			if (m == 0) {
-				egs__pg_batch_key(b, refs[i].key);
-			} else {
-				egs__pg_batch_row_begin(b);
-				kind->bind(&rb, refs[i].c->obj);
-				if (!egs__pg_batch_row_end(b)) {
-					fprintf(stderr, "store: put %s '%s': %s\n", kind->table, refs[i].key, b->why);
-					return TURN_FAILED;
-				}
-			}
-			if (b->nrows == EGS_PG_BATCH_ROWS)
-				t = send_batch(p, stmt, verb[m], kind->table);
-		}
-		if (t == TURN_OK)
-			t = send_batch(p, stmt, verb[m], kind->table);
-	}
-	return t;
-}
-
-/* The turn's changes: per kind, its deletions and its upserts, the last change of each object. */
-static enum turn send_changes(struct pipe *p, const struct egs_state *st)
-{
-	struct egs_pg_ref *refs = egs_calloc(st->changes.len + 1, sizeof(*refs));
-	size_t n = egs__pg_turn_rows(st, refs), from = 0;
-	enum turn t = TURN_OK;
-	while (from < n && t == TURN_OK) {
-		size_t to = from;
-		while (to < n && refs[to].kind == refs[from].kind)
-			to++;
-		t = send_kind(p, refs[from].kind, refs + from, to - from);
-		from = to;
-	}
-	free(refs);
-	return t;
-}
-
-/* The turn's events: new ones with one plain insert, repeats of stored ones (and all of them when
- * s->upsert_only) with one upsert (or one statement per EGS_PG_BATCH_ROWS rows). */
-static enum turn send_events(struct pipe *p, const struct egs_state *st)
-{
-	struct egs_pg_batch *b = p->s->batch;
-	struct egs_row_binder rb = egs__pg_batch_binder(b);
-	enum turn t = TURN_OK;
-	for (int fresh = 1; fresh >= 0 && t == TURN_OK; fresh--) {
-		egs__pg_batch_start(b, egs__pg_ncols(EGS_PG_EVENT_COLS), p->s->types[EGS_PG_EVENTS]);
-		for (size_t i = 0; t == TURN_OK && i < st->new_events.len; i++) {
-			const struct egs_event *ev = st->new_events.items[i];
-			if ((!ev->listed && !p->s->upsert_only) != (fresh == 1))
-				continue;
-			egs__pg_batch_row_begin(b);
-			egs_rows_bind_event(&rb, ev);
-			egs__pg_batch_row_end(b); /* text and numbers only: nothing fails */
-			if (b->nrows == EGS_PG_BATCH_ROWS)
-				t = send_batch(p, fresh ? "evi" : "ev", fresh ? "insert" : "put", "events");
-		}
-		if (t == TURN_OK)
-			t = send_batch(p, fresh ? "evi" : "ev", fresh ? "insert" : "put", "events");
-	}
-	return t;
-}
-
-/* The turn's events and audit entries (each audit entry is new: plain inserts, unless
- * s->upsert_only). */
-static enum turn send_log(struct pipe *p, const struct egs_state *st)
-{
-	struct egs_pg_batch *b = p->s->batch;
-	struct egs_row_binder rb = egs__pg_batch_binder(b);
-	bool fresh = !p->s->upsert_only;
-	enum turn t = send_events(p, st);
-	egs__pg_batch_start(b, egs__pg_ncols(EGS_AUDIT_COLS), p->s->types[EGS_PG_AUDIT]);
-	for (size_t i = 0; t == TURN_OK && i < st->new_audit.len; i++) {
-		egs__pg_batch_row_begin(b);
-		egs_rows_bind_audit(&rb, st->new_audit.items[i]);
-		egs__pg_batch_row_end(b);
-		if (b->nrows == EGS_PG_BATCH_ROWS || i + 1 == st->new_audit.len)
-			t = send_batch(p, fresh ? "aui" : "au", fresh ? "insert" : "put", "audit");
-	}
-	return t;
-}
-
-/* Sends the whole turn as one pipelined transaction and reads every result; with rollback (the
- * tests' injected failure) the rows are written and the transaction rolled back instead. */
-static enum turn send_turn(struct pg_store *s, struct egs_state *st, bool rollback)
-{
-	struct pipe *p = egs_calloc(1, sizeof(*p));
-	enum turn t = TURN_BROKEN;
-	p->s = s;
-	if (PQenterPipelineMode(s->conn) != 1)
-		goto out;
-	t = send_one(p, "BEGIN", 0, NULL, NULL, NULL, (struct what){ "BEGIN", NULL, 0 });
-	if (t == TURN_OK)
-		t = send_changes(p, st);
-	if (t == TURN_OK)
-		t = send_log(p, st);
-	if (t == TURN_OK && s->leader && !rollback) { /* followers see the turn (docs/internals/store.md) */
-		static const char *const none[1] = { NULL };
-		t = send_one(p, "turn", 0, none, NULL, NULL, (struct what){ "update", "meta", 0 });
-		if (t == TURN_OK) { /* and what it wrote (store_pg_follow.c); libpq copies the parameters */
-			struct egs_pg_changes chg = { 0 };
-			egs__pg_changes_build(&chg, st);
-			t = send_one(p, "chg", 2, chg.params, NULL, NULL, (struct what){ "put", "changes", 1 });
-			egs__pg_changes_free(&chg);
-		}
-	}
-	if (t == TURN_OK) {
-		const char *end = rollback ? "ROLLBACK" : "COMMIT";
-		t = send_one(p, end, 0, NULL, NULL, NULL, (struct what){ end, NULL, 0 });
-	}
-	if (t == TURN_OK)
-		t = PQpipelineSync(s->conn) == 1 ? collect(p, true) : TURN_BROKEN;
-	if (t == TURN_OK && PQexitPipelineMode(s->conn) != 1)
-		t = TURN_BROKEN;
-out:
-	free(p);
-	return t;
-}
-
-/* Drops the session: the server rolls back whatever it had open, and the next call reconnects. */
-static void drop(struct pg_store *s)
-{
-	PQfinish(s->conn);
-	s->conn = NULL;
-}
+/* ---- the session in use ---- */
 
 bool egs__pg_ready(struct pg_store *s)
 {
+	egs__pg_settle(s); /* a turn in flight is read to its end before anything else is sent */
 	return !s->deposed && ((s->conn && !egs__pg_broken(s)) || reconnect(s));
-}
-
-/* Ends a commit: after a success the GPRs submitted from now on are new rows (egs__pg_fresh); after
- * a failure nothing is known. */
-static enum egs_err commit_done(struct pg_store *s, const struct egs_state *st, enum egs_err err)
-{
-	s->upsert_only = false;
-	s->seq_floor = err ? 0 : st->next_seq;
-	return err;
-}
-
-static enum egs_err pg_commit_changes(struct pg_store *s, struct egs_state *st)
-{
-	/* A broken connection may break again while the server restarts; each try is the whole turn,
-	 * and a retry sends every row as an upsert, so trying again after an unknown COMMIT outcome
-	 * is safe. */
-	bool inject = s->fail_path && access(s->fail_path, F_OK) == 0;
-	for (int attempt = 0; attempt < 5; attempt++) {
-		s->upsert_only = attempt > 0;
-		if (!egs__pg_ready(s))
-			return commit_done(s, st, EGS_ERR_STORE);
-		s->full = false;
-		/* A lease written a second ago or more (an idle or held-up loop) is renewed first, so that
-		 * the turn may wait 3-4 s for its results before its leader must step down. */
-		if (egs__pg_lease_due(s) && !egs__pg_renew_now(s) && s->deposed)
-			return commit_done(s, st, EGS_ERR_STORE);
-		int64_t t0 = egs__pg_mono_us();
-		enum turn t = send_turn(s, st, inject);
-		if (t == TURN_OK && !egs__pg_within_lease(s))
-			t = TURN_FAILED; /* committed, perhaps, but too late to say so: stepped down */
-		if (t == TURN_OK && s->leader && !inject)
-			egs__pg_lease_sent(s, t0); /* the turn rewrote the lease */
-		if (t == TURN_OK)
-			return commit_done(s, st, inject ? EGS_ERR_STORAGE_FULL : EGS_OK);
-		if (t == TURN_CONFLICT) /* read to its Sync: the failed transaction block is still open */
-			s->resent++;
-		if (t != TURN_CONFLICT || PQpipelineStatus(s->conn) != PQ_PIPELINE_OFF || !egs__pg_exec(s, "ROLLBACK"))
-			drop(s);
-		if (t == TURN_FAILED)
-			return commit_done(s, st, s->full ? EGS_ERR_STORAGE_FULL : EGS_ERR_STORE);
-	}
-	return commit_done(s, st, EGS_ERR_STORE);
 }
 
 /* ---- meta and events ---- */
@@ -786,7 +497,6 @@ static enum egs_err op_load(struct egs_store *b, struct egs_state *st)
 {
 	return egs__pg_ready(of(b)) ? pg_load(of(b), st) : EGS_ERR_STORE;
 }
-static enum egs_err op_commit(struct egs_store *b, struct egs_state *st) { return pg_commit_changes(of(b), st); }
 static enum egs_err op_meta_get(struct egs_store *b, const char *k, char **v) { return pg_meta_get(of(b), k, v); }
 static enum egs_err op_meta_set(struct egs_store *b, const char *k, const char *v) { return pg_meta_set(of(b), k, v); }
 static enum egs_err op_prune(struct egs_store *b, int64_t before, int64_t below_id, int64_t *deleted)
@@ -818,7 +528,13 @@ static const struct egs_store_ops pg_ops = {
 	.adopt_load = egs__pg_adopt_load,
 	.deposed = egs__pg_deposed,
 	.load = op_load,
-	.commit_changes = op_commit,
+	.commit_changes = egs__pg_commit,
+	.commit_send = egs__pg_commit_send,
+	.acked = egs__pg_acked,
+	.sync_request = egs__pg_sync_request,
+	.sync_fd = egs__pg_sync_fd,
+	.sync_poll = egs__pg_sync_poll,
+	.sync_wait = egs__pg_sync_wait,
 	.meta_get = op_meta_get,
 	.meta_set = op_meta_set,
 	.prune_events_below = op_prune,

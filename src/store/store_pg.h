@@ -29,6 +29,34 @@
 #define EGS_PG_STR_(x) #x
 #define EGS_PG_STR(x) EGS_PG_STR_(x)
 
+/* One statement of a turn, kept with copies of its parameters until the turn's COMMIT answers, so
+ * that a retry sends it again (store_pg_commit.c). */
+struct egs_pg_stmt {
+	char name[16];            /* the prepared statement; "" for sql */
+	const char *sql;          /* when name is "": "BEGIN", "COMMIT" or "ROLLBACK" (static) */
+	int n;                    /* parameters, at most EGS_PG_MAX_COLS */
+	size_t off;               /* in the turn's arena: n value offsets (SIZE_MAX: SQL NULL), n lengths, n formats, the bytes */
+	const char *verb, *table; /* what it writes, for its error line (static strings; table may be NULL) */
+	int rows;
+};
+
+/* The turn being committed (store_pg_commit.c). */
+struct egs_pg_turn {
+	struct egs_pg_stmt *stmts;
+	int n, cap;
+	char *arena; /* the statements' parameters, kept from turn to turn (no allocation per turn) */
+	size_t used, size;
+	int next;          /* the statement whose answer is read next */
+	bool in_result;    /* its result was read; the NULL that ends it is next */
+	int outcome;       /* what its answers said so far (store_pg_commit.c's enum turn) */
+	bool again;        /* this try sends every plain INSERT as its upsert */
+	bool inflight;     /* sent by egs_store_commit_send; its answers not all read */
+	bool inject;       /* the tests' failure (EGS_STORE_FAIL_IF_EXISTS): ROLLBACK instead of COMMIT */
+	int64_t t0;        /* monotonic: when this try was sent (the lease its UPDATE wrote) */
+	uint64_t next_seq; /* st->next_seq when it was built: seq_floor once it committed */
+	uint64_t wno;      /* its write number (store.c's written) while in flight */
+};
+
 /* The handle (store_pg.c opens it; store_pg_lead.c elects, renews and follows with it). */
 struct pg_store {
 	struct egs_store base; /* first: the handle store.c dispatches through */
@@ -52,11 +80,17 @@ struct pg_store {
 	uint32_t (*types)[EGS_PG_MAX_COLS];
 	/* Rows known new go in as plain INSERTs (store_pg_batch.c, egs__pg_fresh): GPRs whose seq is at
 	 * least seq_floor (st->next_seq at the last commit that succeeded; 0: not known, after a start,
-	 * a load or a failure), events not yet listed, audit entries.  upsert_only: this try sends every
+	 * a load or a failure), events not yet listed, audit entries.  A try after the first sends every
 	 * row as an upsert (a retry, or the turn again after a plain INSERT met an existing key). */
 	uint64_t seq_floor;
-	bool upsert_only;
 	int64_t resent; /* turns sent again as upserts after a conflict (the tests read it) */
+	int64_t retried; /* turns sent again after their session broke (the tests read it) */
+	struct egs_pg_turn turn; /* the turn being committed, kept until its COMMIT answers */
+	int epfd;        /* egs_store_sync_fd: an epoll set holding the session's socket while a turn is in flight */
+	int ep_sock;     /* the socket in it (-1: none) */
+	int news_fd;     /* an eventfd in it, written when a turn ended outside sync_poll (egs__pg_settle) */
+	bool news;       /* news_fd was written and not read since */
+	enum egs_err failed; /* the turn in flight failed; told once by sync_poll or sync_wait (EGS_OK: none) */
 };
 
 /* ---- store_pg.c: the session ---- */
@@ -78,6 +112,24 @@ bool egs__pg_broken(struct pg_store *s);
 /* The session is usable, reconnecting first when it is not (a leader takes the lock again);
  * false when it cannot be, or this process was deposed. */
 bool egs__pg_ready(struct pg_store *s);
+
+/* ---- store_pg_commit.c: the group commit, the turn in flight ---- */
+/* The ops of store_impl.h: commit_changes (sent and waited for), commit_send (sent; the answer read
+ * later), acked, sync_request, sync_fd, sync_poll, sync_wait. */
+enum egs_err egs__pg_commit(struct egs_store *b, struct egs_state *st);
+enum egs_err egs__pg_commit_send(struct egs_store *b, struct egs_state *st);
+uint64_t egs__pg_acked(struct egs_store *b);
+void egs__pg_sync_request(struct egs_store *b, uint64_t upto);
+int egs__pg_sync_fd(struct egs_store *b);
+enum egs_err egs__pg_sync_poll(struct egs_store *b, uint64_t *durable);
+enum egs_err egs__pg_sync_wait(struct egs_store *b, uint64_t upto, uint64_t *durable);
+/* Reads the turn in flight to its end, waiting (a retry included): before anything else is sent on
+ * the session (egs__pg_ready).  Its outcome is kept for sync_poll. */
+void egs__pg_settle(struct pg_store *s);
+/* Frees the kept statements. */
+void egs__pg_turn_cleanup(struct egs_pg_turn *tn);
+/* Drops the session: the server rolls back whatever it had open, and the next call reconnects. */
+void egs__pg_drop(struct pg_store *s);
 
 /* ---- store_pg_find.c: egs_store_gprs_find (store.h) ---- */
 enum egs_err egs__pg_gprs_find(struct egs_store *b, const struct egs_gpr_find *f, egs_store_gpr_fn each, void *ctx);
@@ -176,9 +228,8 @@ int egs__pg_ncols(const char *cols);
  * and delete of every table. */
 bool egs__pg_prepare_batches(struct pg_store *s);
 /* Whether change c (not a deletion) writes a row known not to be in the store yet, so that a plain
- * INSERT may write it: a GPR submitted since the last commit that succeeded.  Never when
- * s->upsert_only.  A wrong guess costs a retry, not a lost row: the INSERT fails on the key and the
- * turn is sent again as upserts. */
+ * INSERT may write it: a GPR submitted since the last commit that succeeded.  A wrong guess costs a
+ * retry, not a lost row: the INSERT fails on the key and the turn is sent again as upserts. */
 bool egs__pg_fresh(const struct pg_store *s, const struct egs_change *c);
 
 /* One change of a turn that the commit writes: the last one of its object in the turn. */

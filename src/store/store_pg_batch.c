@@ -333,7 +333,7 @@ bool egs__pg_prepare_batches(struct pg_store *s)
 
 bool egs__pg_fresh(const struct pg_store *s, const struct egs_change *c)
 {
-	if (s->upsert_only || c->deleted || c->kind != EGS_KIND_GPR || s->seq_floor == 0)
+	if (c->deleted || c->kind != EGS_KIND_GPR || s->seq_floor == 0)
 		return false;
 	return ((const struct egs_gpr *)c->obj)->seq >= s->seq_floor;
 }
