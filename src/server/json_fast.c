@@ -124,14 +124,15 @@ static bool fast_member(struct fast *f, json_t *o)
 		return false;
 	memcpy(key, k, kn);
 	key[kn] = '\0';
-	if (json_object_get(o, key)) /* jansson answers a duplicate with its own error: decline */
-		return false;
 	skip_ws(f);
 	if (f->p >= f->end || *f->p++ != ':')
 		return false;
 	skip_ws(f);
 	json_t *v = fast_value(f);
-	return v && json_object_set_new_nocheck(o, key, v) == 0;
+	size_t before = json_object_size(o);
+	/* A duplicate key replaces the value and leaves the size: jansson answers it with its own error,
+	 * so decline (the caller drops o).  One hash lookup per member instead of a get before the set. */
+	return v && json_object_set_new_nocheck(o, key, v) == 0 && json_object_size(o) > before;
 }
 
 /* At a '{': the object, or NULL (nothing leaked). */
