@@ -420,7 +420,7 @@ struct egs_gpr *egs_gpr_api_create(struct egs_req *r)
 {
 	struct egs_gpr *g = egs_gpr_api_submit(r);
 	if (g)
-		egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+		egs_reply_ok_str(r, "gprId", g->id);
 	return g;
 }
 
@@ -653,7 +653,7 @@ void egs_gpr_api_update(struct egs_req *r)
 			reply_state_err(r, err, g, "update early release of");
 			return;
 		}
-		egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+		egs_reply_ok_str(r, "gprId", g->id);
 		return;
 	}
 	if (json_object_get(r->body, "extendBy")) {
@@ -661,7 +661,7 @@ void egs_gpr_api_update(struct egs_req *r)
 		return;
 	}
 	if (only_fields(r->body, release_only)) { /* nothing to change */
-		egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+		egs_reply_ok_str(r, "gprId", g->id);
 		return;
 	}
 	enum egs_err err = egs_gpr_editable(g);
@@ -694,7 +694,7 @@ void egs_gpr_api_update(struct egs_req *r)
 	if (hold)
 		egs_policy_hold(&srv->st, g, hold, now);
 	free(hold);
-	egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+	egs_reply_ok_str(r, "gprId", g->id);
 }
 
 static void gpr_delete(struct egs_req *r)
@@ -712,7 +712,7 @@ static void gpr_delete(struct egs_req *r)
 		reply_state_err(r, err, g, "delete");
 		return;
 	}
-	egs_reply_ok(r, json_pack("{s:s}", "gprId", g->id));
+	egs_reply_ok_str(r, "gprId", g->id);
 }
 
 static void gpr_get(struct egs_req *r)

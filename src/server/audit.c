@@ -56,7 +56,6 @@ static void target_of(const struct egs_req *r, json_t *env, char *out, size_t n)
 			if ((v = json_object_get(r->body, target_fields[i])) && json_is_string(v))
 				egs_strlcpy(out, json_string_value(v), n);
 	}
-	egs_utf8_sanitize(out); /* a cut may split a character; control characters stay (JSON escapes them) */
 }
 
 /* The connection's peer, or the client a follower forwarded for, proven (egs_forward_client). */
@@ -72,11 +71,11 @@ static void peer_of(const struct egs_req *r, char *out, size_t n)
 	egs_strlcpy(out, addr ? addr : "", n);
 }
 
-void egs_audit_answer(struct egs_req *r, int status, json_t *env)
+/* Records r's answer (audited already): status, target and error_key (both cut to fit). */
+static void record(struct egs_req *r, int status, const char *target, const char *error_key)
 {
-	if (!audited(r))
-		return;
-	struct egs_audit *a = egs_calloc(1, sizeof(*a));
+	struct egs_audit *a = egs_malloc(sizeof(*a));
+	a->id = 0;
 	a->time = egs_now(r->srv);
 	egs_strlcpy(a->key_id, r->who.key_id, sizeof(a->key_id));
 	egs_strlcpy(a->key_name, r->who.key ? r->who.key->name : "", sizeof(a->key_name));
@@ -84,12 +83,28 @@ void egs_audit_answer(struct egs_req *r, int status, json_t *env)
 	egs_strlcpy(a->method, r->method == EVHTTP_REQ_POST ? "POST" : r->method == EVHTTP_REQ_PUT ? "PUT"
 			       : r->method == EVHTTP_REQ_PATCH ? "PATCH" : "DELETE", sizeof(a->method));
 	egs_strlcpy(a->route, r->path, sizeof(a->route));
-	target_of(r, env, a->target, sizeof(a->target));
+	egs_strlcpy(a->target, target, sizeof(a->target));
+	egs_utf8_sanitize(a->target); /* a cut may split a character; control characters stay (JSON escapes them) */
 	a->status = status;
-	json_t *key = json_object_get(json_object_get(env, "error"), "errorKey");
-	egs_strlcpy(a->error_key, json_is_string(key) ? json_string_value(key) : "", sizeof(a->error_key));
+	egs_strlcpy(a->error_key, error_key, sizeof(a->error_key));
 	peer_of(r, a->peer, sizeof(a->peer));
 	egs_state_audit(&r->srv->st, a);
+}
+
+void egs_audit_answer(struct egs_req *r, int status, json_t *env)
+{
+	if (!audited(r))
+		return;
+	char target[sizeof(((struct egs_audit *)0)->target)];
+	target_of(r, env, target, sizeof(target));
+	json_t *key = json_object_get(json_object_get(env, "error"), "errorKey");
+	record(r, status, target, json_is_string(key) ? json_string_value(key) : "");
+}
+
+void egs_audit_answer_target(struct egs_req *r, int status, const char *target)
+{
+	if (audited(r))
+		record(r, status, target, "");
 }
 
 enum egs_err egs_audit_start(struct egs_server *srv)

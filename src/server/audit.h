@@ -23,6 +23,9 @@
 /* Called with every envelope reply before it is sent or held: records r when it is an audited write
  * (status and env, the reply's envelope, borrowed). */
 void egs_audit_answer(struct egs_req *r, int status, json_t *env);
+/* The same for a success whose envelope is not built as JSON (egs_reply_ok_str): target is the
+ * object it named (borrowed). */
+void egs_audit_answer_target(struct egs_req *r, int status, const char *target);
 /* At start, after the load: continues the ids after the largest stored one. */
 enum egs_err egs_audit_start(struct egs_server *srv);
 /* Once a minute between turns: deletes entries older than the retention. */
