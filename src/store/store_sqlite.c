@@ -135,28 +135,29 @@ fail:
 	return EGS_ERR_STORE;
 }
 
-/* INSERT INTO t(c1,..) VALUES(?1,..) ON CONFLICT(c1) DO UPDATE SET c2=excluded.c2, .. */
-static void upsert_sql(struct egs_sqlbuf *q, const struct egs_row_kind *k)
+/* INSERT INTO table(c1,..) VALUES(?1,..) ON CONFLICT(c1) DO UPDATE SET c2=excluded.c2, .. for the
+ * column list cols (its first column the key). */
+static void upsert_sql(struct egs_sqlbuf *q, const char *table, const char *cols)
 {
-	size_t keylen = strcspn(k->cols, ",");
+	size_t keylen = strcspn(cols, ",");
 	int ncols = 1;
-	for (const char *p = k->cols; *p; p++)
+	for (const char *p = cols; *p; p++)
 		ncols += *p == ',';
 	q->n = 0;
 	egs_sql_str(q, "INSERT INTO ");
-	egs_sql_str(q, k->table);
+	egs_sql_str(q, table);
 	egs_sql_str(q, "(");
-	egs_sql_str(q, k->cols);
+	egs_sql_str(q, cols);
 	egs_sql_str(q, ") VALUES(");
 	for (int i = 0; i < ncols; i++)
 		egs_sql_str(q, i ? ",?" : "?");
 	egs_sql_str(q, ") ON CONFLICT(");
-	egs_sql_add(q, k->cols, keylen);
+	egs_sql_add(q, cols, keylen);
 	egs_sql_str(q, ") DO UPDATE SET ");
-	for (const char *p = k->cols + keylen; *p;) {
+	for (const char *p = cols + keylen; *p;) {
 		p++; /* the comma */
 		size_t len = strcspn(p, ",");
-		if (p != k->cols + keylen + 1)
+		if (p != cols + keylen + 1)
 			egs_sql_str(q, ",");
 		egs_sql_add(q, p, len);
 		egs_sql_str(q, "=excluded.");
@@ -178,7 +179,7 @@ static bool prepare_all(struct sqlite_store *s)
 	struct egs_sqlbuf q;
 	for (int i = 0; i < EGS_ROWS_NKINDS; i++) {
 		const struct egs_row_kind *k = &egs_rows_kinds[i];
-		upsert_sql(&q, k);
+		upsert_sql(&q, k->table, k->cols);
 		if (!prepare(s, q.b, &s->put[i]))
 			return false;
 		q.n = 0;
@@ -190,8 +191,10 @@ static bool prepare_all(struct sqlite_store *s)
 		if (!prepare(s, q.b, &s->del[i]))
 			return false;
 	}
-	return prepare(s, "INSERT OR REPLACE INTO events(" EGS_ROWS_EVENT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?)",
-		       &s->put_event) &&
+	/* An event is new or a repeat of a stored one (its count, time and message move): an upsert.
+	 * INSERT OR REPLACE cost ~3,000 more instructions a new row (its conflict handling). */
+	upsert_sql(&q, "events", EGS_ROWS_EVENT_COLS);
+	return prepare(s, q.b, &s->put_event) &&
 	       prepare(s, "INSERT INTO audit(" EGS_AUDIT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?)", &s->put_audit) &&
 	       prepare(s, "BEGIN IMMEDIATE", &s->begin) && prepare(s, "COMMIT", &s->commit) &&
 	       prepare(s, "ROLLBACK", &s->rollback) &&

@@ -805,7 +805,7 @@ static void test_events_retention_and_prune(void **unused)
 	for (int i = 0; i < 12; i++) /* ids 1..12, times 100..111 */
 		egs_state_event(&st, 100 + i, "Normal", "Tick", "GPR", "gpr-x", "ws-a", "tick %d", i);
 	commit(s, &st);
-	/* A repeated event keeps its id and bumps count: the row is replaced. */
+	/* A repeated event keeps its id and bumps count: the row is updated (an upsert). */
 	struct egs_event *bump = egs_calloc(1, sizeof(*bump));
 	*bump = *ring_event(&st, 9);
 	bump->listed = false; /* a new object: it joins the ring (and is freed with it) */
