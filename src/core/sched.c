@@ -445,10 +445,14 @@ static bool walk_step(struct egs_plan *p, size_t max)
 	bool adopted = p->adopting != NULL; /* the trial of held releases made the walk */
 	if (adopted) /* its results go in */
 		egs__adopt_step(p, end);
+	size_t every = st->cfg.plan_snap_every ? st->cfg.plan_snap_every : SNAP_EVERY;
+	size_t snap_at = p->keep ? (p->cursor + every - 1) / every * every : SIZE_MAX; /* no division a GPR */
 	for (size_t i = p->cursor; i < end && !adopted; i++) {
 		struct egs_gpr *g = p->order[i];
-		if (p->keep && i % (st->cfg.plan_snap_every ? st->cfg.plan_snap_every : SNAP_EVERY) == 0)
+		if (i == snap_at) {
 			egs__snap_take(p, i);
+			snap_at += every;
+		}
 		int64_t t = g->ghost ? ghost_one(p, g, true) : egs__plan_one(p, g);
 		/* A GPR started just now is due again at its provisioning time-out. */
 		if (g->state == EGS_GPR_PROVISIONING && t == p->now) {
