@@ -4,7 +4,12 @@
 # creates at random priorities mixed 1:1 with status reads.  Reports creates/s (counted in the
 # store: each one durable), reads/s, p50/p99 of all requests, and the longest the scheduler held the
 # loop in one go (egs_scheduler_slice_max_seconds) and its longest single step with what it did
-# (egs_scheduler_step_max_cpu_seconds).  With EGSD_BASE=path, the same case runs against
+# (egs_scheduler_step_max_cpu_seconds); for the mixed phase also egsd's CPU per request (all its
+# threads, /proc/PID/stat) split into the loop thread's planner (egs_scheduler_cpu_seconds_total),
+# store commits (egs_store_commit_cpu_seconds_total) and the rest (the requests), and the other
+# threads (the store's fsyncs); and the scheduler runs that ended, with their mean wall time from
+# begin to end (an estimate is at most about two runs old; a build without these metrics shows
+# 0 for them).  With EGSD_BASE=path, the same case runs against
 # that binary too, in the same invocation (a baseline; compare ratios, the machine is shared).
 #
 #   ./bench/api/deep.sh            (or `make bench-deep`, which builds first)
@@ -66,6 +71,15 @@ api() { # METHOD PATH [BODY|@file] [TOKEN] -> body; fails unless 200
 	printf '%s\n' "$out"
 }
 gprs_stored() { sqlite3 "$DATA/egs.db" 'PRAGMA busy_timeout=5000; SELECT count(*) FROM gprs' | tail -1; }
+proc_cpu() { # STATFILE -> the CPU time (user + system) in seconds it reports
+	awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.3f", ($12 + $13) / hz }' "$1"
+}
+# egsd's CPU in seconds: all threads, the loop thread (the main one), the planner's and the store
+# commits' parts of the loop's (from /metrics): four numbers
+cpu_split() {
+	echo "$(proc_cpu "/proc/$EGSD_PID/stat") $(proc_cpu "/proc/$EGSD_PID/task/$EGSD_PID/stat")" \
+		"$(metric egs_scheduler_cpu_seconds_total) $(metric egs_store_commit_cpu_seconds_total)"
+}
 metric() { # NAME -> the sum of its samples in /metrics
 	curl -s -H "Authorization: Bearer $ADMIN_KEY" "$URL/metrics" |
 		awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $2 } END { print s + 0 }'
@@ -138,6 +152,10 @@ run_case() { # BINARY TAG
 	queued=$(metric egs_gpr_queue_length)
 	log "$tag: $filled GPRs stored, $queued waiting, after $rounds rounds"
 	out=$WORK/wrk-$tag-mixed.txt
+	local cpu0 runs0 wall0
+	cpu0=$(cpu_split)
+	runs0=$(metric egs_scheduler_runs_total)
+	wall0=$(metric egs_scheduler_run_seconds_total)
 	before=$(gprs_stored)
 	log "$tag: wrk -t$THREADS -c$CONNS -d$DURATION: creates at priorities 1-300, 1:1 with status reads"
 	t0=$(date +%s.%N)
@@ -146,6 +164,10 @@ run_case() { # BINARY TAG
 		die "wrk failed: $(cat "$out")"
 	t1=$(date +%s.%N)
 	after=$(gprs_stored)
+	local cpu1 runs1 wall1
+	cpu1=$(cpu_split)
+	runs1=$(metric egs_scheduler_runs_total)
+	wall1=$(metric egs_scheduler_run_seconds_total)
 	sed -e '/^BENCH /d' "$out" >&2
 	local req secs creates reads bad slice slice_cpu step
 	req=$(field requests "$out")
@@ -158,7 +180,14 @@ run_case() { # BINARY TAG
 	step=$(curl -s -H "Authorization: Bearer $ADMIN_KEY" "$URL/metrics" |
 		sed -n 's/^egs_scheduler_step_max_cpu_seconds{piece="\([^"]*\)"} \(.*\)/\2 \1/p' |
 		awk '{ v = $1; $1 = ""; printf "%.1f ms (%s)", v * 1000, substr($0, 2) }')
-	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $bad |")
+	# egsd's CPU per request: all threads, and the loop's planner / commits / the rest (requests,
+	# views, observability), then the other threads (the store's fsyncs); the runs and their mean wall
+	local split
+	split=$(echo "$cpu0 $cpu1" | awk -v r="$req" -v n="$((runs1 - runs0))" -v w="$(awk -v a="$wall0" -v b="$wall1" 'BEGIN { print b - a }')" \
+		'{ all = $5 - $1; loop = $6 - $2; plan = $7 - $3; commit = $8 - $4; u = r > 0 ? 1e6 / r : 0
+		   printf "%.1f us (loop: planner %.1f, commits %.1f, rest %.1f; other threads %.1f) | %d, %.0f ms",
+			all * u, plan * u, commit * u, (loop - plan - commit) * u, (all - loop) * u, n, (n > 0 ? w * 1000 / n : 0) }')
+	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $split | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $bad |")
 	log "row: ${ROWS[-1]}"
 	kill "$EGSD_PID" 2>/dev/null || true
 	wait "$EGSD_PID" 2>/dev/null || true
@@ -174,7 +203,7 @@ if [ -n "$EGSD_BASE" ]; then run_case "$EGSD_BASE" base; fi
 	echo "$NODES nodes of $SHAPES shapes in $CLUSTERS clusters, $WORKSPACES workspaces, $DEPTH GPRs queued at priorities 1-300;"
 	echo "wrk -t$THREADS -c$CONNS -d$DURATION, creates at priorities 1-300 mixed 1:1 with status reads. $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
-	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | non-200 / socket errors |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | egsd CPU per request (all threads: the loop's planner, commits, rest; other threads) | scheduler runs ended, mean wall | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | non-200 / socket errors |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 	printf '%s\n' "${ROWS[@]}"
 } | tee ${RESULTS:+"$RESULTS"}

@@ -298,6 +298,25 @@ static void control_series(struct egs_server *srv, struct evbuffer *b)
 	     "The most CPU time one step of a scheduler run took (a slice takes several), and what it did.");
 	evbuffer_add_printf(b, "egs_scheduler_step_max_cpu_seconds{piece=\"%s\"} %.6f\n",
 			    srv->step_max_what ? srv->step_max_what : "none", (double)srv->step_max_cpu_us / 1e6);
+	head(b, "egs_scheduler_cpu_seconds_total", "counter",
+	     "CPU time of the loop thread spent in scheduler runs (set-up, slices, end).");
+	evbuffer_add_printf(b, "egs_scheduler_cpu_seconds_total %.6f\n", (double)srv->plan_cpu_us / 1e6);
+	head(b, "egs_store_commit_cpu_seconds_total", "counter",
+	     "CPU time of the loop thread spent committing the turns' changes to the store (not the fsyncs).");
+	evbuffer_add_printf(b, "egs_store_commit_cpu_seconds_total %.6f\n", (double)srv->commit_cpu_us / 1e6);
+	head(b, "egs_scheduler_runs_total", "counter",
+	     "Scheduler runs ended, by walk: resumed from the kept plan's snapshot, or full.");
+	evbuffer_add_printf(b, "egs_scheduler_runs_total{walk=\"full\"} %llu\n",
+			    (unsigned long long)(srv->runs - srv->runs_resumed));
+	evbuffer_add_printf(b, "egs_scheduler_runs_total{walk=\"resumed\"} %llu\n", (unsigned long long)srv->runs_resumed);
+	head(b, "egs_scheduler_runs_stale_total", "counter",
+	     "Runs that requests made stale on the way (the plan was due again at their end).");
+	evbuffer_add_printf(b, "egs_scheduler_runs_stale_total %llu\n", (unsigned long long)srv->runs_stale);
+	head(b, "egs_scheduler_run_seconds_total", "counter",
+	     "Wall time of the runs from begin to end (slices and the requests served between them).");
+	evbuffer_add_printf(b, "egs_scheduler_run_seconds_total %.6f\n", (double)srv->run_wall_us / 1e6);
+	head(b, "egs_scheduler_run_max_seconds", "gauge", "The longest wall time of one run from begin to end.");
+	evbuffer_add_printf(b, "egs_scheduler_run_max_seconds %.6f\n", (double)srv->run_wall_max_us / 1e6);
 	uint64_t kept, built;
 	egs_views_counts(srv->views, &kept, &built);
 	head(b, "egs_gpr_views_total", "counter",

@@ -95,6 +95,13 @@ static void plan_ended(struct egs_server *srv, int64_t next)
 {
 	int64_t now = egs_now(srv);
 	srv->next_wake = next;
+	int64_t wall = egs_mono_us() - srv->run_begun_us;
+	srv->runs++;
+	srv->runs_resumed += egs_sched_from(srv->plan) > 0;
+	srv->runs_stale += egs_sched_stale(srv->plan);
+	srv->run_wall_us += wall;
+	if (wall > srv->run_wall_max_us)
+		srv->run_wall_max_us = wall;
 	egs_obs_due(srv, now); /* observability: exit warnings with the scheduler's own transitions */
 	/* A stale run (requests changed the state while it walked) leaves the plan due again. */
 	srv->planned_gen = egs_sched_stale(srv->plan) ? srv->st.generation - 1 : srv->st.generation;
@@ -146,7 +153,9 @@ static void plan_slice(struct egs_server *srv, size_t max, int64_t c0)
 			size_steps(srv, n, walked ? 0 : egs_sched_progress(srv->plan) - at, dc);
 		cost = now_cpu - c0;
 	}
-	if (!walked || !egs_sched_end(srv->plan, &next)) /* not done, or preemption began another walk */
+	bool more = !walked || !egs_sched_end(srv->plan, &next); /* not done, or preemption began another walk */
+	srv->plan_cpu_us += cpu_us() - c0;
+	if (more)
 		arm_slice_timer(srv, PLAN_DUTY * (cost > 250 ? cost : 250));
 	else
 		plan_ended(srv, next);
@@ -164,6 +173,7 @@ static void maybe_plan(struct egs_server *srv, bool force)
 		return;
 	egs_sched_abort(srv->plan);
 	int64_t t = egs_mono_us(), c = cpu_us();
+	srv->run_begun_us = t;
 	egs_sched_begin(&srv->st, now, srv->plan);
 	int64_t begun = cpu_us() - c;
 	if (begun > srv->step_max_cpu_us) {
@@ -234,7 +244,9 @@ static void commit_turn(struct egs_server *srv)
 	if (egs_state_has_changes(&srv->st)) {
 		uint64_t before = egs_store_durable(srv->store);
 		/* PostgreSQL: sent, not yet committed; the replies wait for its COMMIT (durable.c). */
+		int64_t c0 = cpu_us();
 		enum egs_err err = egs_store_commit_send(srv->store, &srv->st);
+		srv->commit_cpu_us += cpu_us() - c0;
 		if (!err && egs_durable_turn_leaves(srv))
 			err = egs_durable_settle(srv); /* streamed events and webhooks cannot wait as replies do */
 		if (err) {

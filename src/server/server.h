@@ -85,6 +85,13 @@ struct egs_server {
 	int64_t slice_max_cpu_us; /* ... and the most CPU time one took */
 	int64_t step_max_cpu_us;  /* the most CPU time one step of a run took (or its set-up) */
 	const char *step_max_what; /* what that step did (egs_sched_piece; static), NULL before any */
+	/* Totals of the scheduler runs (server.c plan driver; /metrics): the loop's CPU spent in them,
+	 * runs ended (resumed: from the kept plan's snapshot; stale: requests changed the state on the
+	 * way, so the plan is due again), and their wall time from begin to end (how old an estimate
+	 * can be when its run ends). */
+	int64_t plan_cpu_us, run_wall_us, run_wall_max_us, run_begun_us;
+	int64_t commit_cpu_us; /* the loop's CPU in the commit turns' store commits (/metrics) */
+	uint64_t runs, runs_resumed, runs_stale;
 	FILE *log;
 	bool log_requests;
 	bool stopping;

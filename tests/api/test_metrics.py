@@ -100,6 +100,15 @@ def test_control_plane_series(cluster):
     assert inf[0][1] == got[0][1]
     assert find(text, "egs_api_requests_total", method="GET", route="/api/v1/gpr", code="2xx")[0][1] >= 3
     assert find(text, "egs_node_gpus", Hostname="t1", allocated="false")[0][1] == 4
+    # The scheduler's totals: the runs ended (full walks here), their CPU and wall time; the loop's
+    # CPU in store commits.  A create into the queue is planned by one more run.
+    runs = find(text, "egs_scheduler_runs_total", walk="full")[0][1]
+    assert runs >= 1 and find(text, "egs_scheduler_runs_total", walk="resumed")[0][1] == 0
+    assert find(text, "egs_scheduler_cpu_seconds_total")[0][1] > 0
+    assert find(text, "egs_scheduler_run_seconds_total")[0][1] >= find(text, "egs_scheduler_run_max_seconds")[0][1] > 0
+    assert find(text, "egs_store_commit_cpu_seconds_total")[0][1] > 0
+    cluster.gpr(sliceName="c", gpuShape=H100["gpuModel"], clusterName="c1", priority=200)  # before the others
+    assert sum(v for _, v in find(scrape(cluster.admin), "egs_scheduler_runs_total")) > runs
     # Unknown paths share one series, so callers cannot create series at will.
     for i in range(3):
         cluster.admin.call("GET", "/api/v1/nope-%d" % i)
