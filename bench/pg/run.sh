@@ -26,8 +26,13 @@
 # between the two, so the settings' effect is measured under the same load.  Either way fsync,
 # synchronous_commit and full_page_writes stay on (checked after each start).
 #
+# PG_TURN_DELAY_MS=n makes every committed turn of egsd take n ms longer in the server (a trigger on
+# the turn counter's UPDATE sleeps; added once egsd has created its tables, before wrk): a database
+# farther away than this machine's unix socket (a network round trip, a synchronous standby's
+# flush), where egsd's loop would otherwise idle for that long per turn.
+#
 # Knobs [defaults]: DURATION [10s], THREADS [2], CONNS [64], NODES [8], ROUNDS [2], PG_COMPARE [0],
-# EGSD_BASE [none], PG_STMTS [0], SQLITE [1: 0 leaves SQLite out], BENCH_TMP [/var/tmp; must be a disk, not tmpfs, and enterable by the postgres user], KEEP [0].
+# EGSD_BASE [none], PG_STMTS [0], PG_TURN_DELAY_MS [0], SQLITE [1: 0 leaves SQLite out], BENCH_TMP [/var/tmp; must be a disk, not tmpfs, and enterable by the postgres user], KEEP [0].
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -39,6 +44,7 @@ ROUNDS=${ROUNDS:-2}
 PG_COMPARE=${PG_COMPARE:-0}
 EGSD_BASE=${EGSD_BASE:-}
 PG_STMTS=${PG_STMTS:-0}
+PG_TURN_DELAY_MS=${PG_TURN_DELAY_MS:-0}
 SQLITE=${SQLITE:-1}
 PG_EXTRA=()
 [ "$PG_STMTS" = 1 ] && PG_EXTRA=(shared_preload_libraries=pg_stat_statements)
@@ -134,6 +140,12 @@ start_egsd() { # STORE ROUND
 	done
 	api POST /api/v1/agent/register "{\"clusterName\":\"bench-1\",\"nodes\":[$nodes]}" "$token" >/dev/null
 	api POST /api/v1/slice-workspace '{"workspaceName":"bench","clusters":["bench-1"],"namespaces":["bench"]}' >/dev/null
+	if [ "$1" != sqlite ] && [ "$PG_TURN_DELAY_MS" != 0 ]; then
+		psql_egs "CREATE FUNCTION bench_turn_delay() RETURNS trigger LANGUAGE plpgsql AS
+			\$\$ BEGIN PERFORM pg_sleep($PG_TURN_DELAY_MS / 1000.0); RETURN NEW; END \$\$;
+			CREATE TRIGGER bench_turn_delay BEFORE UPDATE ON meta FOR EACH ROW
+			WHEN (NEW.key = 'leader.turn') EXECUTE FUNCTION bench_turn_delay()"
+	fi
 }
 
 ROWS=()
@@ -197,7 +209,7 @@ done
 echo
 echo "### durable GPR creates, SQLite and PostgreSQL, $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo
-echo "PostgreSQL: stock settings (shared_buffers=64MB)$([ "$PG_COMPARE" = 1 ] && echo "; postgres-tuned rows: ${PG_TUNED[*]}")."
+echo "PostgreSQL: stock settings (shared_buffers=64MB)$([ "$PG_COMPARE" = 1 ] && echo "; postgres-tuned rows: ${PG_TUNED[*]}")$([ "$PG_TURN_DELAY_MS" != 0 ] && echo "; every turn $PG_TURN_DELAY_MS ms longer in the server (PG_TURN_DELAY_MS)")."
 echo "egsd $BUILD$([ -n "$EGSD_BASE" ] && echo " (postgres-base: $EGSD_BASE)") --quiet; wrk -t$THREADS -c$CONNS -d$DURATION, POST /api/v1/gpr; $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
 echo "| round | store | creates/s | p50 ms | p99 ms | non-200 / socket errors | after SIGKILL | egsd CPU us per create | PostgreSQL backend CPU us per create | creates per commit | rows per create | WAL bytes per create | full-page images per create | statements per create |"
