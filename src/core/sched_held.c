@@ -136,6 +136,7 @@ static void adopt_begin(struct egs_plan *p, struct trial *t)
 	l->keep = true;
 	l->run_next = egs__stale_next(l, p->base_next);
 	t->lift_t = egs_malloc((t->n + 1) * sizeof(*t->lift_t));
+	t->snap_at = 0; /* lift's order is empty */
 }
 
 /* g's turn in an adopt walk: what walk_step and egs__plan_one do, the start only noted. */
@@ -143,9 +144,11 @@ static int64_t adopt_one(struct trial *t, struct egs_gpr *g)
 {
 	struct egs_plan *l = &t->lift;
 	struct egs_state *st = l->st;
-	size_t i = l->norder, every = st->cfg.plan_snap_every ? st->cfg.plan_snap_every : SNAP_EVERY;
-	if (i % every == 0)
+	size_t i = l->norder;
+	if (i == t->snap_at) { /* every plan_snap_every GPRs, without a division a GPR */
 		egs__snap_take(l, i);
+		t->snap_at += st->cfg.plan_snap_every ? st->cfg.plan_snap_every : SNAP_EVERY;
+	}
 	egs__order_push(l, g);
 	bool starts;
 	int64_t at = egs__plan_note(l, g, &starts), due = at;

@@ -225,6 +225,7 @@ struct trial {
 	int64_t *lift_t;           /* adopt: every GPR's start in lift, by its place in lift's order */
 	struct slot **start_nodes; /* adopt: the nodes of the GPRs lift would start, in turn */
 	size_t nstart_nodes, cap_start_nodes;
+	size_t snap_at;            /* adopt: the place in lift's order of its next snapshot */
 	size_t nghosts; /* ghosts met in the order so far (lift's order skips them when all) */
 	size_t tries, nheld; /* one-at-a-time tries made, and the holds there were before them */
 	uint64_t gen;        /* st->generation when the trial began */
