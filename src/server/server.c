@@ -58,9 +58,6 @@ static void arm_plan_timer(struct egs_server *srv, int64_t delay_us)
 #define PLAN_STEP_PARTS 8
 #define PLAN_STEP_MIN 16
 #define PLAN_STEP_MAX 512 /* a GPR's cost varies many times over along a deep queue */
-/* After a run that requests made stale, the next one waits PLAN_COALESCE times the CPU the run
- * took, coalescing the changes meanwhile (plan_ended; docs/internals/queue-and-scheduler.md). */
-#define PLAN_COALESCE 4
 /* A run over at most this many queued GPRs and nodes ends in the turn that began it, however
  * its first slice was cut: its whole cost is a few slices at most, and a create into a short
  * queue (the common case) is then placed before its reply goes out, on a loaded machine too. */
@@ -106,15 +103,8 @@ static void plan_ended(struct egs_server *srv, int64_t next)
 	if (wall > srv->run_wall_max_us)
 		srv->run_wall_max_us = wall;
 	egs_obs_due(srv, now); /* observability: exit warnings with the scheduler's own transitions */
-	/* A stale run (requests changed the state while it walked) leaves the plan due again, after a
-	 * gap of PLAN_COALESCE times its CPU unless something is due by time (maybe_plan): the slice
-	 * timer, idle between runs, ends the gap (on_slice). */
-	bool stale = egs_sched_stale(srv->plan);
-	srv->planned_gen = stale ? srv->st.generation - 1 : srv->st.generation;
-	int64_t gap = stale ? PLAN_COALESCE * (srv->plan_cpu_us - srv->run_cpu0_us) : 0;
-	srv->plan_after_us = egs_mono_us() + gap;
-	if (gap > 0)
-		arm_slice_timer(srv, gap);
+	/* A stale run (requests changed the state while it walked) leaves the plan due again. */
+	srv->planned_gen = egs_sched_stale(srv->plan) ? srv->st.generation - 1 : srv->st.generation;
 	if (srv->next_wake != EGS_NEVER) {
 		int64_t d = srv->next_wake - now;
 		arm_plan_timer(srv, d > 0 ? d * 1000000 : 1000);
@@ -181,12 +171,9 @@ static void maybe_plan(struct egs_server *srv, bool force)
 	bool due = srv->st.generation != srv->planned_gen || now >= srv->next_wake;
 	if (!due && !force)
 		return;
-	if (!force && now < srv->next_wake && egs_mono_us() < srv->plan_after_us)
-		return; /* coalescing after a stale run: the plan timer begins the next one (plan_ended) */
 	egs_sched_abort(srv->plan);
 	int64_t t = egs_mono_us(), c = cpu_us();
 	srv->run_begun_us = t;
-	srv->run_cpu0_us = srv->plan_cpu_us;
 	egs_sched_begin(&srv->st, now, srv->plan);
 	int64_t begun = cpu_us() - c;
 	if (begun > srv->step_max_cpu_us) {
@@ -224,11 +211,8 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct egs_server *srv = arg;
-	if (!egs_sched_walking(srv->plan)) {
-		if (srv->planned_gen != srv->st.generation) /* the gap after a stale run is over (plan_ended) */
-			egs_server_changed(srv);
+	if (!egs_sched_walking(srv->plan))
 		return;
-	}
 	egs_views_changed(srv); /* the slice sets estimates without a touch */
 	int64_t t = egs_mono_us(), c = cpu_us();
 	plan_slice(srv, SIZE_MAX, c);

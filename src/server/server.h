@@ -91,8 +91,6 @@ struct egs_server {
 	 * can be when its run ends). */
 	int64_t plan_cpu_us, run_wall_us, run_wall_max_us, run_begun_us;
 	int64_t commit_cpu_us; /* the loop's CPU in the commit turns' store commits (/metrics) */
-	int64_t run_cpu0_us;   /* plan_cpu_us when the run in progress began */
-	int64_t plan_after_us; /* after a stale run, no run is begun before then (mono; server.c) */
 	uint64_t runs, runs_resumed, runs_stale;
 	FILE *log;
 	bool log_requests;
