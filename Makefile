@@ -240,9 +240,9 @@ build/fuzz/fuzz_http build/fuzz/fuzz_body build/fuzz/fuzz_agent build/fuzz/fuzz_
 	$(FUZZ_CC) $(FUZZ_EGSD_CFLAGS) -fsanitize=fuzzer -o $@ fuzz/fuzz_$*.c fuzz/egsd_harness.c \
 		build/fuzz/libegsd-fuzz.a $(LDLIBS)
 
-build/fuzz/fuzz_frame: fuzz/fuzz_frame.c src/server/frame.c $(FUZZ_CORE)
+build/fuzz/fuzz_frame: fuzz/fuzz_frame.c src/server/frame.c tests/unit/frame_feed.h $(FUZZ_CORE)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -levent -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter-out %.h,$^) -lm
 build/fuzz/fuzz_parsers: fuzz/fuzz_parsers.c $(FUZZ_CORE)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lm

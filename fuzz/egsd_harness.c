@@ -8,6 +8,8 @@
  */
 #include "egsd_harness.h"
 
+#include "server/conn.h"
+
 #include "server/server.h"
 
 #include <arpa/inet.h>
@@ -43,14 +45,6 @@ static int64_t mono_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void on_bound(struct evhttp_bound_socket *bs, void *arg)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&sa, &len) == 0)
-		*(int *)arg = ntohs(sa.sin_port);
 }
 
 /* ---- one exchange ---- */
@@ -282,8 +276,7 @@ static void start(void)
 	if (egs_server_start(&srv, "127.0.0.1:0", dir, true) != EGS_OK)
 		abort();
 	srv.admin_key_file = NULL; /* (key_file goes out of scope; it was read) */
-	port = 0;
-	evhttp_foreach_bound_socket(srv.http, on_bound, &port);
+	port = egs_conns_port(srv.conns);
 	if (!port)
 		abort();
 	running = true;

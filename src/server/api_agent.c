@@ -20,7 +20,7 @@
 
 struct egs_poll {
 	struct egs_server *srv;
-	struct evhttp_request *ev;
+	struct egs_hreq *hq; /* the held request (conn.h) */
 	char cluster[EGS_NAME_MAX];
 	struct event *timer;
 	int64_t t0_us;
@@ -329,7 +329,7 @@ static void poll_reply(struct egs_poll *p, json_t *actions)
 	struct egs_req r;
 	memset(&r, 0, sizeof(r));
 	r.srv = p->srv;
-	r.ev = p->ev;
+	r.hq = p->hq;
 	r.method = EVHTTP_REQ_GET;
 	egs_strlcpy(r.path, "/api/v1/agent/actions", sizeof(r.path));
 	r.t0_us = p->t0_us;
@@ -371,14 +371,14 @@ static void agent_actions(struct egs_req *r)
 	json_decref(acts);
 	struct egs_poll *p = egs_calloc(1, sizeof(*p));
 	p->srv = srv;
-	p->ev = r->ev;
+	p->hq = r->hq;
 	p->t0_us = r->t0_us;
 	egs_strlcpy(p->cluster, c->name, sizeof(p->cluster));
 	p->timer = evtimer_new(srv->base, poll_timeout, p);
 	struct timeval tv = { wait, 0 };
 	evtimer_add(p->timer, &tv);
 	egs_vec_push(&srv->polls, p);
-	r->ev = NULL; /* held: answered by egs_agent_wake_polls or the timer */
+	r->hq = NULL; /* held: answered by egs_agent_wake_polls or the timer */
 }
 
 void egs_agent_wake_polls(struct egs_server *srv, bool all)

@@ -17,10 +17,9 @@
 #include "server/observe.h"
 
 #include "core/util.h"
+#include "server/conn.h"
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/http.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +40,7 @@ struct ev_filter {
 
 struct egs_watcher {
 	struct egs_server *srv;
-	struct evhttp_request *req;
-	struct evhttp_connection *conn;
+	struct egs_hreq *req; /* the stream (conn.h) */
 	struct ev_filter f;
 	struct egs_principal who;
 	uint64_t sent;
@@ -183,39 +181,23 @@ static void watcher_free(struct egs_watcher *w)
 	free(w);
 }
 
-static void on_close(struct evhttp_connection *conn, void *arg)
+/* Ends a stream: from our side (shutdown or a client too far behind), or because its connection
+ * ended (the front's close callback). */
+static void watcher_end(void *arg)
 {
-	(void)conn;
 	struct egs_watcher *w = arg;
-	/* A client that went away mid-stream: libevent detaches the unfinished request from the dying
-	 * connection and leaves it to us (ending a detached request frees it).  A request still
-	 * attached is freed by libevent with the connection. */
-	if (!evhttp_request_get_connection(w->req))
-		evhttp_send_reply_end(w->req);
-	watcher_free(w);
-}
-
-/* Ends a stream from our side (shutdown or a client too far behind). */
-static void watcher_end(struct egs_watcher *w)
-{
-	evhttp_connection_set_closecb(w->conn, NULL, NULL);
-	evhttp_send_reply_end(w->req);
+	egs_hreq_stream_end(w->req);
 	watcher_free(w);
 }
 
 static bool behind(const struct egs_watcher *w)
 {
-	struct bufferevent *bev = evhttp_connection_get_bufferevent(w->conn);
-	return bev && evbuffer_get_length(bufferevent_get_output(bev)) > MAX_BEHIND;
+	return egs_hreq_behind(w->req) > MAX_BEHIND;
 }
 
 static void send_text(struct egs_watcher *w, const char *text)
 {
-	struct evbuffer *b = evbuffer_new();
-	EGS_ASSERT(b);
-	evbuffer_add(b, text, strlen(text));
-	evhttp_send_reply_chunk(w->req, b);
-	evbuffer_free(b);
+	egs_hreq_stream_chunk(w->req, text, strlen(text));
 }
 
 /* Writes e as one server-sent event; false when the client is too far behind (then dropped). */
@@ -231,7 +213,8 @@ static bool send_event(struct egs_watcher *w, const struct egs_event *e)
 	struct evbuffer *b = evbuffer_new();
 	EGS_ASSERT(b && data);
 	evbuffer_add_printf(b, "id: %lld\ndata: %s\n\n", (long long)e->id, data);
-	evhttp_send_reply_chunk(w->req, b);
+	size_t len = evbuffer_get_length(b);
+	egs_hreq_stream_chunk(w->req, evbuffer_pullup(b, (ev_ssize_t)len), len);
 	evbuffer_free(b);
 	free(data);
 	w->sent++;
@@ -248,7 +231,7 @@ static void events_watch(struct egs_req *r)
 		return;
 	const char *rv = egs_query(r, "resourceVersion");
 	if (!rv)
-		rv = evhttp_find_header(evhttp_request_get_input_headers(r->ev), "Last-Event-ID");
+		rv = egs_req_header(r, "Last-Event-ID");
 	long long after = -1;
 	if (rv) {
 		char *end;
@@ -265,20 +248,18 @@ static void events_watch(struct egs_req *r)
 	}
 	struct egs_watcher *w = egs_calloc(1, sizeof(*w));
 	w->srv = srv;
-	w->req = r->ev;
-	w->conn = evhttp_request_get_connection(r->ev);
+	w->req = r->hq;
 	w->f = f;
 	w->who = r->who;
 	w->who.key = NULL; /* the key may be deleted while the stream lives */
 	egs_vec_push(&ob->watchers, w);
-	struct evkeyvalq *h = evhttp_request_get_output_headers(r->ev);
-	evhttp_add_header(h, "Content-Type", "text/event-stream");
-	evhttp_add_header(h, "Cache-Control", "no-cache");
-	evhttp_add_header(h, "X-Accel-Buffering", "no");
-	evhttp_send_reply_start(r->ev, 200, "OK");
-	evhttp_connection_set_closecb(w->conn, on_close, w);
+	egs_hreq_content_type(r->hq, "text/event-stream");
+	egs_hreq_header_add(r->hq, "Cache-Control", "no-cache");
+	egs_hreq_header_add(r->hq, "X-Accel-Buffering", "no");
+	egs_hreq_stream_start(r->hq, 200);
+	egs_hreq_on_close(r->hq, watcher_end, w);
 	egs_obs_request(srv, "GET", r->path, 200, r->t0_us);
-	r->ev = NULL; /* held: the stream is ours now */
+	r->hq = NULL; /* held: the stream is ours now */
 	send_text(w, "retry: 3000\n: egs event stream\n\n");
 	if (after < 0)
 		return;

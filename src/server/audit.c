@@ -10,8 +10,8 @@
 #include "server/audit.h"
 
 #include "core/util.h"
+#include "server/conn.h"
 
-#include <event2/http.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,12 +63,7 @@ static void peer_of(const struct egs_req *r, char *out, size_t n)
 {
 	if (egs_forward_client(r, out, n))
 		return;
-	struct evhttp_connection *c = evhttp_request_get_connection(r->ev);
-	char *addr = NULL; /* borrowed from the connection (libevent 2.1's signature) */
-	ev_uint16_t port = 0;
-	if (c)
-		evhttp_connection_get_peer(c, &addr, &port);
-	egs_strlcpy(out, addr ? addr : "", n);
+	egs_strlcpy(out, r->hq ? egs_hreq_peer(r->hq) : "", n);
 }
 
 /* Records r's answer (audited already): status, target and error_key (both cut to fit). */

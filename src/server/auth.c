@@ -224,7 +224,7 @@ static const struct egs_apikey *check_cred(struct egs_req *r, const char *cred, 
 
 bool egs_authenticate(struct egs_req *r)
 {
-	const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->ev), "Authorization");
+	const char *h = egs_req_header(r, "Authorization");
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
 		egs_reply_err(r, EGS_ERR_UNAUTHENTICATED, NULL, NULL, "Unauthenticated: send Authorization: Bearer <token or API key>");
 		return false;

@@ -1,86 +1,55 @@
 /*
- * conn.c: egsd's connection front (conn.h): a framing filter (frame.c) in front of evhttp on every
- * connection, the count and recency list of connections, lingering close, and the accept back-off.
+ * conn.c: egsd's HTTP/1.1 server front (conn.h): accepting, reading and parsing, writing, closing,
+ * lingering after a refusal, the connection bound and the timeouts.
  *
- * Ownership: evhttp owns the filter bufferevent it was given, and the filter owns the socket's
- * bufferevent under it (BEV_OPT_CLOSE_ON_FREE); struct conn is freed with the filter (free_ctx).
- * evhttp ends a connection by itself (Connection: close, errors, its timeouts); this module ends one
- * by shutdown(), which evhttp reads as the end of file (idle eviction, the end of a linger).
+ * One read per readiness into a 64 KiB buffer all connections share (no FIONREAD, no buffer per
+ * idle connection); the unparsed rest of a request is copied to the connection's own buffer and the
+ * next read appends there.  Every complete request in the bytes is parsed and dispatched in that turn
+ * (up to EGS_CONN_PIPELINE in flight), and the answers ready by the end of the turn leave with one
+ * writev (evbuffer_write; under TLS one SSL_write per record).  The read event stays registered for
+ * the connection's life: it is dropped only while the pipeline is full or after the client's end of
+ * file, so a request costs no epoll_ctl.  Output the kernel does not take waits for EV_WRITE.
  *
- * Busy or idle: a connection is busy from the dispatch of a request until its reply is sent
- * (egs_conns_begin and evhttp's on-complete callback): long polls and event streams stay busy.
- * Every other connection may be closed to make room, least recently active first.
- *
- * TLS (egsd --tls-cert): the socket's bufferevent is an OpenSSL one, so the filter reads and writes
- * plain text above it, and every byte this module writes itself (filter_out's direct write, the
- * close_notify before a lingering close) goes through the connection's SSL, never to the socket.
+ * Timeouts are swept once a second over the list of connections (least recently active first):
+ * idle keep-alive, a head arriving too slowly, output not taken, the end of a linger.
  */
-#include "server/conn.h"
+#include "server/conn_int.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
-#include <event2/http.h>
 #include <event2/listener.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #define FD_RESERVE 64            /* descriptors kept for the store, the log, agents' calls, webhooks */
 #define LINGER_BYTES (16u << 20) /* after a refusal, discard at most this much ... */
 #define LINGER_READ_S 2          /* ... for at most this long */
 #define EVICT_ON_EMFILE 16
 #define ACCEPT_PAUSE_US 100000
-#define REFUSED_PATH "/_egs/refused/"
-#define TLS_WRITE_MAX 16384 /* one TLS record per direct write */
+#define READ_BUF (64 * 1024)
+#define TLS_WRITE_MAX 16384       /* one TLS record per SSL_write */
+#define WRITE_STALL_S 90          /* output the client does not read for this long ends it */
+/* A request's raw bytes (a chunked body's framing included) are bounded too. */
+#define MAX_RAW (EGS_FRAME_MAX_HEAD + 4 * EGS_FRAME_MAX_BODY)
 
-struct conn {
-	struct egs_conns *cs;
-	struct bufferevent *filt;  /* what evhttp reads and writes; it frees it (and the socket under it) */
-	struct bufferevent *under; /* the socket's bufferevent (an OpenSSL one under TLS) */
-	SSL *ssl;                  /* under TLS, the connection's (owned by under); else NULL */
-	size_t tls_retry;          /* a direct SSL_write of this many bytes wanted the socket: repeat it */
-	struct conn *prev, *next;  /* cs->served, least recently active first */
-	struct egs_frame frame;
-	struct event *flush_ev;    /* moves the output on (filter_out) */
-	struct event *write_ev;    /* one-shot: the socket takes more output again */
-	struct event *linger_ev;   /* after a refusal: the end of the lingering read */
-	int fd;        /* registered in cs->by_fd; -1 until the first input */
-	int busy;      /* requests dispatched and not answered */
-	bool full;     /* accepted over the limit: its first request is refused with 503 */
-	bool refused;  /* a refusal was handed to evhttp: the rest of the input is discarded */
-	bool closing;  /* shut down by us (idle, or the end of a linger): evhttp frees it on the end of file */
-	bool flushing; /* inside on_flush: filter_out may move output */
-	size_t drained;
-};
+static int64_t mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec;
+}
 
-struct egs_conns {
-	struct event_base *base;
-	FILE *log;
-	struct evconnlistener *lev;
-	struct event *resume_ev;
-	SSL_CTX *tls; /* borrowed; NULL = plain HTTP */
-	struct conn *first, *last; /* least recently active first */
-	size_t count, closing, max; /* closing: shut down, waiting for evhttp to free them */
-	struct conn **by_fd;
-	size_t by_fd_len;
-	char prefix[sizeof(REFUSED_PATH) + 40];
-	size_t prefix_len;
-	bool stopping;
-	int64_t log_sec;
-	uint64_t accept_fails, evicted;
-};
-
-/* evhttp owns its listener's user data, so the accept error callback finds the front here.  egsd
- * has one listener. */
-static struct egs_conns *listener_front;
+/* ---- the list, least recently active first ---- */
 
 static void list_unlink(struct egs_conns *cs, struct conn *c)
 {
@@ -106,246 +75,416 @@ static void list_append(struct egs_conns *cs, struct conn *c)
 	cs->last = c;
 }
 
-static void register_fd(struct conn *c)
+/* ---- closing ---- */
+
+void egs__conn_unref(struct conn *c)
 {
-	struct egs_conns *cs = c->cs;
-	if (c->fd >= 0)
-		return;
-	int fd = bufferevent_getfd(c->under);
-	if (fd < 0)
-		return;
-	if ((size_t)fd >= cs->by_fd_len) {
-		size_t n = cs->by_fd_len ? cs->by_fd_len : 256;
-		while (n <= (size_t)fd)
-			n *= 2;
-		cs->by_fd = egs_realloc(cs->by_fd, n * sizeof(*cs->by_fd));
-		memset(cs->by_fd + cs->by_fd_len, 0, (n - cs->by_fd_len) * sizeof(*cs->by_fd));
-		cs->by_fd_len = n;
-	}
-	cs->by_fd[fd] = c;
-	c->fd = fd;
+	EGS_ASSERT(c->refs > 0);
+	c->refs--;
+	if (c->dead && !c->refs)
+		free(c);
 }
 
-/* Ends the connection: evhttp reads the end of file and frees it through its usual path. */
-static void conn_shutdown(struct conn *c)
+/* Ends c now: the socket is closed, queued answers dropped; a request still unanswered stays (an
+ * orphan) and a stream's close callback runs.  c's memory goes with its last request. */
+static void conn_close(struct conn *c)
 {
-	if (c->closing)
+	if (c->dead)
 		return;
-	int fd = bufferevent_getfd(c->under);
-	if (fd < 0)
-		return;
-	shutdown(fd, SHUT_RDWR);
-	c->closing = true;
-	c->cs->closing++;
+	struct egs_conns *cs = c->cs;
+	c->dead = true;
+	list_unlink(cs, c);
+	cs->count--;
+	event_free(c->rev);
+	event_free(c->wev);
+	event_free(c->kick);
+	if (c->ssl)
+		SSL_free(c->ssl);
+	close(c->fd);
+	free(c->in);
+	evbuffer_free(c->out);
+	c->out = NULL;
+	c->refs++; /* c stays while its queue is walked */
+	struct egs_hreq *q = c->qfirst;
+	c->qfirst = c->qlast = NULL;
+	while (q) {
+		struct egs_hreq *next = q->next;
+		q->next = NULL;
+		if (q->done)
+			egs__hreq_free(q);
+		else if (q->close_cb)
+			q->close_cb(q->close_arg); /* ends the stream: q is freed */
+		q = next;
+	}
+	egs__conn_unref(c);
 }
 
 /* Closes up to n idle connections, least recently active first; returns how many. */
-static size_t evict_idle(struct egs_conns *cs, size_t n)
+static size_t evict_idle(struct egs_conns *cs, size_t n, const struct conn *keep)
 {
 	size_t done = 0;
-	for (struct conn *c = cs->first; c && done < n; c = c->next) {
-		if (c->busy || c->closing || bufferevent_getfd(c->under) < 0)
+	for (struct conn *c = cs->first, *next; c && done < n; c = next) {
+		next = c->next;
+		if (c == keep || c->inflight || c->in_turn)
 			continue;
-		conn_shutdown(c);
+		conn_close(c);
 		cs->evicted++;
 		done++;
 	}
 	return done;
 }
 
-/* ---- the filter ---- */
-
-static void refuse(struct conn *c, enum egs_frame_reason why, struct evbuffer *dst)
+/* The refusal is in the kernel: send FIN (after TLS close_notify, so a TLS client reads the answer's
+ * end as an end), then read and discard what the client still sends, for a while. */
+static void linger(struct conn *c)
 {
-	c->refused = true;
-	/* Not "Connection: close": evhttp would shut the socket right after the reply, and a client still
-	 * sending its body would get a reset instead of the answer.  on_refusal_sent lingers instead. */
-	evbuffer_add_printf(dst, "GET %s%d HTTP/1.1\r\n\r\n", c->cs->prefix, (int)why);
+	if (c->ssl) {
+		ERR_clear_error();
+		if (SSL_shutdown(c->ssl) < 0)
+			ERR_clear_error();
+	}
+	shutdown(c->fd, SHUT_WR);
+	if (c->eof) { /* the client has ended its side: nothing to wait for */
+		conn_close(c);
+		return;
+	}
+	c->lingering = true;
+	c->linger_until = c->cs->now_s + LINGER_READ_S;
+	if (!c->reading && !c->eof) {
+		event_add(c->rev, NULL);
+		c->reading = true;
+	}
 }
 
-static enum bufferevent_filter_result filter_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
-						enum bufferevent_flush_mode mode, void *arg)
+/* ---- writing ---- */
+
+/* Writes what the kernel takes of c->out.  False when c was closed (a write error). */
+static bool write_out(struct conn *c)
 {
-	(void)limit;
-	(void)mode;
-	struct conn *c = arg;
-	struct egs_conns *cs = c->cs;
-	register_fd(c);
-	if (cs->last != c) { /* most recently active last */
-		list_unlink(cs, c);
-		list_append(cs, c);
+	while (evbuffer_get_length(c->out)) {
+		if (!c->ssl) {
+			int n = evbuffer_write(c->out, c->fd);
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+				break;
+			if (n <= 0) {
+				conn_close(c);
+				return false;
+			}
+			c->write_s = c->cs->now_s;
+			continue;
+		}
+		size_t len = evbuffer_get_length(c->out);
+		size_t n = c->tls_retry ? c->tls_retry : len < TLS_WRITE_MAX ? len : TLS_WRITE_MAX;
+		ERR_clear_error();
+		int r = SSL_write(c->ssl, evbuffer_pullup(c->out, (ev_ssize_t)n), (int)n);
+		if (r > 0) {
+			evbuffer_drain(c->out, (size_t)r);
+			c->tls_retry = 0;
+			c->write_s = c->cs->now_s;
+			continue;
+		}
+		int e = SSL_get_error(c->ssl, r);
+		if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+			c->tls_retry = n; /* OpenSSL's rule: the same write again, before any other */
+			break;
+		}
+		ERR_clear_error();
+		conn_close(c);
+		return false;
 	}
-	if (c->refused) {
-		c->drained += evbuffer_get_length(src);
-		evbuffer_drain(src, evbuffer_get_length(src));
-		if (c->drained > LINGER_BYTES)
-			conn_shutdown(c);
-		return BEV_NEED_MORE;
-	}
-	if (c->full) {
-		evbuffer_drain(src, evbuffer_get_length(src));
-		refuse(c, EGS_FRAME_FULL, dst);
-		return BEV_OK;
-	}
-	bool progress;
-	enum egs_frame_reason why = egs_frame_feed(&c->frame, src, dst, &progress);
-	if (why) {
-		refuse(c, why, dst);
-		return BEV_OK;
-	}
-	return progress ? BEV_OK : BEV_NEED_MORE;
+	return true;
 }
 
-static void on_flush(evutil_socket_t fd, short what, void *arg)
+/* Writes the output, then waits for the socket, closes, or lingers as the state asks. */
+static void conn_flush(struct conn *c)
+{
+	if (c->dead || c->lingering)
+		return;
+	size_t before = evbuffer_get_length(c->out);
+	if (before && !write_out(c))
+		return;
+	if (evbuffer_get_length(c->out)) {
+		if (!before || !c->wev_on) {
+			if (!c->wev_on)
+				c->write_s = c->cs->now_s;
+			event_add(c->wev, NULL);
+			c->wev_on = true;
+		}
+		return;
+	}
+	if (c->wev_on) {
+		event_del(c->wev);
+		c->wev_on = false;
+	}
+	if (c->flush_close) {
+		if (c->refused)
+			linger(c);
+		else
+			conn_close(c);
+	} else if (c->eof && !c->inflight) {
+		conn_close(c);
+	}
+}
+
+static void process(struct conn *c);
+
+void egs__conn_ready(struct conn *c)
+{
+	if (!c->in_turn)
+		event_active(c->kick, EV_WRITE, 0);
+}
+
+/* Answers arrived from outside c's turn: write them; a pipeline that was full may take more. */
+static void on_kick(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	struct conn *c = arg;
-	c->flushing = true;
-	bufferevent_flush(c->filt, EV_WRITE, BEV_FLUSH);
-	c->flushing = false;
+	if (c->dead)
+		return;
+	if (!c->reading && !c->eof && !c->refused && !c->close_after && !c->lingering &&
+	    c->inflight < EGS_CONN_PIPELINE) {
+		c->in_turn = true;
+		process(c); /* the requests already read */
+		c->in_turn = false;
+		if (c->dead)
+			return;
+		if (!c->reading && c->inflight < EGS_CONN_PIPELINE && !c->refused && !c->close_after) {
+			event_add(c->rev, NULL);
+			c->reading = true;
+		}
+	}
+	conn_flush(c);
 }
 
-/* evbuffer callback of the filter's output (evhttp added a reply) and of the socket's output (it
- * drained to the kernel): move the output on from the flush event, outside evhttp's own calls. */
-static void on_output_change(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+static void on_writable(evutil_socket_t fd, short what, void *arg)
 {
-	struct conn *c = arg;
-	bool wanted = buf == bufferevent_get_output(c->filt) ? info->n_added > 0
-							   : info->n_deleted > 0 && evbuffer_get_length(buf) == 0;
-	if (wanted && evbuffer_get_length(bufferevent_get_output(c->filt)))
-		event_active(c->flush_ev, EV_WRITE, 0);
+	(void)fd;
+	(void)what;
+	conn_flush(arg);
 }
 
-/* Writes the start of src to the kernel, bypassing the socket's bufferevent (whose output must be
- * empty): plainly, or as one TLS record through the connection's SSL.  Returns the bytes taken from
- * src, or 0 when the socket takes nothing now.  A TLS write that wanted the socket must be repeated
- * with the same bytes before any other (OpenSSL's rule), so c->tls_retry keeps its length and nothing
- * else may move meanwhile.  A TLS failure ends the connection. */
-static size_t conn_write(struct conn *c, struct evbuffer *src, int fd)
+/* ---- reading ---- */
+
+/* Refuses the connection's next request: answered in order, then the connection lingers. */
+static void refuse(struct conn *c, enum egs_frame_reason why)
+{
+	c->refused = true;
+	c->in_len = 0;
+	c->cs->on_request(egs__hreq_refusal(c, why), c->cs->arg);
+}
+
+/* Keeps p[0..n), the unparsed rest, in c's own buffer (p may already be it). */
+static void keep_rest(struct conn *c, const unsigned char *p, size_t n)
+{
+	if (n > c->in_cap) {
+		size_t cap = c->in_cap ? c->in_cap : 4096;
+		while (cap < n)
+			cap *= 2;
+		unsigned char *in = egs_malloc(cap);
+		memcpy(in, p, n);
+		free(c->in);
+		c->in = in;
+		c->in_cap = cap;
+	} else if (p != c->in) {
+		memmove(c->in, p, n);
+	}
+	c->in_len = n;
+	if (!n && c->in_cap > 2 * READ_BUF) { /* a large body passed: give its room back */
+		free(c->in);
+		c->in = NULL;
+		c->in_cap = 0;
+	}
+}
+
+/* Parses and dispatches every complete request of p[0..n) (while the pipeline has room), keeping
+ * the rest. */
+static void parse_all(struct conn *c, unsigned char *p, size_t n)
+{
+	size_t at = 0;
+	while (!c->refused && !c->close_after && !c->dead && c->inflight < EGS_CONN_PIPELINE) {
+		size_t used;
+		const struct egs_frame_req *req;
+		enum egs_frame_reason why = egs_frame_parse(&c->frame, p + at, n - at, &used, &req);
+		if (why || (!used && n - at > MAX_RAW)) {
+			refuse(c, why ? why : EGS_FRAME_BODY_BIG);
+			return;
+		}
+		if (!used)
+			break;
+		if (req) {
+			struct egs_hreq *q = egs__hreq_new(c, p + at, req);
+			c->close_after = req->close;
+			c->cs->on_request(q, c->cs->arg);
+		}
+		at += used;
+	}
+	if (c->dead || c->refused)
+		return;
+	keep_rest(c, p + at, n - at);
+	c->head_s = c->in_len && egs_frame_in_head(&c->frame) ? (c->head_s ? c->head_s : c->cs->now_s) : 0;
+}
+
+static void process(struct conn *c)
+{
+	if (c->in_len)
+		parse_all(c, c->in, c->in_len);
+	if (!c->dead && (c->inflight >= EGS_CONN_PIPELINE || c->close_after) && c->reading) {
+		event_del(c->rev); /* the pipeline is full: the client waits in the kernel's buffer */
+		c->reading = false;
+	}
+}
+
+/* One read into dst (room for cap): > 0 bytes, 0 at the end of file, -1 when nothing is there now,
+ * -2 on an error. */
+static ssize_t conn_read(struct conn *c, unsigned char *dst, size_t cap)
 {
 	if (!c->ssl) {
-		int n = evbuffer_write(src, fd);
-		return n > 0 ? (size_t)n : 0;
+		ssize_t n = read(c->fd, dst, cap);
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : -2;
+		return n;
 	}
-	size_t len = evbuffer_get_length(src);
-	size_t n = c->tls_retry ? c->tls_retry : len < TLS_WRITE_MAX ? len : TLS_WRITE_MAX;
-	EGS_ASSERT(n <= len);
-	ERR_clear_error();
-	int r = SSL_write(c->ssl, evbuffer_pullup(src, (ev_ssize_t)n), (int)n);
-	if (r > 0) {
-		evbuffer_drain(src, (size_t)r);
-		c->tls_retry = 0;
-		return (size_t)r;
+	size_t got = 0;
+	while (got < cap) {
+		ERR_clear_error();
+		int n = SSL_read(c->ssl, dst + got, (int)(cap - got));
+		if (n > 0) {
+			got += (size_t)n;
+			if (!SSL_pending(c->ssl))
+				break;
+			continue;
+		}
+		int e = SSL_get_error(c->ssl, n);
+		ERR_clear_error();
+		if (got)
+			break;
+		if (e == SSL_ERROR_WANT_READ)
+			return -1;
+		if (e == SSL_ERROR_WANT_WRITE) { /* the handshake's answer waits for the socket */
+			if (!c->wev_on) {
+				event_add(c->wev, NULL);
+				c->wev_on = true;
+			}
+			return -1;
+		}
+		/* close_notify, or an end without it (most clients after a complete answer): an end */
+		return e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0) ? 0 : -2;
 	}
-	if (SSL_get_error(c->ssl, r) == SSL_ERROR_WANT_WRITE) {
-		c->tls_retry = n;
-		return 0;
-	}
-	ERR_clear_error();
-	c->tls_retry = 0;
-	conn_shutdown(c); /* evhttp reads the end of file and frees the connection */
-	return 0;
+	return (ssize_t)got;
 }
 
-static void wait_writable(struct conn *c, int fd)
+static void on_eof(struct conn *c)
 {
-	if (!c->write_ev)
-		c->write_ev = event_new(c->cs->base, fd, EV_WRITE, on_flush, c);
-	event_add(c->write_ev, NULL);
+	c->eof = true;
+	if (c->reading) {
+		event_del(c->rev);
+		c->reading = false;
+	}
+	bool stream = false;
+	for (struct egs_hreq *q = c->qfirst; q; q = q->next)
+		stream = stream || q->streaming;
+	if (stream || c->lingering)
+		conn_close(c);
+	else
+		conn_flush(c); /* closes once the answers in flight are out */
 }
 
-/* evhttp takes an empty output buffer for "sent", and on Connection: close shuts the socket down at
- * once, which would lose what still waits in the socket's bufferevent.  So output moves only from
- * the flush event, and its last byte leaves the filter only by a direct write the kernel accepted
- * (conn_write: under TLS, an SSL_write, whose record is then in the kernel).  Moving it from inside
- * evhttp's evbuffer_add would also call evhttp's write callback before evhttp has set it. */
-static enum bufferevent_filter_result filter_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
-						 enum bufferevent_flush_mode mode, void *arg)
+static void on_read(evutil_socket_t fd, short what, void *arg)
 {
-	(void)limit;
-	(void)mode;
-	struct conn *c = arg;
-	int fd = bufferevent_getfd(c->under);
-	if (!c->flushing || fd < 0 || c->closing)
-		return BEV_NEED_MORE;
-	bool moved = false;
-	if (evbuffer_get_length(dst) == 0) {
-		while (evbuffer_get_length(src) && !c->closing && conn_write(c, src, fd) > 0)
-			moved = true;
-	}
-	if (c->closing)
-		return moved ? BEV_OK : BEV_NEED_MORE;
-	size_t len = evbuffer_get_length(src);
-	if (c->tls_retry) {
-		wait_writable(c, fd); /* the repeated write goes first; nothing moves under it meanwhile */
-	} else if (len > 1) {
-		evbuffer_remove_buffer(src, dst, len - 1);
-		moved = true;
-	} else if (len == 1 && evbuffer_get_length(dst) == 0) {
-		wait_writable(c, fd); /* the kernel took nothing: wait until it takes more */
-	}
-	return moved ? BEV_OK : BEV_NEED_MORE;
-}
-
-/* evhttp freed the connection; the filter freed the socket. */
-static void free_ctx(void *arg)
-{
+	(void)fd;
+	(void)what;
 	struct conn *c = arg;
 	struct egs_conns *cs = c->cs;
-	list_unlink(cs, c);
-	if (c->fd >= 0 && (size_t)c->fd < cs->by_fd_len && cs->by_fd[c->fd] == c)
-		cs->by_fd[c->fd] = NULL;
-	if (c->closing)
-		cs->closing--;
-	cs->count--;
-	event_free(c->flush_ev);
-	if (c->write_ev)
-		event_free(c->write_ev);
-	if (c->linger_ev)
-		event_free(c->linger_ev);
-	egs_frame_cleanup(&c->frame);
-	free(c);
-}
-
-static struct bufferevent *new_bev(struct event_base *base, void *arg)
-{
-	struct egs_conns *cs = arg;
-	struct conn *c = egs_calloc(1, sizeof(*c));
-	c->cs = cs;
-	c->fd = -1;
-	egs_frame_init(&c->frame);
-	if (cs->tls) {
-		c->ssl = SSL_new(cs->tls);
-		EGS_ASSERT(c->ssl);
-		c->under = bufferevent_openssl_socket_new(base, -1, c->ssl, BUFFEREVENT_SSL_ACCEPTING,
-							  BEV_OPT_CLOSE_ON_FREE);
-		EGS_ASSERT(c->under);
-		/* A client that ends without close_notify (after a complete answer) is an end of file. */
-		bufferevent_openssl_set_allow_dirty_shutdown(c->under, 1);
-	} else {
-		c->under = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-		EGS_ASSERT(c->under);
+	if (c->tls_retry && c->wev_on) { /* a TLS write waits for this readiness too (WANT_READ) */
+		conn_flush(c);
+		if (c->dead)
+			return;
 	}
-	c->filt = bufferevent_filter_new(c->under, filter_in, filter_out, BEV_OPT_CLOSE_ON_FREE, free_ctx, c);
-	EGS_ASSERT(c->filt);
-	c->flush_ev = event_new(base, -1, 0, on_flush, c);
-	EGS_ASSERT(c->flush_ev);
-	evbuffer_add_cb(bufferevent_get_output(c->filt), on_output_change, c);
-	evbuffer_add_cb(bufferevent_get_output(c->under), on_output_change, c);
-	list_append(cs, c);
-	cs->count++;
-	if (cs->count - cs->closing > cs->max && !evict_idle(cs, 1))
-		c->full = true;
-	return c->filt;
-}
-
-void egs_conns_set_tls(struct egs_conns *cs, SSL_CTX *tls)
-{
-	cs->tls = tls;
+	c->active_s = cs->now_s;
+	if (cs->last != c) { /* most recently active last */
+		list_unlink(cs, c);
+		list_append(cs, c);
+	}
+	bool own = c->in_len > 0;
+	if (own && c->in_cap - c->in_len < READ_BUF / 4) {
+		unsigned char *in = egs_realloc(c->in, c->in_cap * 2);
+		c->in = in;
+		c->in_cap *= 2;
+	}
+	unsigned char *dst = own ? c->in + c->in_len : cs->rbuf;
+	size_t cap = own ? c->in_cap - c->in_len : READ_BUF;
+	ssize_t n = conn_read(c, dst, cap);
+	if (n == -1)
+		return;
+	if (n == -2) {
+		conn_close(c);
+		return;
+	}
+	if (n == 0) {
+		on_eof(c);
+		return;
+	}
+	if (c->lingering || c->refused) {
+		c->drained += (size_t)n;
+		if (c->drained > LINGER_BYTES)
+			conn_close(c);
+		return;
+	}
+	c->in_turn = true;
+	if (c->full) {
+		refuse(c, EGS_FRAME_FULL);
+	} else if (own) {
+		c->in_len += (size_t)n;
+		parse_all(c, c->in, c->in_len);
+	} else {
+		parse_all(c, cs->rbuf, (size_t)n);
+	}
+	c->in_turn = false;
+	if (c->dead)
+		return;
+	if ((c->inflight >= EGS_CONN_PIPELINE || c->close_after || c->refused) && c->reading && !c->refused) {
+		event_del(c->rev);
+		c->reading = false;
+	}
+	conn_flush(c);
 }
 
 /* ---- accepting ---- */
+
+static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, int socklen, void *arg)
+{
+	(void)lev;
+	struct egs_conns *cs = arg;
+	struct conn *c = egs_calloc(1, sizeof(*c));
+	c->cs = cs;
+	c->fd = fd;
+	egs_frame_init(&c->frame);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* streams' chunks go at once */
+	if (sa->sa_family == AF_INET && (size_t)socklen >= sizeof(struct sockaddr_in))
+		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, c->peer, sizeof(c->peer));
+	else if (sa->sa_family == AF_INET6 && (size_t)socklen >= sizeof(struct sockaddr_in6))
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, c->peer, sizeof(c->peer));
+	c->rev = event_new(cs->base, fd, EV_READ | EV_PERSIST, on_read, c);
+	c->wev = event_new(cs->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
+	c->kick = event_new(cs->base, -1, 0, on_kick, c);
+	c->out = evbuffer_new();
+	EGS_ASSERT(c->rev && c->wev && c->kick && c->out);
+	if (cs->tls) {
+		c->ssl = SSL_new(cs->tls);
+		EGS_ASSERT(c->ssl && SSL_set_fd(c->ssl, fd) == 1);
+		SSL_set_mode(c->ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+		SSL_set_accept_state(c->ssl);
+	}
+	c->active_s = cs->now_s;
+	list_append(cs, c);
+	cs->count++;
+	if (cs->count > cs->max && !evict_idle(cs, 1, c))
+		c->full = true;
+	event_add(c->rev, NULL);
+	c->reading = true;
+}
 
 static void on_resume(evutil_socket_t fd, short what, void *arg)
 {
@@ -358,22 +497,18 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 
 static void on_accept_error(struct evconnlistener *lev, void *arg)
 {
-	(void)arg;
-	struct egs_conns *cs = listener_front;
+	struct egs_conns *cs = arg;
 	int err = EVUTIL_SOCKET_ERROR();
-	if (!cs)
-		return;
 	cs->accept_fails++;
-	size_t closed = evict_idle(cs, EVICT_ON_EMFILE);
+	size_t closed = evict_idle(cs, EVICT_ON_EMFILE, NULL);
 	/* Pause instead of spinning: the pending connection stays in the kernel's backlog. */
 	evconnlistener_disable(lev);
 	struct timeval tv = { 0, ACCEPT_PAUSE_US };
 	event_add(cs->resume_ev, &tv);
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if ((int64_t)ts.tv_sec == cs->log_sec)
+	int64_t now = mono_s();
+	if (now == cs->log_sec)
 		return;
-	cs->log_sec = (int64_t)ts.tv_sec;
+	cs->log_sec = now;
 	fprintf(cs->log,
 		"level=warn msg=\"accept failed; paused 100 ms\" error=\"%s\" failures=%llu connections=%zu "
 		"closed_idle=%zu max_connections=%zu\n",
@@ -382,128 +517,110 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 	cs->accept_fails = 0;
 }
 
+/* Once a second: the coarse clock, and the connections that waited too long. */
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct egs_conns *cs = arg;
+	int64_t now = cs->now_s = mono_s();
+	for (struct conn *c = cs->first, *next; c; c = next) {
+		next = c->next;
+		bool out = evbuffer_get_length(c->out) > 0;
+		if ((c->lingering && now >= c->linger_until) ||
+		    (!c->inflight && !out && now - c->active_s >= EGS_CONN_IDLE_S) ||
+		    (c->head_s && now - c->head_s >= EGS_CONN_HEAD_S) || (out && now - c->write_s >= WRITE_STALL_S))
+			conn_close(c);
+	}
+}
+
 /* ---- the module ---- */
 
-struct egs_conns *egs_conns_new(struct event_base *base, struct evhttp *http, FILE *log, long max_conns,
-				struct ssl_ctx_st *tls)
+struct egs_conns *egs_conns_new(struct event_base *base, FILE *log, long max_conns, struct ssl_ctx_st *tls,
+				egs_conns_request_cb on_request, void *arg)
 {
 	struct egs_conns *cs = egs_calloc(1, sizeof(*cs));
 	cs->base = base;
 	cs->log = log;
 	cs->tls = tls;
+	cs->on_request = on_request;
+	cs->arg = arg;
 	struct rlimit rl;
 	size_t limit = 1u << 20;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < limit)
 		limit = (size_t)rl.rlim_cur;
 	size_t derived = limit > FD_RESERVE + 16 ? limit - FD_RESERVE : 16;
 	cs->max = max_conns > 0 ? (size_t)max_conns : derived;
-	unsigned char secret[16];
-	char hex[sizeof(secret) * 2 + 1];
-	randombytes_buf(secret, sizeof(secret));
-	sodium_bin2hex(hex, sizeof(hex), secret, sizeof(secret));
-	snprintf(cs->prefix, sizeof(cs->prefix), "%s%s/", REFUSED_PATH, hex);
-	cs->prefix_len = strlen(cs->prefix);
+	cs->rbuf = egs_malloc(READ_BUF);
+	cs->now_s = mono_s();
 	cs->resume_ev = evtimer_new(base, on_resume, cs);
-	EGS_ASSERT(cs->resume_ev);
-	evhttp_set_bevcb(http, new_bev, cs);
+	cs->sweep_ev = event_new(base, -1, EV_PERSIST, on_sweep, cs);
+	EGS_ASSERT(cs->resume_ev && cs->sweep_ev);
+	struct timeval sec = { 1, 0 };
+	event_add(cs->sweep_ev, &sec);
 	return cs;
 }
 
-void egs_conns_watch(struct egs_conns *cs, struct evhttp_bound_socket *bs)
+enum egs_err egs_conns_listen(struct egs_conns *cs, const char *host, int port)
 {
-	cs->lev = evhttp_bound_socket_get_listener(bs);
-	listener_front = cs;
+	char ps[16];
+	snprintf(ps, sizeof(ps), "%d", port);
+	struct addrinfo hints, *ai = NULL;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_ADDRCONFIG;
+	if (getaddrinfo(host, ps, &hints, &ai) != 0 || !ai)
+		return EGS_ERR_IO;
+	for (struct addrinfo *a = ai; a && !cs->lev; a = a->ai_next)
+		cs->lev = evconnlistener_new_bind(cs->base, on_accept, cs,
+						  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024,
+						  a->ai_addr, (int)a->ai_addrlen);
+	freeaddrinfo(ai);
+	if (!cs->lev)
+		return EGS_ERR_IO;
 	evconnlistener_set_error_cb(cs->lev, on_accept_error);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	if (getsockname(evconnlistener_get_fd(cs->lev), (struct sockaddr *)&ss, &len) == 0)
+		cs->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+							  : ((struct sockaddr_in *)&ss)->sin_port);
+	return EGS_OK;
 }
 
-void egs_conns_stopping(struct egs_conns *cs)
+int egs_conns_port(const struct egs_conns *cs)
+{
+	return cs ? cs->port : 0;
+}
+
+void egs_conns_set_tls(struct egs_conns *cs, SSL_CTX *tls)
+{
+	cs->tls = tls;
+}
+
+void egs_conns_close_all(struct egs_conns *cs)
 {
 	if (!cs)
 		return;
 	cs->stopping = true;
 	event_del(cs->resume_ev);
+	if (cs->lev) {
+		evconnlistener_free(cs->lev);
+		cs->lev = NULL;
+	}
+	while (cs->first)
+		conn_close(cs->first);
 }
 
 void egs_conns_free(struct egs_conns *cs)
 {
 	if (!cs)
 		return;
-	if (listener_front == cs)
-		listener_front = NULL;
+	egs_conns_close_all(cs);
 	event_free(cs->resume_ev);
-	free(cs->by_fd);
+	event_free(cs->sweep_ev);
+	free(cs->rbuf);
 	free(cs);
-}
-
-static void on_complete(struct evhttp_request *ev, void *arg)
-{
-	(void)ev;
-	struct conn *c = arg;
-	if (c->busy > 0)
-		c->busy--;
-}
-
-static void on_linger_end(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	conn_shutdown(arg);
-}
-
-/* The refusal is in the kernel: send FIN, keep reading and discarding (filter_in) what the client
- * still sends, and end the connection after LINGER_READ_S or at its end of file. */
-static void on_refusal_sent(struct evhttp_request *ev, void *arg)
-{
-	struct conn *c = arg;
-	on_complete(ev, c);
-	int fd = bufferevent_getfd(c->under);
-	if (fd < 0 || c->closing)
-		return;
-	if (c->ssl) { /* close_notify first, so a TLS client reads the answer's end as an end, not a cut */
-		ERR_clear_error();
-		if (SSL_shutdown(c->ssl) < 0)
-			ERR_clear_error();
-	}
-	shutdown(fd, SHUT_WR);
-	if (!c->linger_ev)
-		c->linger_ev = evtimer_new(c->cs->base, on_linger_end, c);
-	struct timeval tv = { LINGER_READ_S, 0 };
-	event_add(c->linger_ev, &tv);
-}
-
-static struct conn *conn_of(struct egs_conns *cs, struct evhttp_request *ev)
-{
-	struct evhttp_connection *evcon = evhttp_request_get_connection(ev);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-	int fd = bev ? bufferevent_getfd(bev) : -1;
-	if (!cs || fd < 0 || (size_t)fd >= cs->by_fd_len)
-		return NULL;
-	return cs->by_fd[fd];
-}
-
-void egs_conns_begin(struct egs_conns *cs, struct evhttp_request *ev)
-{
-	struct conn *c = conn_of(cs, ev);
-	if (!c)
-		return;
-	c->busy++;
-	evhttp_request_set_on_complete_cb(ev, on_complete, c);
-}
-
-bool egs_conns_refusal(struct egs_conns *cs, struct evhttp_request *ev, const char *path,
-		       const struct egs_frame_reason_info **out)
-{
-	if (!cs || strncmp(path, cs->prefix, cs->prefix_len) != 0)
-		return false;
-	char *end;
-	long n = strtol(path + cs->prefix_len, &end, 10);
-	if (*end || n <= 0 || n >= EGS_FRAME_NREASONS)
-		return false;
-	*out = &egs_frame_reasons[n];
-	struct conn *c = conn_of(cs, ev);
-	if (c)
-		evhttp_request_set_on_complete_cb(ev, on_refusal_sent, c);
-	return true;
 }
 
 size_t egs_conns_count(const struct egs_conns *cs)

@@ -27,6 +27,7 @@
 #include "server/server.h"
 
 #include "core/util.h"
+#include "server/conn.h"
 
 #include <arpa/inet.h>
 #include <event2/buffer.h>
@@ -46,7 +47,7 @@
 
 struct fwd {
 	struct egs_server *srv;
-	struct evhttp_request *client; /* answered exactly once */
+	struct egs_hreq *client; /* answered exactly once */
 	struct evhttp_connection *up;
 	enum evhttp_cmd_type method;
 	char path[512];
@@ -97,9 +98,10 @@ static void client_mac(const struct egs_server *srv, const char *client, const c
 
 bool egs_forward_client(const struct egs_req *r, char *out, size_t n)
 {
-	struct evkeyvalq *in = evhttp_request_get_input_headers(r->ev);
-	const char *client = evhttp_find_header(in, CLIENT), *proof = evhttp_find_header(in, PROOF);
-	const char *via = evhttp_find_header(in, FORWARDED), *uri = evhttp_request_get_uri(r->ev);
+	if (!r->hq)
+		return false;
+	const char *client = egs_req_header(r, CLIENT), *proof = egs_req_header(r, PROOF);
+	const char *via = egs_req_header(r, FORWARDED), *uri = egs_hreq_target(r->hq);
 	unsigned char want[crypto_auth_hmacsha256_BYTES], got[crypto_auth_hmacsha256_BYTES];
 	size_t len = 0;
 
@@ -113,11 +115,21 @@ bool egs_forward_client(const struct egs_req *r, char *out, size_t n)
 	return true;
 }
 
-static void copy_headers(struct evkeyvalq *to, const struct evkeyvalq *from)
+/* The leader's answer's header fields onto the client's answer. */
+static void copy_answer_headers(struct egs_hreq *to, const struct evkeyvalq *from)
 {
 	for (const struct evkeyval *kv = from->tqh_first; kv; kv = kv->next.tqe_next)
 		if (!hop_header(kv->key))
-			evhttp_add_header(to, kv->key, kv->value);
+			egs_hreq_header_add(to, kv->key, kv->value);
+}
+
+/* The client's request's header fields onto the request to the leader. */
+static void copy_request_headers(struct evkeyvalq *to, const struct egs_hreq *from)
+{
+	const char *name, *value;
+	for (size_t i = 0; egs_hreq_header_at(from, i, &name, &value); i++)
+		if (!hop_header(name))
+			evhttp_add_header(to, name, value);
 }
 
 static void free_conn(evutil_socket_t fd, short what, void *arg)
@@ -133,7 +145,7 @@ static void fail(struct fwd *f, const char *key, const char *msg)
 	struct egs_req r;
 	memset(&r, 0, sizeof(r));
 	r.srv = f->srv;
-	r.ev = f->client;
+	r.hq = f->client;
 	r.method = f->method;
 	r.t0_us = f->t0_us;
 	egs_strlcpy(r.path, f->path, sizeof(r.path));
@@ -151,11 +163,11 @@ static void on_answer(struct evhttp_request *resp, void *arg)
 		struct egs_req r;
 		memset(&r, 0, sizeof(r));
 		r.srv = f->srv;
-		r.ev = f->client;
+		r.hq = f->client;
 		r.method = f->method;
 		r.t0_us = f->t0_us;
 		egs_strlcpy(r.path, f->path, sizeof(r.path));
-		copy_headers(evhttp_request_get_output_headers(f->client), evhttp_request_get_input_headers(resp));
+		copy_answer_headers(f->client, evhttp_request_get_input_headers(resp));
 		egs_reply_raw(&r, code, evhttp_request_get_input_buffer(resp));
 	}
 	/* The connection may not be freed inside its own callback. */
@@ -211,15 +223,11 @@ static struct evhttp_connection *connect_leader(struct egs_server *srv, const ch
 /* The client's address and its proof, for the leader's audit log. */
 static void add_client(const struct egs_server *srv, const struct egs_req *r, struct evkeyvalq *out, const char *uri)
 {
-	struct evhttp_connection *c = evhttp_request_get_connection(r->ev);
-	char *addr = NULL; /* borrowed from the connection */
-	ev_uint16_t port = 0;
+	const char *addr = egs_hreq_peer(r->hq);
 	unsigned char mac[crypto_auth_hmacsha256_BYTES];
 	char hex[2 * sizeof(mac) + 1];
 
-	if (c)
-		evhttp_connection_get_peer(c, &addr, &port);
-	if (!addr || !uri || strlen(addr) > 64)
+	if (!addr[0] || !uri || strlen(addr) > 64)
 		return;
 	client_mac(srv, addr, srv->advertised, r->method, uri, mac);
 	sodium_bin2hex(hex, sizeof(hex), mac, sizeof(mac));
@@ -230,11 +238,10 @@ static void add_client(const struct egs_server *srv, const struct egs_req *r, st
 void egs_forward(struct egs_req *r)
 {
 	struct egs_server *srv = r->srv;
-	struct evkeyvalq *in = evhttp_request_get_input_headers(r->ev);
 	char host[256];
 	const char *colon = strrchr(srv->leader.addr, ':');
 	long port = colon ? strtol(colon + 1, NULL, 10) : 0;
-	if (evhttp_find_header(in, FORWARDED)) {
+	if (egs_req_header(r, FORWARDED)) {
 		egs_reply_header(r, "Retry-After", "1");
 		egs_reply_err(r, EGS_ERR_UNAVAILABLE, "NOT_LEADER", NULL,
 			      "this egsd does not lead (the leader changed while the request travelled): retry");
@@ -256,7 +263,7 @@ void egs_forward(struct egs_req *r)
 	}
 	struct fwd *f = egs_calloc(1, sizeof(*f));
 	f->srv = srv;
-	f->client = r->ev;
+	f->client = r->hq;
 	f->method = r->method;
 	f->t0_us = r->t0_us;
 	egs_strlcpy(f->path, r->path, sizeof(f->path));
@@ -265,19 +272,22 @@ void egs_forward(struct egs_req *r)
 	struct evhttp_request *up = evhttp_request_new(on_answer, f);
 	EGS_ASSERT(up);
 	struct evkeyvalq *out = evhttp_request_get_output_headers(up);
-	copy_headers(out, in);
+	copy_request_headers(out, r->hq);
 	evhttp_add_header(out, "Host", srv->leader.addr);
 	evhttp_add_header(out, FORWARDED, srv->advertised);
-	add_client(srv, r, out, evhttp_request_get_uri(r->ev));
+	add_client(srv, r, out, egs_hreq_target(r->hq));
 	struct evbuffer *body = evhttp_request_get_output_buffer(up);
-	evbuffer_add_buffer(body, evhttp_request_get_input_buffer(r->ev));
+	const char *bp;
+	size_t blen;
+	egs_hreq_body(r->hq, &bp, &blen);
+	evbuffer_add(body, bp, blen);
 	if (evbuffer_get_length(body) > 0) { /* libevent adds it to a POST or PUT only: a DELETE's body was lost */
 		char len[24];
 		snprintf(len, sizeof(len), "%zu", evbuffer_get_length(body));
 		evhttp_add_header(out, "Content-Length", len);
 	}
-	r->ev = NULL; /* taken: on_answer replies */
-	if (evhttp_make_request(f->up, up, f->method, evhttp_request_get_uri(f->client)) != 0) {
+	r->hq = NULL; /* taken: on_answer replies */
+	if (evhttp_make_request(f->up, up, f->method, egs_hreq_target(f->client)) != 0) {
 		/* evhttp freed up; the connection is ours to free */
 		fail(f, "LEADER_UNAVAILABLE", "the request could not be sent to the leader: retry");
 		evhttp_connection_free(f->up);

@@ -1,20 +1,20 @@
 /*
- * frame.c: request framing by RFC 9112 for egsd's connection front (see frame.h).
+ * frame.c: request parsing by RFC 9112 for egsd's connection front (see frame.h).
  *
- * Why here and not in evhttp: libevent 2.1 takes the first of two Content-Lengths, treats an unknown
- * Transfer-Encoding as "no body", ignores a body on HEAD and answers its own refusals with an HTML
- * page.  Each of those lets the bytes after a request be read as a second, smuggled request.  This
- * checker decides the length of every request once; evhttp then reads exactly what it is given.
+ * Why our own: libevent 2.1's evhttp took the first of two Content-Lengths, treated an unknown
+ * Transfer-Encoding as "no body", ignored a body on HEAD and answered its own refusals with an HTML
+ * page.  Each of those let the bytes after a request be read as a second, smuggled request.  This
+ * parser decides the length of every request once, and the front hands the handlers exactly that.
  */
 #include "server/frame.h"
 
 #include "core/common.h"
+#include "core/util.h"
 
-#include <event2/buffer.h>
 #include <string.h>
 #include <strings.h>
 
-enum { ST_HEAD, ST_BODY, ST_CHUNK_SIZE, ST_CHUNK_DATA, ST_CHUNK_END, ST_TRAILER, ST_DEAD };
+enum { ST_HEAD, ST_BODY, ST_CHUNK_SIZE, ST_CHUNK_DATA, ST_CHUNK_END, ST_TRAILER };
 
 #define CHUNK_LINE_MAX 1024
 
@@ -44,24 +44,20 @@ void egs_frame_init(struct egs_frame *f)
 	f->state = ST_HEAD;
 }
 
-void egs_frame_cleanup(struct egs_frame *f)
+bool egs_frame_in_head(const struct egs_frame *f)
 {
-	if (f->held)
-		evbuffer_free(f->held);
-	if (f->body)
-		evbuffer_free(f->body);
-	f->held = f->body = NULL;
+	return f->state == ST_HEAD && !f->dead;
 }
 
-bool egs_frame_between(const struct egs_frame *f, const struct evbuffer *src)
+bool egs_frame_between(const struct egs_frame *f)
 {
-	return f->state == ST_HEAD && evbuffer_get_length(src) == 0;
+	return f->state == ST_HEAD && f->scanned == 0 && !f->dead;
 }
 
 /* ---- the head ---- */
 
 /* Length of the head at the start of p[0..n) (through its blank line), 0 when not complete yet.
- * Lines end in LF with an optional CR before it, as evhttp reads them. */
+ * Lines end in LF with an optional CR before it. */
 static size_t head_end(struct egs_frame *f, const unsigned char *p, size_t n)
 {
 	const unsigned char *nl;
@@ -113,16 +109,22 @@ struct head {
 	const unsigned char *line; /* the request line */
 	size_t line_len;
 	bool is_head, http10;
-	int content_lengths, transfer_encodings, authorizations, hosts;
-	bool te_chunked;
+	int content_lengths, transfer_encodings, authorizations, hosts, connections;
+	bool te_chunked, conn_close, conn_keep_alive;
 	uint64_t content_length;
+	size_t fields;
+	enum egs_frame_method method;
+	const unsigned char *target;
+	size_t target_len;
 };
 
 static const struct method {
 	const char *name;
 	size_t len;
-} methods[] = { { "GET", 3 },   { "POST", 4 }, { "PUT", 3 },     { "DELETE", 6 },
-		{ "PATCH", 5 }, { "HEAD", 4 }, { "OPTIONS", 7 }, { NULL, 0 } };
+	enum egs_frame_method m;
+} methods[] = { { "GET", 3, EGS_M_GET },	 { "POST", 4, EGS_M_POST }, { "PUT", 3, EGS_M_PUT },
+		{ "DELETE", 6, EGS_M_DELETE },	 { "PATCH", 5, EGS_M_PATCH }, { "HEAD", 4, EGS_M_HEAD },
+		{ "OPTIONS", 7, EGS_M_OPTIONS }, { NULL, 0, EGS_M_GET } };
 
 static enum egs_frame_reason parse_request_line(const unsigned char *p, size_t n, struct head *h)
 {
@@ -150,13 +152,16 @@ static enum egs_frame_reason parse_request_line(const unsigned char *p, size_t n
 	if (sp2[8] != '0' && sp2[8] != '1')
 		return EGS_FRAME_VERSION;
 	h->http10 = sp2[8] == '0';
-	bool known = false;
-	for (const struct method *m = methods; m->name && !known; m++)
-		known = m->len == mlen && memcmp(m->name, p, mlen) == 0;
-	if (!known)
-		return EGS_FRAME_METHOD;
-	h->is_head = mlen == 4 && memcmp(p, "HEAD", 4) == 0;
-	return EGS_FRAME_OK;
+	h->target = target;
+	h->target_len = (size_t)(sp2 - target);
+	for (const struct method *m = methods; m->name; m++) {
+		if (m->len == mlen && memcmp(m->name, p, mlen) == 0) {
+			h->method = m->m;
+			h->is_head = m->m == EGS_M_HEAD;
+			return EGS_FRAME_OK;
+		}
+	}
+	return EGS_FRAME_METHOD;
 }
 
 /* Trims optional white space around v[0..*n). */
@@ -216,6 +221,9 @@ static enum egs_frame_reason parse_header_line(const unsigned char *p, size_t n,
 	} else if (name_is(p, nlen, "Host")) {
 		if (++h->hosts > 1)
 			return EGS_FRAME_HOST_TWICE;
+	} else if (name_is(p, nlen, "Connection") && ++h->connections == 1) { /* the first one counts */
+		h->conn_close = vlen == 5 && strncasecmp((const char *)v, "close", 5) == 0;
+		h->conn_keep_alive = vlen == 10 && strncasecmp((const char *)v, "keep-alive", 10) == 0;
 	}
 	return EGS_FRAME_OK;
 }
@@ -245,6 +253,7 @@ static enum egs_frame_reason parse_head(const unsigned char *p, size_t n, struct
 			first = false;
 		} else {
 			why = parse_header_line(p + i, len, h);
+			h->fields++;
 		}
 		if (why)
 			return why;
@@ -261,24 +270,6 @@ static enum egs_frame_reason parse_head(const unsigned char *p, size_t n, struct
 	return EGS_FRAME_OK;
 }
 
-/* Copies the head p[0..n) into f->held without its Transfer-Encoding line and blank line. */
-static void hold_head(struct egs_frame *f, const unsigned char *p, size_t n)
-{
-	f->held = evbuffer_new();
-	f->body = evbuffer_new();
-	EGS_ASSERT(f->held && f->body);
-	size_t i = 0;
-	while (i < n) {
-		const unsigned char *nl = memchr(p + i, '\n', n - i);
-		size_t len = (size_t)(nl - (p + i)) + 1;
-		bool blank = len <= 2 && (p[i] == '\n' || p[i] == '\r');
-		bool te = len > 18 && strncasecmp((const char *)p + i, "transfer-encoding:", 18) == 0;
-		if (!blank && !te)
-			evbuffer_add(f->held, p + i, len);
-		i += len;
-	}
-}
-
 /* The method (RFC 9110 9.1) is a token: a byte before the first space that cannot be in one refuses
  * the request as soon as it arrives, instead of waiting for a line end that may never come (a TLS
  * ClientHello sent to a plain-HTTP egsd: the client then fails at once, not at its timeout).  A lone
@@ -291,180 +282,192 @@ static bool method_prefix_ok(const unsigned char *p, size_t n)
 	return true;
 }
 
-/* Takes one head from src, if complete.  Returns OK with *took telling whether a head was taken. */
-static enum egs_frame_reason take_head(struct egs_frame *f, struct evbuffer *src, struct evbuffer *dst, bool *took)
+/* Reads the head when complete; sets f->state to what follows it. */
+static enum egs_frame_reason take_head(struct egs_frame *f, const unsigned char *p, size_t n, size_t *used)
 {
-	*took = false;
-	size_t avail = evbuffer_get_length(src);
-	size_t n = avail < EGS_FRAME_MAX_HEAD ? avail : EGS_FRAME_MAX_HEAD;
-	const unsigned char *p = evbuffer_pullup(src, (ev_ssize_t)n);
-	/* RFC 9112 2.2: empty lines before a request line are ignored. */
-	if (f->scanned == 0 && n && (p[0] == '\n' || (n >= 2 && p[0] == '\r' && p[1] == '\n'))) {
-		evbuffer_drain(src, p[0] == '\n' ? 1 : 2);
-		*took = true; /* consumed: the caller looks again */
+	size_t len = n < EGS_FRAME_MAX_HEAD ? n : EGS_FRAME_MAX_HEAD;
+	/* RFC 9112 2.2: empty lines before a request line are ignored (a request line never starts
+	 * with a line end, so these tests need no state). */
+	if (len && (p[0] == '\n' || (len >= 2 && p[0] == '\r' && p[1] == '\n'))) {
+		*used = p[0] == '\n' ? 1 : 2;
 		return EGS_FRAME_OK;
 	}
-	if (!method_prefix_ok(p, n))
+	if (len == 1 && p[0] == '\r')
+		return EGS_FRAME_OK; /* perhaps an empty line: wait for the next byte */
+	if (!method_prefix_ok(p, len))
 		return EGS_FRAME_LINE;
-	size_t len = head_end(f, p, n);
-	if (!len)
-		return avail >= EGS_FRAME_MAX_HEAD ? EGS_FRAME_HEAD_BIG : EGS_FRAME_OK;
+	size_t hl = head_end(f, p, len);
+	if (!hl)
+		return n >= EGS_FRAME_MAX_HEAD ? EGS_FRAME_HEAD_BIG : EGS_FRAME_OK;
 	struct head h;
-	enum egs_frame_reason why = parse_head(p, len, &h);
+	enum egs_frame_reason why = parse_head(p, hl, &h);
 	if (why)
 		return why;
-	f->scanned = 0;
-	*took = true;
+	struct egs_frame_req *r = &f->req;
+	r->method = h.method;
+	r->http10 = h.http10;
+	r->keep_alive = h.http10 && h.conn_keep_alive;
+	r->close = h.http10 ? !h.conn_keep_alive : h.conn_close;
+	r->target_off = (size_t)(h.target - p);
+	r->target_len = h.target_len;
+	r->nfields = h.fields;
+	r->head_len = hl;
+	f->head_len = hl;
+	f->body_len = 0;
 	if (h.transfer_encodings) {
-		hold_head(f, p, len);
-		evbuffer_drain(src, len);
-		f->body_len = f->trailer_len = 0;
+		f->pos = hl;
+		f->trailer_len = 0;
 		f->state = ST_CHUNK_SIZE;
 		return EGS_FRAME_OK;
 	}
 	if (h.content_length > EGS_FRAME_MAX_BODY)
 		return EGS_FRAME_BODY_BIG;
-	evbuffer_remove_buffer(src, dst, len);
-	f->remain = h.content_length;
-	f->state = f->remain ? ST_BODY : ST_HEAD;
-	if (!f->remain)
-		f->requests++;
+	f->body_len = (size_t)h.content_length;
+	f->state = ST_BODY;
 	return EGS_FRAME_OK;
 }
 
 /* ---- chunked bodies ---- */
 
-/* Reads one line of at most max bytes from src into line (NUL-terminated, CR LF stripped).
- * Returns 1 when read, 0 when more bytes are needed, -1 when the line is too long. */
-static int read_line(struct evbuffer *src, char *line, size_t max)
-{
-	size_t avail = evbuffer_get_length(src);
-	size_t n = avail < max ? avail : max;
-	const unsigned char *p = evbuffer_pullup(src, (ev_ssize_t)n);
-	const unsigned char *nl = n ? memchr(p, '\n', n) : NULL;
-	if (!nl)
-		return avail >= max ? -1 : 0;
-	size_t len = (size_t)(nl - p);
-	memcpy(line, p, len);
-	line[len] = '\0';
-	if (len && line[len - 1] == '\r')
-		line[len - 1] = '\0';
-	evbuffer_drain(src, len + 1);
-	return 1;
-}
-
 /* chunk-size [ chunk-ext ]: hex digits, then nothing or ";" and an extension we ignore. */
-static bool parse_chunk_size(const char *line, uint64_t *size)
+static bool parse_chunk_size(const unsigned char *c, const unsigned char *end, uint64_t *size)
 {
 	uint64_t v = 0;
 	size_t digits = 0;
-	const char *c = line;
-	for (; *c; c++, digits++) {
-		int d = *c >= '0' && *c <= '9' ? *c - '0' : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10
-			: *c >= 'A' && *c <= 'F' ? *c - 'A' + 10 : -1;
+	for (; c < end; c++, digits++) {
+		int d = egs_hex_digit((char)*c);
 		if (d < 0)
 			break;
 		if (digits >= 15)
 			return false;
 		v = v * 16 + (uint64_t)d;
 	}
-	while (*c == ' ' || *c == '\t')
+	while (c < end && (*c == ' ' || *c == '\t'))
 		c++;
-	if (!digits || (*c && *c != ';'))
+	if (!digits || (c < end && *c != ';'))
 		return false;
-	for (; *c; c++)
-		if ((unsigned char)*c < 0x20 && *c != '\t')
+	for (; c < end; c++)
+		if (*c < 0x20 && *c != '\t')
 			return false;
 	*size = v;
 	return true;
 }
 
-/* One step of a chunked body.  *moved tells whether input was consumed. */
-static enum egs_frame_reason chunk_step(struct egs_frame *f, struct evbuffer *src, struct evbuffer *dst, bool *moved)
+/* One step of a chunked body over p[f->pos..n): false when more bytes are needed.  Data bytes move
+ * to p[head_len + body_len], never after the raw bytes still to read (the framing only shrinks). */
+static bool chunk_step(struct egs_frame *f, unsigned char *p, size_t n, enum egs_frame_reason *why)
 {
-	char line[CHUNK_LINE_MAX + 1];
-	*moved = false;
 	if (f->state == ST_CHUNK_DATA) {
-		size_t avail = evbuffer_get_length(src);
-		size_t n = avail < f->remain ? avail : (size_t)f->remain;
-		evbuffer_remove_buffer(src, f->body, n);
-		f->remain -= n;
+		size_t avail = n - f->pos;
+		size_t k = avail < f->remain ? avail : (size_t)f->remain;
+		if (!k)
+			return false;
+		memmove(p + f->head_len + f->body_len, p + f->pos, k);
+		f->pos += k;
+		f->body_len += k;
+		f->remain -= k;
 		if (!f->remain)
 			f->state = ST_CHUNK_END;
-		*moved = n > 0;
-		return EGS_FRAME_OK;
+		return true;
 	}
-	int got = read_line(src, line, CHUNK_LINE_MAX);
-	if (got < 0)
-		return f->state == ST_TRAILER ? EGS_FRAME_HEAD_BIG : EGS_FRAME_CHUNK;
-	if (!got)
-		return EGS_FRAME_OK;
-	*moved = true;
+	size_t avail = n - f->pos, look = avail < CHUNK_LINE_MAX ? avail : CHUNK_LINE_MAX;
+	const unsigned char *line = p + f->pos, *nl = look ? memchr(line, '\n', look) : NULL;
+	if (!nl) {
+		if (avail >= CHUNK_LINE_MAX)
+			*why = f->state == ST_TRAILER ? EGS_FRAME_HEAD_BIG : EGS_FRAME_CHUNK;
+		return false;
+	}
+	size_t len = (size_t)(nl - line);
+	f->pos += len + 1;
+	if (len && line[len - 1] == '\r')
+		len--;
 	if (f->state == ST_CHUNK_END) {
-		if (line[0])
-			return EGS_FRAME_CHUNK;
+		if (len)
+			*why = EGS_FRAME_CHUNK;
 		f->state = ST_CHUNK_SIZE;
 	} else if (f->state == ST_CHUNK_SIZE) {
 		uint64_t size;
-		if (!parse_chunk_size(line, &size))
-			return EGS_FRAME_CHUNK;
-		if (size > EGS_FRAME_MAX_BODY - f->body_len)
-			return EGS_FRAME_BODY_BIG;
-		f->body_len += (size_t)size;
-		f->remain = size;
-		f->state = size ? ST_CHUNK_DATA : ST_TRAILER;
+		if (!parse_chunk_size(line, line + len, &size)) {
+			*why = EGS_FRAME_CHUNK;
+		} else if (size > EGS_FRAME_MAX_BODY - f->body_len) {
+			*why = EGS_FRAME_BODY_BIG;
+		} else {
+			f->remain = size;
+			f->state = size ? ST_CHUNK_DATA : ST_TRAILER;
+		}
 	} else { /* ST_TRAILER: fields are read and dropped; a blank line ends the request */
-		f->trailer_len += strlen(line) + 2;
+		f->trailer_len += len + 2;
 		if (f->trailer_len > EGS_FRAME_MAX_HEAD)
-			return EGS_FRAME_HEAD_BIG;
-		if (line[0])
-			return EGS_FRAME_OK;
-		evbuffer_add_buffer(dst, f->held);
-		evbuffer_add_printf(dst, "Content-Length: %zu\r\n\r\n", f->body_len);
-		evbuffer_add_buffer(dst, f->body);
-		egs_frame_cleanup(f);
-		f->state = ST_HEAD;
-		f->requests++;
+			*why = EGS_FRAME_HEAD_BIG;
+		else if (!len)
+			f->state = ST_HEAD; /* complete */
 	}
-	return EGS_FRAME_OK;
+	return true;
 }
 
-/* ---- the feed ---- */
+/* ---- the parse ---- */
 
-enum egs_frame_reason egs_frame_feed(struct egs_frame *f, struct evbuffer *src, struct evbuffer *dst, bool *progress)
+enum egs_frame_reason egs_frame_parse(struct egs_frame *f, unsigned char *p, size_t n, size_t *used,
+				      const struct egs_frame_req **out)
 {
-	size_t before = evbuffer_get_length(dst);
+	*used = 0;
+	*out = NULL;
+	if (f->dead)
+		return f->dead;
 	enum egs_frame_reason why = EGS_FRAME_OK;
-	while (f->state != ST_DEAD && evbuffer_get_length(src)) {
-		bool moved = false;
-		if (f->state == ST_HEAD) {
-			why = take_head(f, src, dst, &moved);
-		} else if (f->state == ST_BODY) {
-			size_t avail = evbuffer_get_length(src);
-			size_t n = avail < f->remain ? avail : (size_t)f->remain;
-			evbuffer_remove_buffer(src, dst, n);
-			f->remain -= n;
-			if (!f->remain) {
-				f->state = ST_HEAD;
-				f->requests++;
-			}
-			moved = true;
-		} else {
-			why = chunk_step(f, src, dst, &moved);
-		}
-		if (why) {
-			egs_frame_cleanup(f);
-			f->state = ST_DEAD;
-			f->remain = (uint64_t)why;
-			break;
-		}
-		if (!moved)
-			break;
+	if (f->state == ST_HEAD) {
+		why = take_head(f, p, n, used);
+		if (why || *used || f->state == ST_HEAD)
+			goto out;
 	}
-	*progress = evbuffer_get_length(dst) > before;
-	if (f->state == ST_DEAD) {
-		evbuffer_drain(src, evbuffer_get_length(src));
-		return (enum egs_frame_reason)f->remain;
+	if (f->state == ST_BODY) {
+		if (n - f->head_len < f->body_len)
+			goto out;
+		*used = f->head_len + f->body_len;
+	} else {
+		while (f->state != ST_HEAD && !why && chunk_step(f, p, n, &why))
+			;
+		if (why || f->state != ST_HEAD)
+			goto out;
+		*used = f->pos;
 	}
-	return EGS_FRAME_OK;
+	f->req.body_len = f->body_len;
+	*out = &f->req;
+	f->state = ST_HEAD;
+	f->scanned = 0;
+out:
+	if (why) {
+		f->dead = why;
+		*used = 0;
+		*out = NULL;
+	}
+	return why;
+}
+
+size_t egs_frame_fields(const unsigned char *p, const struct egs_frame_req *req, struct egs_frame_field *fields,
+			size_t skip, size_t max)
+{
+	size_t i = 0, k = 0, seen = 0, n = req->head_len;
+	bool first = true;
+	while (i < n && k < max && seen < req->nfields) {
+		const unsigned char *nl = memchr(p + i, '\n', n - i);
+		size_t len = (size_t)(nl - (p + i));
+		if (len && p[i + len - 1] == '\r')
+			len--;
+		if (len == 0)
+			break;
+		if (!first && seen++ >= skip) {
+			const unsigned char *colon = memchr(p + i, ':', len);
+			size_t vlen = len - (size_t)(colon - (p + i)) - 1;
+			const unsigned char *v = trim_ows(colon + 1, &vlen);
+			fields[k].name = (const char *)(p + i);
+			fields[k].name_len = (uint32_t)(colon - (p + i));
+			fields[k].value = (const char *)v;
+			fields[k].value_len = (uint32_t)vlen;
+			k++;
+		}
+		first = false;
+		i = (size_t)(nl - p) + 1;
+	}
+	return k;
 }

@@ -1,14 +1,18 @@
 /*
- * frame.h: the HTTP/1.1 request framing checker of egsd's connection front (conn.c).
+ * frame.h: the HTTP/1.1 request parser of egsd's connection front (conn.c).
  *
- * It reads a connection's raw bytes and writes to its output only complete, unambiguous requests:
- * a head that passed the RFC 9112 checks, followed by exactly Content-Length body bytes.  Chunked
- * bodies are collected (up to EGS_FRAME_MAX_BODY) and written as a Content-Length request without
- * Transfer-Encoding, so the parser behind (evhttp) never has to decide the length of a body itself.
- * On a rule broken it stops and reports why; the caller then discards the connection's input.
+ * It reads a connection's raw bytes, held contiguous by the caller, and finds complete, unambiguous
+ * requests by RFC 9112: a head that passed the checks (the request line, the header lines, one
+ * Content-Length, no Content-Length with Transfer-Encoding, no transfer coding but chunked, one
+ * Authorization and one Host, the head and body bounds), followed by its body.  A chunked body is
+ * de-chunked in place, right after the head, so a request's body is always one contiguous run of
+ * bytes whose length egsd alone decided.  On a rule broken it stops and reports why; the caller then
+ * answers that refusal in order and discards the connection's input.
  *
- * No I/O and no clock: the caller feeds bytes as they arrive.  Memory held per connection is
- * bounded by the head bound plus the body bound.
+ * No I/O, no clock, no allocation: the caller feeds the bytes of one request as they arrive, always
+ * from the request's first byte (the buffer may move between calls; offsets are kept relative to
+ * it).  Memory held per connection is the caller's buffer, bounded by the head bound plus the body
+ * bound plus the chunk framing.
  */
 #ifndef EGS_FRAME_H
 #define EGS_FRAME_H
@@ -16,8 +20,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-struct evbuffer;
 
 #define EGS_FRAME_MAX_HEAD (16 * 1024)  /* request line and header lines, blank line included */
 #define EGS_FRAME_MAX_BODY (1024 * 1024)
@@ -51,27 +53,66 @@ struct egs_frame_reason_info {
 };
 extern const struct egs_frame_reason_info egs_frame_reasons[EGS_FRAME_NREASONS];
 
-/* One connection's framing state.  Zero-initialise with egs_frame_init, free with egs_frame_cleanup. */
+/* The methods egsd serves, in the order of libevent's enum evhttp_cmd_type bits (so route tables
+ * keep their EVHTTP_REQ_ constants): index i is the method of bit 1 << i. */
+enum egs_frame_method { EGS_M_GET, EGS_M_POST, EGS_M_HEAD, EGS_M_PUT, EGS_M_DELETE, EGS_M_OPTIONS, EGS_M_TRACE,
+			EGS_M_CONNECT, EGS_M_PATCH };
+
+/* One header line of a parsed head: both point into the caller's buffer (not NUL-terminated);
+ * the value without the white space around it. */
+struct egs_frame_field {
+	const char *name, *value;
+	uint32_t name_len, value_len;
+};
+
+/* A complete request found by egs_frame_parse; pointers into the caller's buffer. */
+struct egs_frame_req {
+	enum egs_frame_method method;
+	bool http10;
+	bool close;      /* the connection ends after this request's reply (HTTP/1.0 without keep-alive,
+			  * or Connection: close) */
+	bool keep_alive; /* HTTP/1.0 with Connection: keep-alive */
+	size_t target_off; /* the request target: an offset from the request's first byte (the buffer may
+			    * move between calls), and its length */
+	size_t target_len;
+	size_t nfields;  /* header lines (how many egs_frame_fields can fill) */
+	size_t head_len; /* the head, blank line included: the body starts there */
+	size_t body_len; /* de-chunked */
+};
+
+/* One request's parse state.  Zero it with egs_frame_init (no cleanup: it holds no memory). */
 struct egs_frame {
 	int state;
-	size_t scanned;            /* head bytes already searched for the blank line */
-	uint64_t remain;           /* body bytes still to pass (Content-Length) or chunk bytes still to read */
-	size_t body_len;           /* de-chunked body so far */
-	size_t trailer_len;        /* chunk trailer bytes so far */
-	struct evbuffer *held;     /* chunked: the rewritten head, written out when the body is complete */
-	struct evbuffer *body;     /* chunked: the de-chunked body */
-	uint64_t requests;         /* complete requests written to dst */
+	size_t scanned;   /* head bytes already searched for the blank line */
+	size_t head_len;  /* once the head is complete */
+	size_t pos;       /* chunked: the next raw byte to read (relative to the request's first byte) */
+	size_t body_len;  /* the body bytes now in place after the head */
+	uint64_t remain;  /* chunk bytes still to read */
+	size_t trailer_len;
+	struct egs_frame_req req; /* what the head said */
+	enum egs_frame_reason dead; /* a refusal is final */
 };
 
 void egs_frame_init(struct egs_frame *f);
-void egs_frame_cleanup(struct egs_frame *f);
 
-/* Consumes what it can of src and appends complete requests (or their bodies, as they arrive) to dst.
- * Returns EGS_FRAME_OK, or the reason of a refusal: then f is dead and every later call discards
- * its input and returns the same reason.  *progress tells whether anything was written to dst. */
-enum egs_frame_reason egs_frame_feed(struct egs_frame *f, struct evbuffer *src, struct evbuffer *dst, bool *progress);
+/* Reads the request at p[0..n) (its first byte at p[0]; n grows between calls, p may move).
+ * Returns EGS_FRAME_OK with *used = 0 when more bytes are needed; EGS_FRAME_OK with *used > 0 when
+ * that many bytes were taken: *out is set when they were a complete request (f is then ready for
+ * the next one, which starts at p[*used]), or *out is NULL when they were empty lines before a
+ * request line (RFC 9112 2.2).  Else the reason of a refusal, the same on every later call.
+ * A chunked body is moved into place after the head (p is written). */
+enum egs_frame_reason egs_frame_parse(struct egs_frame *f, unsigned char *p, size_t n, size_t *used,
+				      const struct egs_frame_req **out);
 
-/* True when f holds no partial request: a connection in this state between requests is idle. */
-bool egs_frame_between(const struct egs_frame *f, const struct evbuffer *src);
+/* Fills fields (room for max) with the header lines of the complete head p[0..req->head_len) that
+ * egs_frame_parse accepted, from the skip-th on; returns how many (0 past the last). */
+size_t egs_frame_fields(const unsigned char *p, const struct egs_frame_req *req, struct egs_frame_field *fields,
+			size_t skip, size_t max);
+
+/* True while the head of a request is still arriving (bytes were fed, no complete head yet). */
+bool egs_frame_in_head(const struct egs_frame *f);
+
+/* True when f is between requests (no byte of a request read yet). */
+bool egs_frame_between(const struct egs_frame *f);
 
 #endif

@@ -28,7 +28,7 @@
 #include <time.h>
 
 struct held_reply {
-	struct evhttp_request *ev;
+	struct egs_hreq *hq;
 	int status;
 	struct evbuffer *body;
 	char method[8];
@@ -108,27 +108,18 @@ const char *egs_log_escape(const char *s, char *out, size_t outsz)
 	return out;
 }
 
-/* The current second's HTTP Date value and access-log timestamp, formatted once a second instead of
- * once a reply (evhttp's own Date formatting, an snprintf per reply, was ~7% of a kept status read).
- * egsd's loop thread only. */
+/* The current second's access-log timestamp, formatted once a second instead of once a reply (the
+ * front formats the HTTP Date the same way, conn_reply.c).  egsd's loop thread only. */
 static struct {
 	time_t sec;
-	char http[32]; /* "Wed, 25 Nov 2026 20:37:34 GMT" (RFC 9110 IMF-fixdate) */
-	char log[32];  /* "2026-11-25T20:37:34Z" */
-} clock_text = { (time_t)-1, "", "" };
+	char log[32]; /* "2026-11-25T20:37:34Z" */
+} clock_text = { (time_t)-1, "" };
 
 static void clock_text_now(void)
 {
-	static const char days[7][4] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
-	static const char months[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
-					    "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
 	time_t t = time(NULL);
 	if (t == clock_text.sec)
 		return;
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	snprintf(clock_text.http, sizeof(clock_text.http), "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday % 7],
-		 tm.tm_mday, months[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
 	egs_time_format((int64_t)t, clock_text.log, sizeof(clock_text.log));
 	clock_text.sec = t;
 }
@@ -157,15 +148,10 @@ static const char *method_name(enum evhttp_cmd_type m)
 	}
 }
 
-static void send_now(struct egs_server *srv, struct evhttp_request *ev, int status, struct evbuffer *body,
+static void send_now(struct egs_server *srv, struct egs_hreq *hq, int status, struct evbuffer *body,
 		     const char *method, const char *path, int64_t t0_us)
 {
-	struct evkeyvalq *h = evhttp_request_get_output_headers(ev);
-	if (!evhttp_find_header(h, "Date")) { /* evhttp would format its own, per reply */
-		clock_text_now();
-		evhttp_add_header(h, "Date", clock_text.http);
-	}
-	evhttp_send_reply(ev, status, status == 200 ? "OK" : "Error", body);
+	egs_hreq_reply(hq, status, body); /* the front formats the head (Date once a second) */
 	log_line(srv, method, path, status, t0_us);
 	srv->requests++;
 	egs_obs_request(srv, method, path, status, t0_us); /* latency histograms of /metrics */
@@ -209,14 +195,13 @@ static void dump_json(json_t *v, struct evbuffer *out)
 static void finish_buf(struct egs_req *r, int status, struct evbuffer *buf)
 {
 	struct egs_server *srv = r->srv;
-	struct evkeyvalq *h = evhttp_request_get_output_headers(r->ev);
-	evhttp_add_header(h, "Content-Type", "application/json");
+	egs_hreq_content_type(r->hq, "application/json");
 	r->status = status;
 	uint64_t written = egs_store_written(srv->store);
 	bool turn = egs_state_has_changes(&srv->st) || srv->held.len;
 	if (turn || written > egs_store_durable(srv->store)) {
 		struct held_reply *hr = egs_malloc(sizeof(*hr));
-		hr->ev = r->ev;
+		hr->hq = r->hq;
 		hr->status = status;
 		hr->body = buf;
 		egs_strlcpy(hr->method, method_name(r->method), sizeof(hr->method));
@@ -231,10 +216,10 @@ static void finish_buf(struct egs_req *r, int status, struct evbuffer *buf)
 			egs_store_sync(srv->store);
 		}
 	} else {
-		send_now(srv, r->ev, status, buf, method_name(r->method), r->path, r->t0_us);
+		send_now(srv, r->hq, status, buf, method_name(r->method), r->path, r->t0_us);
 		evbuffer_free(buf);
 	}
-	r->ev = NULL;
+	r->hq = NULL;
 }
 
 static void finish(struct egs_req *r, int status, json_t *envelope)
@@ -333,9 +318,8 @@ static void fail_reply(struct held_reply *hr, enum egs_err err, const char *key,
 	json_decref(env);
 	hr->status = err_http[err].status;
 	/* A reply built before the failure may carry headers of its success (X-Token-Expires-At). */
-	struct evkeyvalq *h = evhttp_request_get_output_headers(hr->ev);
-	evhttp_clear_headers(h);
-	evhttp_add_header(h, "Content-Type", "application/json");
+	egs_hreq_headers_clear(hr->hq);
+	egs_hreq_content_type(hr->hq, "application/json");
 }
 
 void egs_server_fail_held(struct egs_server *srv, enum egs_err err, const char *key, const char *msg)
@@ -359,13 +343,18 @@ void egs_server_fail_waiting(struct egs_server *srv, uint64_t after, enum egs_er
 
 void egs_reply_raw(struct egs_req *r, int status, struct evbuffer *body)
 {
-	send_now(r->srv, r->ev, status, body, method_name(r->method), r->path, r->t0_us);
-	r->ev = NULL;
+	send_now(r->srv, r->hq, status, body, method_name(r->method), r->path, r->t0_us);
+	r->hq = NULL;
 }
 
 void egs_reply_header(struct egs_req *r, const char *name, const char *value)
 {
-	evhttp_add_header(evhttp_request_get_output_headers(r->ev), name, value);
+	egs_hreq_header_add(r->hq, name, value);
+}
+
+const char *egs_req_header(const struct egs_req *r, const char *name)
+{
+	return egs_hreq_header(r->hq, name);
 }
 
 void egs_server_flush(struct egs_server *srv)
@@ -391,11 +380,25 @@ void egs_server_send_durable(struct egs_server *srv)
 			srv->waiting.items[kept++] = hr;
 			continue;
 		}
-		send_now(srv, hr->ev, hr->status, hr->body, hr->method, hr->path, hr->t0_us);
+		send_now(srv, hr->hq, hr->status, hr->body, hr->method, hr->path, hr->t0_us);
 		evbuffer_free(hr->body);
 		free(hr);
 	}
 	srv->waiting.len = kept;
+}
+
+void egs_server_drop_replies(struct egs_server *srv)
+{
+	struct egs_vec *lists[] = { &srv->held, &srv->waiting };
+	for (size_t l = 0; l < EGS_ARRAY_LEN(lists); l++) {
+		for (size_t i = 0; i < lists[l]->len; i++) {
+			struct held_reply *hr = lists[l]->items[i];
+			egs_hreq_abandon(hr->hq);
+			evbuffer_free(hr->body);
+			free(hr);
+		}
+		egs_vec_cleanup(lists[l]);
+	}
 }
 
 void egs_server_changed(struct egs_server *srv)
@@ -693,15 +696,15 @@ static bool duplicate_key(const char *p, size_t len, int pos, char *out, size_t 
 
 static bool read_body(struct egs_req *r)
 {
-	struct evbuffer *in = evhttp_request_get_input_buffer(r->ev);
-	size_t len = evbuffer_get_length(in);
+	const char *p;
+	size_t len;
+	egs_hreq_body(r->hq, &p, &len); /* contiguous: the front keeps a request's body in one piece */
 	if (len == 0)
 		return true;
 	if (len > EGS_MAX_BODY) {
 		egs_reply_err(r, EGS_ERR_TOO_LARGE, NULL, NULL, "the request body exceeds %d bytes", EGS_MAX_BODY);
 		return false;
 	}
-	const char *p = (const char *)evbuffer_pullup(in, -1);
 	json_error_t jerr;
 	/* The plain bodies take the fast path; jansson parses the rest and words every error. */
 	json_t *j = egs_json_fast_object(p, len);
@@ -729,7 +732,7 @@ static bool read_body(struct egs_req *r)
 	return true;
 }
 
-static void on_request(struct evhttp_request *ev, void *arg)
+void egs__http_on_request(struct egs_hreq *hq, void *arg)
 {
 	struct egs_server *srv = arg;
 	struct egs_req r;
@@ -737,23 +740,22 @@ static void on_request(struct evhttp_request *ev, void *arg)
 	bool query_in_arena = false;
 	memset(&r, 0, sizeof(r));
 	r.srv = srv;
-	r.ev = ev;
+	r.hq = hq;
 	r.t0_us = egs_mono_us();
-	r.method = evhttp_request_get_command(ev);
+	r.method = egs_hreq_method(hq);
 	r.query.tqh_first = NULL;
 	r.query.tqh_last = &r.query.tqh_first;
 
-	egs_conns_begin(srv->conns, ev); /* busy until answered: not closed as idle */
 	if (r.method != EVHTTP_REQ_GET)
 		egs_views_changed(srv); /* a write may change what a kept status view shows (gpr_view.c) */
-	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(ev);
-	const char *raw_path = uri ? evhttp_uri_get_path(uri) : NULL;
-	const char *q = uri ? evhttp_uri_get_query(uri) : NULL;
-	const struct egs_frame_reason_info *refusal;
-	if (raw_path && egs_conns_refusal(srv->conns, ev, raw_path, &refusal)) {
+	const char *raw_path = egs_hreq_path(hq);
+	const char *q = egs_hreq_query(hq);
+	enum egs_frame_reason refused = egs_hreq_refusal(hq);
+	if (refused) {
 		/* The connection front refused the bytes the client sent: answer; the front then closes. */
+		const struct egs_frame_reason_info *why = &egs_frame_reasons[refused];
 		egs_strlcpy(r.path, "-", sizeof(r.path));
-		egs_reply_err(&r, (enum egs_err)refusal->err, refusal->key, NULL, "%s", refusal->message);
+		egs_reply_err(&r, (enum egs_err)why->err, why->key, NULL, "%s", why->message);
 		goto out;
 	}
 	if (!raw_path || strlen(raw_path) >= sizeof(r.path)) {
@@ -808,14 +810,9 @@ static void on_request(struct evhttp_request *ev, void *arg)
 		goto out;
 	rt->fn(&r);
 out:
-	EGS_ASSERT(r.ev == NULL); /* every handler replies exactly once (or takes the request) */
+	EGS_ASSERT(r.hq == NULL); /* every handler replies exactly once (or takes the request) */
 	json_decref(r.body);
 	if (!query_in_arena)
 		evhttp_clear_headers(&r.query);
 }
 
-void egs__http_set_callbacks(struct egs_server *srv);
-void egs__http_set_callbacks(struct egs_server *srv)
-{
-	evhttp_set_gencb(srv->http, on_request, srv);
-}

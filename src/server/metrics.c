@@ -16,6 +16,7 @@
 #include "server/observe.h"
 
 #include "core/gpr.h"
+#include "server/conn.h"
 #include "server/notify.h"
 
 #include <event2/buffer.h>
@@ -349,12 +350,11 @@ static void metrics(struct egs_req *r)
 		inventory_series(srv, b, now);
 		control_series(srv, b);
 	}
-	struct evkeyvalq *h = evhttp_request_get_output_headers(r->ev);
-	evhttp_add_header(h, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-	evhttp_send_reply(r->ev, 200, "OK", b);
+	egs_hreq_content_type(r->hq, "text/plain; version=0.0.4; charset=utf-8");
+	egs_hreq_reply(r->hq, 200, b);
 	evbuffer_free(b);
 	egs_obs_request(srv, "GET", r->path, 200, r->t0_us);
-	r->ev = NULL; /* answered here: the Prometheus format is not the JSON envelope */
+	r->hq = NULL; /* answered here: the Prometheus format is not the JSON envelope */
 }
 
 const struct egs_route egs_routes_metrics[] = {

@@ -21,6 +21,8 @@
  */
 #include "server/server.h"
 
+#include "server/conn.h"
+
 #include "core/util.h"
 
 #include <event2/buffer.h>
@@ -771,13 +773,13 @@ static void openapi_get(struct egs_req *r)
 
 	EGS_ASSERT(text && b);
 	evbuffer_add(b, text, strlen(text));
-	evhttp_add_header(evhttp_request_get_output_headers(r->ev), "Content-Type", "application/json");
-	evhttp_send_reply(r->ev, 200, "OK", b); /* the document itself: tools read it without an envelope */
+	egs_hreq_content_type(r->hq, "application/json");
+	egs_hreq_reply(r->hq, 200, b); /* the document itself: tools read it without an envelope */
 	evbuffer_free(b);
 	free(text);
 	json_decref(doc);
 	egs_obs_request(r->srv, "GET", r->path, 200, r->t0_us);
-	r->ev = NULL;
+	r->hq = NULL;
 }
 
 const struct egs_route egs_routes_openapi[] = {

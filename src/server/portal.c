@@ -7,6 +7,7 @@
 #include "server/portal.h"
 
 #include "core/util.h"
+#include "server/conn.h"
 #include "server/server.h"
 
 #include <event2/buffer.h>
@@ -191,13 +192,12 @@ bool egs_portal_serve(struct egs_portal *p, struct egs_req *r)
 		return false;
 	/* "//host/x" parses as an authority and the path /x: only a request whose target is the path
 	 * itself (plus a query) is the portal's. */
-	const char *target = evhttp_request_get_uri(r->ev);
+	const char *target = egs_hreq_target(r->hq);
 	size_t plen = strlen(r->path);
 	if (!target || strncmp(target, r->path, plen) != 0 || (target[plen] && target[plen] != '?'))
 		return false;
 	const char *rel = r->path[1] ? r->path + 1 : "index.html";
-	struct evkeyvalq *in = evhttp_request_get_input_headers(r->ev);
-	bool gzip = accepts_gzip(evhttp_find_header(in, "Accept-Encoding")), gzipped;
+	bool gzip = accepts_gzip(egs_req_header(r, "Accept-Encoding")), gzipped;
 	struct evbuffer *buf = evbuffer_new();
 	EGS_ASSERT(buf);
 	if (!load(p, rel, gzip, buf, &gzipped)) {

@@ -603,25 +603,16 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	evsignal_add(srv->sig_ev[2], NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	srv->http = evhttp_new(srv->base);
-	evhttp_set_allowed_methods(srv->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-						      EVHTTP_REQ_PATCH | EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
-	/* The connection front (conn.c) enforces the real bounds and framing; evhttp's are a backstop. */
-	evhttp_set_max_body_size(srv->http, EGS_MAX_BODY);
-	evhttp_set_max_headers_size(srv->http, 2 * EGS_MAX_HEADERS);
-	evhttp_set_timeout(srv->http, 90);
-	srv->conns = egs_conns_new(srv->base, srv->http, srv->log, srv->max_connections, srv->tls);
+	/* egsd's own HTTP/1.1 front (conn.h): framing, bounds, replies in order, TLS. */
+	srv->conns = egs_conns_new(srv->base, srv->log, srv->max_connections, srv->tls, egs__http_on_request, srv);
 	srv->views = egs_views_new();
-	egs__http_set_callbacks(srv);
 	if ((err = egs_obs_start(srv)) || /* observability: settings, prices, webhook worker */
 	    (err = egs_replica_start(srv)))   /* a follower: the token secret, the follow timer */
 		return err;
-	struct evhttp_bound_socket *bound = evhttp_bind_socket_with_handle(srv->http, host, (uint16_t)port);
-	if (!bound) {
+	if (egs_conns_listen(srv->conns, host, (int)port) != EGS_OK) {
 		fprintf(stderr, "egsd: cannot listen on %s\n", listen);
 		return EGS_ERR_IO;
 	}
-	egs_conns_watch(srv->conns, bound);
 	srv->next_wake = 0;
 	egs_server_changed(srv); /* first plan after load */
 	fprintf(srv->log,
@@ -636,19 +627,12 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 void egs_server_stop(struct egs_server *srv)
 {
 	egs_kubecred_stop(srv); /* wipe the token key */
-	egs_obs_stop(srv); /* observability: before evhttp_free, which would close the streams under us */
-	egs_conns_stopping(srv->conns); /* connections evhttp_free closes do not linger */
-	if (srv->http)
-		evhttp_free(srv->http);
+	egs_obs_stop(srv); /* observability: ends the event streams first */
+	egs_conns_close_all(srv->conns); /* requests still unanswered become orphans */
 	egs_agent_drop_polls(srv);
 	egs_gpr_free(srv->aged_read);
 	srv->aged_read = NULL;
-	for (size_t i = 0; i < srv->held.len; i++)
-		free(srv->held.items[i]);
-	egs_vec_cleanup(&srv->held);
-	for (size_t i = 0; i < srv->waiting.len; i++)
-		free(srv->waiting.items[i]);
-	egs_vec_cleanup(&srv->waiting);
+	egs_server_drop_replies(srv);
 	egs_durable_stop(srv);
 	if (srv->commit_ev)
 		event_free(srv->commit_ev);
@@ -664,9 +648,10 @@ void egs_server_stop(struct egs_server *srv)
 	for (size_t i = 0; i < EGS_ARRAY_LEN(srv->sig_ev); i++)
 		if (srv->sig_ev[i])
 			event_free(srv->sig_ev[i]);
+	egs_conns_free(srv->conns); /* its events first */
+	srv->conns = NULL;
 	if (srv->base)
 		event_base_free(srv->base);
-	egs_conns_free(srv->conns); /* after the base ran the connections' finalizers */
 	egs_views_free(srv->views);
 	SSL_CTX_free(srv->tls);     /* after the connections' SSLs */
 	SSL_CTX_free(srv->fwd_tls); /* forwarded requests' (forward.c) */

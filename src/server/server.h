@@ -34,9 +34,11 @@ struct egs_principal {
 	char cluster[EGS_NAME_MAX];   /* agents */
 };
 
+struct egs_hreq; /* the front's request (conn.h) */
+
 struct egs_req {
 	struct egs_server *srv;
-	struct evhttp_request *ev;
+	struct egs_hreq *hq; /* the front's request; NULL once answered (or taken by a handler) */
 	enum evhttp_cmd_type method;
 	char path[512];
 	struct evkeyvalq query;
@@ -53,7 +55,6 @@ struct egs_portal; /* portal.h */
 
 struct egs_server {
 	struct event_base *base;
-	struct evhttp *http;
 	struct egs_store *store;
 	struct egs_state st;
 	char *data_dir;
@@ -167,6 +168,11 @@ void egs_reply_json_ref(struct egs_req *r, const char *json, size_t len,
 			void (*release)(const void *json, size_t len, void *arg), void *arg);
 /* Adds a response header (before replying). */
 void egs_reply_header(struct egs_req *r, const char *name, const char *value);
+/* The request's first header field named name (case-insensitive), or NULL.  Borrowed until the
+ * reply. */
+const char *egs_req_header(const struct egs_req *r, const char *name);
+/* The dispatcher (http.c): the front (conn.h) calls it for every request. */
+void egs__http_on_request(struct egs_hreq *hq, void *arg);
 
 /* Replaces every held reply of the turn by the error envelope of err (key, message): the turn's
  * commit failed, so none of what they answered is saved. */
@@ -224,6 +230,8 @@ enum egs_err egs_follow_apply(struct egs_server *srv, size_t *rows);
  * srv->waiting, each waiting for every write committed so far; asks the store to sync them and
  * sends what is durable already. */
 void egs_server_flush(struct egs_server *srv);
+/* At exit: drops the held and waiting replies unsent (their requests are freed). */
+void egs_server_drop_replies(struct egs_server *srv);
 /* Sends every waiting reply whose writes are durable (egs_store_durable), keeping the others. */
 void egs_server_send_durable(struct egs_server *srv);
 /* ---- durability apart from the commit (durable.c; docs/internals/http.md) ---- */
