@@ -66,6 +66,8 @@ struct conn {
 	bool close_after;         /* a request asked to close: no more requests after it */
 	bool flush_close;         /* close (or linger) once the output is written */
 	bool lingering, eof, dead, in_turn, wev_on;
+	bool read_wants_write;    /* SSL_read wanted the socket writable */
+	bool stalled;             /* parsing stopped at a bound (pipeline, output), not for want of bytes */
 	char peer[48];
 };
 
@@ -82,6 +84,7 @@ struct egs_conns {
 	int port;
 	bool stopping;
 	int64_t now_s, log_sec;
+	int64_t head_limit_s; /* EGS_CONN_HEAD_S (shorter under a test's EGS_TEST_HEAD_TIMEOUT_S) */
 	uint64_t accept_fails, evicted;
 	unsigned char *rbuf; /* the read buffer all connections share */
 	time_t date_sec;
