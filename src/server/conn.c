@@ -126,8 +126,8 @@ static size_t evict_idle(struct egs_conns *cs, size_t n, const struct conn *keep
 	size_t done = 0;
 	for (struct conn *c = cs->first, *next; c && done < n; c = next) {
 		next = c->next;
-		if (c == keep || c->inflight || c->in_turn)
-			continue;
+		if (c == keep || c->inflight || c->in_turn || evbuffer_get_length(c->out))
+			continue; /* busy, or an answer still to write */
 		conn_close(c);
 		cs->evicted++;
 		done++;
@@ -521,7 +521,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 		SSL_set_mode(c->ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 		SSL_set_accept_state(c->ssl);
 	}
-	c->active_s = cs->now_s;
+	c->active_s = c->write_s = cs->now_s;
 	list_append(cs, c);
 	cs->count++;
 	if (cs->count > cs->max && !evict_idle(cs, 1, c))
@@ -573,7 +573,8 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 		bool out = evbuffer_get_length(c->out) > 0;
 		if ((c->lingering && now >= c->linger_until) ||
 		    (!c->inflight && !out && now - (c->active_s > c->write_s ? c->active_s : c->write_s) >= EGS_CONN_IDLE_S) ||
-		    (c->head_s && now - c->head_s >= cs->head_limit_s) || (out && now - c->write_s >= WRITE_STALL_S))
+		    (c->head_s && now - c->head_s >= cs->head_limit_s) ||
+		    (c->wev_on && now - c->write_s >= WRITE_STALL_S)) /* waiting for the socket that long */
 			conn_close(c);
 	}
 }

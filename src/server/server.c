@@ -577,10 +577,12 @@ enum egs_err egs_server_start(struct egs_server *srv, const char *listen, const 
 	/* Stored early-release holds stay until the agents have had a heartbeat period to report. */
 	srv->st.held_settle = egs_now(srv) + srv->st.cfg.heartbeat_timeout_s;
 
-	/* epoll's changelist: a connection's read interest is dropped while evhttp answers a request and
-	 * taken again once the reply is out; applied at the next epoll_wait, the two cancel out instead
-	 * of costing an epoll_ctl each (two of the five system calls of a status read, issue 16).  Its
-	 * caveat, descriptors cloned by dup(), does not apply: egsd registers no dup()ed descriptor. */
+	/* epoll's changelist: interest changes are applied at the next epoll_wait, so a change undone
+	 * before it (a connection's write interest taken for a partial write that then completes, a read
+	 * pause that ends within the turn) costs no epoll_ctl.  The HTTP front (conn.c) keeps a
+	 * connection's read interest registered anyway; evhttp, before it, dropped and took it again for
+	 * every request.  Its caveat, descriptors cloned by dup(), does not apply: egsd registers no
+	 * dup()ed descriptor. */
 	struct event_config *cfg = event_config_new();
 	EGS_ASSERT(cfg && event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST) == 0);
 	srv->base = event_base_new_with_config(cfg);

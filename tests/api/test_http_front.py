@@ -3,8 +3,10 @@ sent in arbitrary pieces are each answered once and in order, even when a later 
 (a create's answer waits for its commit, the reads behind it do not overtake it); keep-alive and
 close as HTTP/1.0 and 1.1 define them; HEAD has no body; a head that trickles in is cut off
 (slowloris); a client that pipelines without reading cannot make egsd buffer without bound."""
+import http.client
 import json
 import os
+import threading
 import random
 import socket
 import tempfile
@@ -225,3 +227,41 @@ def test_pipelining_without_reading_is_bounded(srv):
     # 1 MiB of output plus the sockets' buffers (a few MiB on loopback): some dozens of answers
     assert answered < 1000, "egsd answered %d requests whose answers nobody reads" % answered
     s.close()
+
+
+def test_answers_held_for_the_disk_reach_fresh_connections():
+    """Regression (found by a stress run): an answer that waited for its fsync and then for its
+    connection's write turn must never be dropped by the once-a-second sweep.  640 creates on fresh
+    connections from 16 threads while every fsync takes 50 ms: each gets its 200."""
+    os.environ["EGS_TEST_FSYNC_DELAY_MS"] = "50"
+    try:
+        with tempfile.TemporaryDirectory(prefix="egs-front-held-") as tmp:
+            e = Egsd(tmp).start()
+            errors = []
+
+            def creates(k):
+                for i in range(40):
+                    c = http.client.HTTPConnection("127.0.0.1", e.port, timeout=60)
+                    try:
+                        c.request("POST", "/api/v1/projects", body=json.dumps({"projectName": "p-%d-%d" % (k, i)}),
+                                  headers={"Authorization": "Bearer " + e.admin_key,
+                                           "Content-Type": "application/json"})
+                        r = c.getresponse()
+                        r.read()
+                        if r.status != 200:
+                            errors.append(r.status)
+                    except (OSError, http.client.HTTPException) as ex:
+                        errors.append(repr(ex))
+                    finally:
+                        c.close()
+            try:
+                threads = [threading.Thread(target=creates, args=(k,)) for k in range(16)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+            finally:
+                e.stop()
+            assert errors == [], errors[:5]
+    finally:
+        del os.environ["EGS_TEST_FSYNC_DELAY_MS"]
