@@ -88,8 +88,7 @@ const char *egs_hreq_path(const struct egs_hreq *q);
 const char *egs_hreq_query(const struct egs_hreq *q);
 /* The first header field named name (case-insensitive), or NULL.  Valid until the answer. */
 const char *egs_hreq_header(const struct egs_hreq *q, const char *name);
-/* The i-th header field (i < egs_hreq_nheaders): false past the end. */
-size_t egs_hreq_nheaders(const struct egs_hreq *q);
+/* The i-th header field, in the order sent: false past the last. */
 bool egs_hreq_header_at(const struct egs_hreq *q, size_t i, const char **name, const char **value);
 /* The body (de-chunked; len 0 when none).  Valid until the answer. */
 void egs_hreq_body(const struct egs_hreq *q, const char **p, size_t *len);

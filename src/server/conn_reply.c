@@ -162,11 +162,6 @@ const char *egs_hreq_header(const struct egs_hreq *q, const char *name)
 	return NULL;
 }
 
-size_t egs_hreq_nheaders(const struct egs_hreq *q)
-{
-	return q->nfields;
-}
-
 bool egs_hreq_header_at(const struct egs_hreq *q, size_t i, const char **name, const char **value)
 {
 	if (i >= q->nfields)

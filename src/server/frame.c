@@ -49,11 +49,6 @@ bool egs_frame_in_head(const struct egs_frame *f)
 	return f->state == ST_HEAD && !f->dead;
 }
 
-bool egs_frame_between(const struct egs_frame *f)
-{
-	return f->state == ST_HEAD && f->scanned == 0 && !f->dead;
-}
-
 /* ---- the head ---- */
 
 /* Length of the head at the start of p[0..n) (through its blank line), 0 when not complete yet.

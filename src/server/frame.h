@@ -112,7 +112,4 @@ size_t egs_frame_fields(const unsigned char *p, const struct egs_frame_req *req,
 /* True while the head of a request is still arriving (bytes were fed, no complete head yet). */
 bool egs_frame_in_head(const struct egs_frame *f);
 
-/* True when f is between requests (no byte of a request read yet). */
-bool egs_frame_between(const struct egs_frame *f);
-
 #endif
