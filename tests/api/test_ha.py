@@ -42,6 +42,13 @@ def role(e):
     return h and h["role"]
 
 
+def stop_all(*procs):
+    """Stops every process started (None: never started), in order."""
+    for p in procs:
+        if p:
+            p.stop()
+
+
 def follower_of(leader, data_dir, url=None, tls=None):
     """A second egsd on the leader's database with the leader's admin key and slice-token key (as
     docs/ha.md says to deploy them): it follows."""
@@ -171,11 +178,7 @@ def test_a_follower_serves_reads_forwards_writes_and_streams_events(tmpdir_path)
             status, doc = fb.call("GET", p)
             assert status not in (500, 501, 502, 503), (p, status, doc)
     finally:
-        if agent:
-            agent.stop()
-        a.stop()
-        if b:
-            b.stop()
+        stop_all(agent, a, b)
 
 
 def test_a_write_through_a_follower_is_audited_under_the_clients_address(tmpdir_path):
@@ -197,9 +200,7 @@ def test_a_write_through_a_follower_is_audited_under_the_clients_address(tmpdir_
         assert peers["via-b"] == via and peers["forged-via-b"] == via, peers
         assert peers["forged-at-a"] == "127.0.0.3", peers
     finally:
-        a.stop()
-        if b:
-            b.stop()
+        stop_all(a, b)
 
 
 def test_forwarding_over_tls_verifies_the_leader(tmpdir_path):
@@ -224,10 +225,7 @@ def test_forwarding_over_tls_verifies_the_leader(tmpdir_path):
         assert status == 503 and doc["error"]["errorKey"] == "LEADER_UNAVAILABLE", doc
         assert "unverified" not in [x["clusterName"] for x in a.api().get("/api/v1/clusters")["items"]]
     finally:
-        a.stop()
-        for e in (b, c):
-            if e:
-                e.stop()
+        stop_all(a, b, c)
 
 
 def test_kill9_of_the_leader_hands_over_with_every_acknowledged_gpr(tmpdir_path):
@@ -270,11 +268,7 @@ def test_kill9_of_the_leader_hands_over_with_every_acknowledged_gpr(tmpdir_path)
     finally:
         if creators:
             creators.finish()
-        if agent:
-            agent.stop()
-        a.stop()
-        if b:
-            b.stop()
+        stop_all(agent, a, b)
 
 
 def leader_lock_sql(url):
@@ -307,9 +301,7 @@ def test_a_deposed_leader_never_commits_again(tmpdir_path):
         names = [c["clusterName"] for c in b.api(a.admin_key).get("/api/v1/clusters")["items"]]
         assert "before" in names and "after" not in names
     finally:
-        a.stop()
-        if b:
-            b.stop()
+        stop_all(a, b)
 
 
 def test_postgresql_restarting_under_load_loses_nothing(tmpdir_path):
@@ -332,9 +324,7 @@ def test_postgresql_restarting_under_load_loses_nothing(tmpdir_path):
     finally:
         if creators:
             creators.finish()
-        if agent:
-            agent.stop()
-        a.stop()
+        stop_all(agent, a)
 
 
 class Proxy:
@@ -410,6 +400,4 @@ def test_a_stalled_leader_steps_down_before_another_leads(tmpdir_path):
     finally:
         proxy.frozen.clear()
         proxy.close()
-        a.stop()
-        if b:
-            b.stop()
+        stop_all(a, b)
