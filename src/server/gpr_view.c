@@ -29,6 +29,8 @@
  */
 #include "server/server.h"
 
+#include "server/gpr_render.h"
+
 #include "core/util.h"
 
 #include <stdlib.h>
@@ -53,8 +55,7 @@ struct view_slot {
 
 struct egs_views {
 	struct view_slot slot[VIEW_SLOTS];
-	char *scratch; /* where a view is dumped before it is kept (owned) */
-	size_t len, cap;
+	struct egs_obuf scratch; /* where a view is rendered before it is kept */
 	uint64_t hits, misses;
 };
 
@@ -85,7 +86,7 @@ void egs_views_free(struct egs_views *v)
 	for (size_t i = 0; i < VIEW_SLOTS; i++)
 		if (v->slot[i].kept)
 			bytes_release(v->slot[i].kept);
-	free(v->scratch);
+	egs_obuf_cleanup(&v->scratch);
 	free(v);
 }
 
@@ -102,39 +103,27 @@ static struct view_slot *slot_of(struct egs_views *v, const char *id)
 	return &v->slot[h & (VIEW_SLOTS - 1)];
 }
 
-/* jansson's dump callback: appends to the views' scratch buffer. */
-static int append(const char *data, size_t len, void *arg)
+/* g's reply (the same bytes egs_reply_ok(egs_json_gpr()) would send), rendered by gpr_render.c into
+ * the views' scratch buffer and copied out; one reference, the caller's. */
+static struct view_bytes *build(struct egs_server *srv, const struct egs_gpr *g, int64_t now)
 {
-	struct egs_views *v = arg;
-	if (v->len + len > v->cap) {
-		size_t cap = v->cap ? v->cap : 1024;
-		while (cap < v->len + len)
-			cap *= 2;
-		v->scratch = egs_realloc(v->scratch, cap);
-		v->cap = cap;
-	}
-	memcpy(v->scratch + v->len, data, len);
-	v->len += len;
-	return 0;
+	struct egs_obuf *o = &srv->views->scratch;
+	o->len = 0;
+	egs_render_gpr_reply(o, g, now, egs_gpr_cost(srv, g, now));
+	struct view_bytes *b = egs_malloc(sizeof(*b) + o->len);
+	b->refs = 1;
+	b->len = o->len;
+	memcpy(b->data, o->p, o->len);
+	return b;
 }
 
 /* Builds g's reply into s (the same bytes egs_reply_ok would send) and keys it by the state now.  The
  * bytes s kept before stay with the replies that still reference them. */
 static void render(struct egs_server *srv, struct view_slot *s, const struct egs_gpr *g, int64_t now)
 {
-	struct egs_views *v = srv->views;
-	json_t *env = json_pack("{s:i, s:s, s:s, s:o}", "statusCode", 200, "status", "OK", "message", "Success",
-				"data", egs_json_gpr(srv, g));
-	EGS_ASSERT(env);
-	v->len = 0;
-	EGS_ASSERT(json_dump_callback(env, append, v, JSON_COMPACT) == 0);
-	json_decref(env);
 	if (s->kept)
 		bytes_release(s->kept);
-	s->kept = egs_malloc(sizeof(*s->kept) + v->len);
-	s->kept->refs = 1;
-	s->kept->len = v->len;
-	memcpy(s->kept->data, v->scratch, v->len);
+	s->kept = build(srv, g, now);
 	egs_strlcpy(s->id, g->id, sizeof(s->id));
 	s->generation = srv->st.generation;
 	s->epoch = srv->view_epoch;
@@ -144,11 +133,17 @@ static void render(struct egs_server *srv, struct view_slot *s, const struct egs
 void egs_gpr_view_reply(struct egs_req *r, const struct egs_gpr *g)
 {
 	struct egs_server *srv = r->srv;
-	if (!srv->views || egs_state_has_changes(&srv->st) || srv->held.len) {
-		egs_reply_ok(r, egs_json_gpr(srv, g)); /* held for the turn's commit: built as before */
+	int64_t now = egs_now(srv);
+	if (!srv->views) {
+		egs_reply_ok(r, egs_json_gpr(srv, g));
 		return;
 	}
-	int64_t now = egs_now(srv);
+	if (egs_state_has_changes(&srv->st) || srv->held.len) {
+		/* held for the turn's commit: built now, not kept */
+		struct view_bytes *b = build(srv, g, now);
+		egs_reply_json_ref(r, b->data, b->len, reply_done, b);
+		return;
+	}
 	struct view_slot *s = slot_of(srv->views, g->id);
 	if (s->generation == srv->st.generation && s->epoch == srv->view_epoch && s->now == now &&
 	    strcmp(s->id, g->id) == 0) {

@@ -4,6 +4,8 @@
  */
 #include "server/server.h"
 
+#include "server/gpr_render.h"
+
 #include "core/gpr.h"
 #include "core/sched.h"
 #include "core/share_gpr.h"
@@ -75,41 +77,49 @@ static json_t *gpus_json(int centi)
 	return centi % EGS_SHARE_WHOLE ? json_real(centi / (double)EGS_SHARE_WHOLE) : json_integer(centi / EGS_SHARE_WHOLE);
 }
 
+void egs_gpr_facts(const struct egs_gpr *g, int64_t now, struct egs_gpr_facts *f)
+{
+	bool waiting = g->state == EGS_GPR_QUEUED || g->state == EGS_GPR_PENDING;
+	f->est = waiting ? g->est_start : g->start_ts ? g->start_ts : g->state == EGS_GPR_PROVISIONING ? g->phase_since : 0;
+	f->has_wait = (waiting && g->est_start) || f->est;
+	f->wait = waiting && g->est_start && g->est_start > now ? g->est_start - now : 0;
+	f->allocated = egs_gpr_is_active(g) && g->state != EGS_GPR_RELEASING ? g->gpus_per_node * (int)g->nodes.n : 0;
+	f->remaining = g->state == EGS_GPR_PROVISIONED && g->exit_at > now ? g->exit_at - now : 0;
+	f->internal_state = internal_state(g->state);
+}
+
 json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 {
 	int64_t now = egs_now(srv);
+	return egs_json_gpr_at(g, now, egs_gpr_cost(srv, g, now));
+}
+
+json_t *egs_json_gpr_at(const struct egs_gpr *g, int64_t now, double cost_value)
+{
+	struct egs_gpr_facts f;
+	egs_gpr_facts(g, now, &f);
 	json_t *nodes = json_array();
 	for (size_t i = 0; i < g->nodes.n; i++) {
 		const char *slash = strchr(g->nodes.v[i], '/');
 		json_array_append_new(nodes, json_string(slash ? slash + 1 : g->nodes.v[i]));
 	}
-	bool waiting = g->state == EGS_GPR_QUEUED || g->state == EGS_GPR_PENDING;
-	int64_t est = waiting ? g->est_start : g->start_ts ? g->start_ts : g->state == EGS_GPR_PROVISIONING ? g->phase_since : 0;
-	json_t *est_wait = json_null();
-	if (waiting && g->est_start)
-		est_wait = duration(g->est_start > now ? g->est_start - now : 0);
-	else if (est)
-		est_wait = duration(0);
-	int allocated = egs_gpr_is_active(g) && g->state != EGS_GPR_RELEASING ? g->gpus_per_node * (int)g->nodes.n : 0;
-	int64_t remaining = g->state == EGS_GPR_PROVISIONED && g->exit_at > now ? g->exit_at - now : 0;
-
-	char cost[32];
-	snprintf(cost, sizeof(cost), "%.2f", egs_gpr_cost(srv, g, now));
+	char cost[400]; /* "%.2f" of DBL_MAX is 312 bytes */
+	snprintf(cost, sizeof(cost), "%.2f", cost_value);
 	json_t *status = json_pack(
 		"{s:s, s:o, s:o, s:o, s:o, s:s, s:o, s:s, s:i, s:i, s:o, s:o, s:o, s:o}",
 		"provisioningStatus", egs_gpr_state_name(g->state),
 		"failureReason", json_string(g->failure_reason ? g->failure_reason : ""),
-		"numGpusAllocated", g->share_centi ? gpus_json(allocated ? g->share_centi : 0) : json_integer(allocated),
+		"numGpusAllocated", g->share_centi ? gpus_json(f.allocated ? g->share_centi : 0) : json_integer(f.allocated),
 		"startTimestamp", time_or_null(g->start_ts),
 		"completionTimestamp", time_or_null(g->completion_ts),
 		"cost", cost,
 		"nodes", nodes,
-		"internalState", internal_state(g->state),
+		"internalState", f.internal_state,
 		"retryCount", g->retry_count,
 		"delayedCount", g->delayed_count,
 		"pendingReason", str_or_null(g->pending_reason),
 		"exitTimestamp", time_or_null(g->exit_at),
-		"remainingDuration", duration(remaining),
+		"remainingDuration", duration(f.remaining),
 		"createdTimestamp", time_or_null(g->created_at));
 	json_t *o = json_pack(
 		"{s:s, s:s, s:s, s:s, s:o, s:i, s:s, s:I, s:I, s:i, s:s, s:o, s:o, s:o, s:b, s:s, s:b, s:b, s:b, s:b,"
@@ -125,8 +135,8 @@ json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)
 		"memoryPerGpu", (json_int_t)g->memory_mib,
 		"priority", g->priority,
 		"gpuSharingMode", g->share_centi ? "Shared" : "Dedicated",
-		"estimatedStartTime", time_or_null(est),
-		"estimatedWaitTime", est_wait,
+		"estimatedStartTime", time_or_null(f.est),
+		"estimatedWaitTime", f.has_wait ? duration(f.wait) : json_null(),
 		"exitDuration", duration(g->exit_duration_s),
 		"earlyRelease", (g->flags & EGS_GPRF_EARLY_RELEASE) != 0,
 		"gpuShape", g->gpu_shape,
