@@ -2337,6 +2337,18 @@ static void test_capacity(void **state)
 	egs_strlist_add(&empty->clusters, "c1");
 	egs_state_touch(st, EGS_KIND_WORKSPACE, empty);
 	assert_capacity(st, g, empty, 2, NULL);
+
+	/* The kept answers' key keeps its numbers apart: 8 GPUs of 11 MiB fit, and 81 GPUs of 1 MiB
+	 * (the same digits) are not answered from that entry; a negative memory is its own key too. */
+	g->gpus_per_node = 8;
+	g->memory_mib = 11;
+	assert_capacity(st, g, ws, 3, NULL); /* a1, a2, a3: any shape now */
+	g->gpus_per_node = 81;
+	g->memory_mib = 1;
+	assert_capacity(st, g, ws, 0, "numberOfGPUs:");
+	g->gpus_per_node = 8;
+	g->memory_mib = -11;
+	assert_capacity(st, g, ws, 3, NULL);
 	done(g);
 	done(st);
 }
