@@ -11,7 +11,8 @@
  * means a reader never sees half a turn, even after a kill -9.
  *
  * Every statement of the hot path (upserts, deletes, event inserts, BEGIN/COMMIT) is prepared once
- * at open and reused: per row there is only reset, bind and step.  The column lists of
+ * at open and reused: per row there is only reset, bind and step, and a row binds only the
+ * parameters whose values differ from the statement's previous row (store_sqlite.h, kept).  The column lists of
  * egs_rows_kinds are the single source of the bind order for writes and the column order for
  * loads.
  */
@@ -32,6 +33,8 @@ struct sqlite_store {
 	sqlite3_stmt *put[EGS_ROWS_NKINDS];
 	sqlite3_stmt *del[EGS_ROWS_NKINDS];
 	sqlite3_stmt *put_event, *put_audit;
+	/* What each put statement's parameters hold from its last row (store_sqlite.h), owned */
+	struct egs_sqlite_kept *put_kept[EGS_ROWS_NKINDS], *event_kept, *audit_kept;
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *meta_get, *meta_set, *prune_mark, *prune;
 	int last_rc;     /* the result code of the last failed step: SQLITE_FULL tells a full disk */
@@ -195,9 +198,14 @@ static bool prepare_all(struct sqlite_store *s)
 	/* An event is new or a repeat of a stored one (its count, time and message move): an upsert.
 	 * INSERT OR REPLACE cost ~3,000 more instructions a new row (its conflict handling). */
 	upsert_sql(&q, "events", EGS_ROWS_EVENT_COLS);
-	return prepare(s, q.b, &s->put_event) &&
-	       prepare(s, "INSERT INTO audit(" EGS_AUDIT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?)", &s->put_audit) &&
-	       prepare(s, "BEGIN IMMEDIATE", &s->begin) && prepare(s, "COMMIT", &s->commit) &&
+	if (!prepare(s, q.b, &s->put_event) ||
+	    !prepare(s, "INSERT INTO audit(" EGS_AUDIT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?)", &s->put_audit))
+		return false;
+	for (int i = 0; i < EGS_ROWS_NKINDS; i++)
+		s->put_kept[i] = egs__sqlite_kept_new(s->put[i]);
+	s->event_kept = egs__sqlite_kept_new(s->put_event);
+	s->audit_kept = egs__sqlite_kept_new(s->put_audit);
+	return prepare(s, "BEGIN IMMEDIATE", &s->begin) && prepare(s, "COMMIT", &s->commit) &&
 	       prepare(s, "ROLLBACK", &s->rollback) &&
 	       prepare(s, "SELECT value FROM meta WHERE key = ?1", &s->meta_get) &&
 	       prepare(s,
@@ -285,7 +293,10 @@ static void sqlite_free(struct sqlite_store *s)
 	for (int i = 0; i < EGS_ROWS_NKINDS; i++) {
 		sqlite3_finalize(s->put[i]);
 		sqlite3_finalize(s->del[i]);
+		egs__sqlite_kept_free(s->put_kept[i]);
 	}
+	egs__sqlite_kept_free(s->event_kept);
+	egs__sqlite_kept_free(s->audit_kept);
 	sqlite3_finalize(s->put_event);
 	sqlite3_finalize(s->put_audit);
 	sqlite3_finalize(s->begin);
@@ -429,7 +440,7 @@ static bool write_change(struct sqlite_store *s, const struct egs_change *c)
 		}
 		return step_done(s, del, "delete", k->table, key);
 	}
-	struct egs_sqlite_binder b = { .stmt = s->put[c->kind] };
+	struct egs_sqlite_binder b = { .stmt = s->put[c->kind], .kept = s->put_kept[c->kind] };
 	struct egs_row_binder rb = egs__sqlite_row_binder(&b);
 	k->bind(&rb, c->obj);
 	if (b.rc) {
@@ -459,7 +470,7 @@ static bool bound_step(struct sqlite_store *s, struct egs_sqlite_binder *b, cons
 
 static bool write_event(struct sqlite_store *s, const struct egs_event *ev)
 {
-	struct egs_sqlite_binder b = { .stmt = s->put_event };
+	struct egs_sqlite_binder b = { .stmt = s->put_event, .kept = s->event_kept };
 	struct egs_row_binder rb = egs__sqlite_row_binder(&b);
 	egs_rows_bind_event(&rb, ev);
 	return bound_step(s, &b, "events", ev->id);
@@ -467,7 +478,7 @@ static bool write_event(struct sqlite_store *s, const struct egs_event *ev)
 
 static bool write_audit(struct sqlite_store *s, const struct egs_audit *a)
 {
-	struct egs_sqlite_binder b = { .stmt = s->put_audit };
+	struct egs_sqlite_binder b = { .stmt = s->put_audit, .kept = s->audit_kept };
 	struct egs_row_binder rb = egs__sqlite_row_binder(&b);
 	egs_rows_bind_audit(&rb, a);
 	return bound_step(s, &b, "audit", a->id);

@@ -15,10 +15,26 @@
 /* The schema (store_schema.c, from store_schema.inc): egs_store_schema_version() SQL scripts, entry i from user_version i to i + 1. */
 extern const char *const egs__sqlite_migrations[];
 
+/*
+ * What one prepared statement's parameters hold since its last row, so that a row binds only the
+ * values that differ from the row before (issue 16: a create's three rows bind 52 parameters at
+ * ~150-200 instructions each, and most are the same from one row to the next: the workspace, the
+ * state, zeros, the caller's key).  SQLite keeps a statement's bindings across sqlite3_reset; a
+ * kept text is bound from this structure's own copy (SQLITE_STATIC), which stays unchanged until
+ * it is bound again, so a skipped bind can never leave SQLite pointing at freed memory.  Only the
+ * binder below may bind a statement that has one.
+ */
+struct egs_sqlite_kept;
+/* One slot per parameter of stmt (borrowed; the kept values are only valid for it). */
+struct egs_sqlite_kept *egs__sqlite_kept_new(sqlite3_stmt *stmt);
+void egs__sqlite_kept_free(struct egs_sqlite_kept *k); /* NULL is a no-op */
+
 /* Binds parameters 1, 2, ... in order and remembers the first failure, so the encoders of
- * store_rows.c read as a plain list of fields. */
+ * store_rows.c read as a plain list of fields.  With kept set, a parameter whose value (type and
+ * bytes) is what that statement's parameter holds already is not bound again. */
 struct egs_sqlite_binder {
 	sqlite3_stmt *stmt;
+	struct egs_sqlite_kept *kept; /* NULL: bind every parameter (SQLITE_STATIC from the caller) */
 	int i;
 	int rc;
 	const char *why; /* set for failures that are ours, not SQLite's */
