@@ -104,7 +104,7 @@ bool egs__walk_restore(struct egs_plan *p)
 	for (; nst < k->nstarted && k->started[nst].pos < s->pos; nst++)
 		;
 	struct egs_plan q;
-	egs__snap_restore(&q, k, s, p->now);
+	egs__snap_restore_take(&q, k, s, p->now); /* in place: k only keeps what q does not take */
 	for (size_t j = nst; j < k->nstarted; j++) { /* as a full walk sees them: provisioning */
 		const struct egs_gpr *g = k->started[j].g;
 		struct wsinfo *w = egs__ws_get(&q, g->workspace);

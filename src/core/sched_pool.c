@@ -19,9 +19,11 @@ static void seg_build(struct egs_plan *p, struct pool *q)
 	size_t sz = 1;
 	while (sz < q->n)
 		sz *= 2;
+	if (!q->seg || q->segsz != sz) { /* a restore in place keeps its tree's array */
+		free(q->seg);
+		q->seg = egs_malloc(2 * sz * sizeof(int64_t));
+	}
 	q->segsz = sz;
-	free(q->seg);
-	q->seg = egs_malloc(2 * sz * sizeof(int64_t));
 	for (size_t x = 0; x < 2 * sz; x++)
 		q->seg[x] = INT64_MAX;
 	for (size_t r = 0; r < q->n; r++)
@@ -648,6 +650,38 @@ void egs__plan_free_old(struct egs_plan *p)
 	egs_plan_free(old);
 }
 
+/* Sets q's slots, pools and workspaces, which hold p's (copied, or taken: then p is q), to their
+ * state at snapshot s of p: free times, holes, heaps and segment trees. */
+static void restore_parts(struct egs_plan *q, const struct egs_plan *p, const struct snap *s)
+{
+	for (size_t i = 0; i < q->nslots; i++) {
+		q->slots[i].free_at = s->free_at[i];
+		q->slots[i].free_now = s->free_now[i];
+		q->slots[i].snap_dirty = false;
+	}
+	for (size_t j = 0; j < q->npools; j++) { /* the heaps, from the members in name order */
+		struct pool *d = &q->pools[j];
+		d->nholes = s->nholes[j];
+		memcpy(d->holes, s->holes + j * POOL_HOLES, d->nholes * sizeof(*d->holes));
+		for (size_t h = 0; h < d->n; h++)
+			d->heap[h] = &q->slots[d->byname[h]];
+		egs__heap_build(d);
+		seg_build(q, d);
+	}
+	EGS_ASSERT(s->nws <= p->nws); /* p's wsv only grew since s was taken */
+	q->nws = s->nws;
+	size_t nwh = 0;
+	for (size_t i = 0; i < q->nws; i++) {
+		struct wsinfo *w = &q->wsv[i];
+		w->until = s->ws[i].until;
+		w->active = s->ws[i].active;
+		w->nholes = s->ws[i].nholes;
+		memcpy(w->holes, s->ws_holes + nwh, w->nholes * sizeof(*w->holes));
+		nwh += w->nholes;
+	}
+	egs_map_init(&q->ws); /* made when first asked (egs__ws_get) */
+}
+
 /* Makes q a copy of p as it stood at snapshot s (q is uninitialised; release with plan_cleanup). */
 void egs__snap_restore(struct egs_plan *q, const struct egs_plan *p, const struct snap *s, int64_t now)
 {
@@ -670,42 +704,59 @@ void egs__snap_restore(struct egs_plan *q, const struct egs_plan *p, const struc
 		d->holes = egs_calloc(POOL_HOLES, sizeof(*d->holes));
 		d->byname = egs_malloc((d->n + 1) * sizeof(*d->byname));
 		memcpy(d->byname, p->pools[j].byname, d->n * sizeof(*d->byname));
-		d->seg = NULL; /* rebuilt below from the restored slots */
-		d->nholes = s->nholes[j];
-		memcpy(d->holes, s->holes + j * POOL_HOLES, d->nholes * sizeof(*d->holes));
+		d->seg = NULL; /* rebuilt from the restored slots */
 	}
-	for (size_t i = 0; i < q->nslots; i++) {
-		q->slots[i].free_at = s->free_at[i];
-		q->slots[i].free_now = s->free_now[i];
-		q->slots[i].snap_dirty = false;
+	for (size_t i = 0; i < q->nslots; i++)
 		q->slots[i].pool = q->pools + (p->slots[i].pool - p->pools);
-	}
-	for (size_t j = 0; j < q->npools; j++) { /* the heaps, from the members in name order */
-		struct pool *d = &q->pools[j];
-		for (size_t h = 0; h < d->n; h++)
-			d->heap[h] = &q->slots[d->byname[h]];
-		egs__heap_build(d);
-		seg_build(q, d);
-	}
 	scratch_alloc(q);
 	q->capws = 2 * s->nws + 16;
-	q->nws = s->nws;
 	q->wsv = egs_malloc(q->capws * sizeof(*q->wsv));
-	EGS_ASSERT(s->nws <= p->nws); /* p's wsv only grew since s was taken */
-	size_t nwh = 0;
-	for (size_t i = 0; i < q->nws; i++) {
+	for (size_t i = 0; i < s->nws; i++) {
 		struct wsinfo *w = &q->wsv[i];
 		const struct wsinfo *pw = &p->wsv[i];
 		memcpy(w->name, pw->name, sizeof(w->name));
 		w->ws = pw->ws;
 		w->pool_ok = pw->pool_ok;
-		w->until = s->ws[i].until;
-		w->active = s->ws[i].active;
-		w->nholes = s->ws[i].nholes;
-		memcpy(w->holes, s->ws_holes + nwh, w->nholes * sizeof(*w->holes));
-		nwh += w->nholes;
 	}
-	egs_map_init(&q->ws); /* made when first asked (egs__ws_get) */
+	restore_parts(q, p, s);
+}
+
+void egs__snap_restore_take(struct egs_plan *q, struct egs_plan *p, const struct snap *s, int64_t now)
+{
+	EGS_ASSERT(!p->shared); /* share timelines are not in snapshots */
+	memset(q, 0, sizeof(*q));
+	q->st = p->st;
+	q->now = now;
+	q->hole_end_min = INT64_MAX;
+	q->serial = p->serial;
+	q->nws_fixed = p->nws_fixed;
+	q->slots = p->slots;
+	q->nslots = p->nslots;
+	q->pools = p->pools;
+	q->npools = p->npools;
+	q->chosen = p->chosen;
+	q->tmp = p->tmp;
+	q->frontier = p->frontier;
+	q->match = p->match;
+	q->cand = p->cand;
+	q->hsel = p->hsel;
+	q->hok = p->hok;
+	q->dirty = p->dirty;
+	q->backfill = p->backfill;
+	q->wsv = p->wsv;
+	q->capws = p->capws;
+	restore_parts(q, p, s); /* reads p's nws and snapshot only */
+	p->slots = NULL;
+	p->nslots = 0;
+	p->pools = NULL;
+	p->npools = 0;
+	p->chosen = p->tmp = p->frontier = NULL;
+	p->match = NULL;
+	p->cand = NULL;
+	p->hsel = p->hok = NULL;
+	p->dirty = NULL;
+	p->wsv = NULL;
+	p->nws = p->capws = 0;
 }
 
 void egs__order_push(struct egs_plan *p, struct egs_gpr *g)
