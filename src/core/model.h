@@ -115,7 +115,7 @@ struct egs_node {
 	int64_t quarantine_until; /* a failed check keeps it Unhealthy at least until then */
 	int64_t failure_noted;    /* when a NodeFailed warning was written for the current failure */
 	int64_t held_until;       /* the planner holds it for an early release or a cancel until then (core/held.h) */
-	uint32_t name_rank;       /* its place in name order among all nodes, under st->name_rank_gen (core/sched_pool.c) */
+	uint32_t name_rank;       /* its place in name order among all nodes, under st->name_rank_gen (core/sched_fresh.c) */
 	char address[128];        /* "host:port" of the agent's check port from registration, "" = none */
 	/* GPU sharing (core/share_gpr.h), runtime only */
 	bool sharing;                       /* its agent registered the "sharing" feature */

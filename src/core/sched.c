@@ -383,8 +383,9 @@ static int64_t ghost_one(struct egs_plan *p, struct egs_gpr *g, bool real)
 /*
  * The first state of a deferred walk (walk_defer): the plan at now over the state, made in the
  * pieces of egs__plan_init_part, one a step when the run is sliced (max < SIZE_MAX), so that no
- * step holds the loop for all of it.  What changed since the run began still makes it stale (the
- * generations walk_defer noted are kept).  Returns true when the state is complete.
+ * step holds the loop for all of it; the pools, when made afresh, in several (sched_fresh.c).
+ * What changed since the run began still makes it stale (the generations walk_defer noted are
+ * kept).  Returns true when the state is complete.
  */
 static bool walk_first_state(struct egs_plan *p, size_t max)
 {
@@ -403,7 +404,9 @@ static bool walk_first_state(struct egs_plan *p, size_t max)
 			p->spare = keep.spare; /* the last plan's snapshots' buffers */
 			p->nspare = keep.nspare;
 		}
-		bool done = part > 0 && egs__plan_init_part(p, p->st, p->now, part);
+		if (part == 1 && !egs__plan_pools_piece(p))
+			continue; /* the pools made afresh: more pieces (sched_fresh.c) */
+		bool done = part > 1 && egs__plan_init_part(p, p->st, p->now, part);
 		p->init_part = part + 1;
 		if (done) {
 			p->run_next = egs__stale_next(p, p->base_next);
@@ -609,7 +612,7 @@ const char *egs_sched_piece(const struct egs_plan *p)
 	if (p->old)
 		return "free last plan";
 	if (p->deferred)
-		return first[p->init_part < 3 ? p->init_part : 2];
+		return p->init_part == 1 ? egs__pools_piece_name(p) : first[p->init_part < 3 ? p->init_part : 2];
 	if (!p->order || p->splice || p->ordering)
 		return p->splice ? "queue order (resumed walk)" : "queue order";
 	return "walk"; /* placing GPRs, or applying what an adopted trial's walk placed (egsd sizes both) */

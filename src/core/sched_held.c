@@ -285,6 +285,16 @@ static void trial_set(struct trial *t, struct egs_state *st, bool on)
 		egs_held_set(st, held_index(st, t->tried[i]), on);
 }
 
+/* The pools of a trial's plan (part 1 of its first state): one piece when sliced (max <
+ * SIZE_MAX), else all; true when they are complete. */
+static bool pools_pieces(struct egs_plan *q, size_t max)
+{
+	while (!egs__plan_pools_piece(q))
+		if (max < SIZE_MAX)
+			return false;
+	return true;
+}
+
 /* One step of the trial in progress: a plan, the order, or at most max GPRs walked side by side. */
 void egs__trial_step(struct egs_plan *p, size_t max)
 {
@@ -300,15 +310,21 @@ void egs__trial_step(struct egs_plan *p, size_t max)
 			return;
 	}
 	for (; t->phase < 7; t->phase++) { /* the set-up, a piece a step when sliced */
-		if (t->phase < 3) { /* base's first state, in three pieces */
-			if (!t->kept_base)
+		if (t->phase < 3) { /* base's first state, in three pieces (pools made afresh: more) */
+			if (!t->kept_base && t->phase == 1 && !pools_pieces(&t->base, max))
+				return;
+			if (!t->kept_base && t->phase != 1)
 				egs__plan_init_part(&t->base, st, p->now, t->phase);
-			else if (max < SIZE_MAX && t->phase < 2)
+			else if (t->kept_base && max < SIZE_MAX && t->phase < 2)
 				continue; /* nothing to make: no empty steps */
 		} else if (t->phase < 6) { /* lift's, with the holds tried lifted */
 			trial_set(t, st, false);
-			egs__plan_init_part(&t->lift, st, p->now, t->phase - 3);
+			bool made = t->phase != 4 || pools_pieces(&t->lift, max);
+			if (t->phase != 4)
+				egs__plan_init_part(&t->lift, st, p->now, t->phase - 3);
 			trial_set(t, st, true);
+			if (!made)
+				return;
 		} else {
 			t->order = egs__plan_order(st, &t->n, NULL);
 		}

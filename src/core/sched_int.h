@@ -11,6 +11,7 @@
 #include "core/share_gpr.h"
 
 struct pool;
+struct pools_build;
 struct snap;
 struct trial;
 
@@ -152,6 +153,7 @@ struct egs_plan {
 	struct egs_plan *old;
 	bool deferred;
 	int init_part; /* the next piece of the first state (egs__plan_init_part) */
+	struct pools_build *build; /* its pools made afresh, between pieces (sched_fresh.c) */
 	/* The first nws_fixed entries of wsv are the state's workspaces in its map's order, the same
 	 * in every plan of one serial (st->inventory_gen + 1): GPRs cache their index under it. */
 	uint64_t serial;
@@ -161,6 +163,30 @@ struct egs_plan {
 	int share_take[EGS_SHARE_DEV_MAX]; /* egs__place() of a shared GPR: its shares of p->chosen[0] */
 	bool shared; /* some slot has a share timeline (snapshots do not keep them) */
 };
+
+/*
+ * The pools of the last first state made afresh, kept in the state (st->plan_pools, one block):
+ * while the inventory (st->inventory_gen) and the schedulable nodes, in the nodes' map order, are
+ * as they were, a first state takes its pools, the slots' ranks and the workspaces' pool masks
+ * from there instead of hashing and comparing every node's attributes, ranking the names and
+ * pushing every node into a heap (a third of a first state's cost each; an early release or a
+ * finished GPR changes none of them).  serial tells one block from the next.
+ */
+struct kept_pool {
+	const struct egs_node *proto;
+	size_t group_end, n, off; /* members: byname[off .. off + n) */
+};
+
+struct plan_pools {
+	uint64_t serial, gen, layout;
+	size_t nslots, npools, nws; /* nws: the state's workspaces when made (pool_ok's entries) */
+	bool ws_ok;                 /* pool_ok holds their pool masks, in the map's order */
+	struct kept_pool *pools;
+	struct egs_node **nodes;    /* slot i's node */
+	uint64_t *pool_ok;
+	uint32_t *slot_pool, *rank, *pos, *byname;
+};
+
 
 /* A plan adopted from a held releases' trial (sched_held.c trial_adopt): the walk's steps apply
  * what its walk noted instead of placing. */
@@ -249,6 +275,10 @@ void egs__plan_init(struct egs_plan *p, struct egs_state *st, int64_t now);
 /* egs__plan_init in pieces of about a third each, for runs in slices: part 0 zeroes p and makes
  * the slots, 1 the pools, 2 the workspaces; returns true after the last. */
 bool egs__plan_init_part(struct egs_plan *p, struct egs_state *st, int64_t now, int part);
+/* (Re)builds q's segment tree from its members' free_at (its array kept when the size is). */
+void egs__seg_build(struct egs_plan *p, struct pool *q);
+/* The scratch arrays of egs__place(), once p->nslots and p->npools are known. */
+void egs__scratch_alloc(struct egs_plan *p);
 void egs__snap_free(struct snap *s);
 void egs__plan_cleanup(struct egs_plan *p);
 void egs__snap_take(struct egs_plan *p, size_t pos);
@@ -272,6 +302,17 @@ void egs__order_push(struct egs_plan *p, struct egs_gpr *g);
 bool egs__order_step(struct egs_plan *p, size_t max);
 void egs__started_push(struct egs_plan *p, size_t pos, struct egs_gpr *g);
 int64_t egs__stale_next(const struct egs_plan *p, int64_t base);
+
+/* sched_fresh.c: the first state's pools (part 1 of egs__plan_init_part). */
+/* One bounded piece of p's pools (after its slots): taken from st->plan_pools in one piece while
+ * they apply, else made afresh in several (the names' sort, then the hashing, then the rest);
+ * returns true when p's pools and scratch arrays are complete.  The state may change between
+ * pieces (the walk is then stale), but no node may be deleted (egsd drops the walk). */
+bool egs__plan_pools_piece(struct egs_plan *p);
+/* What p's next pools piece does, for egs_sched_piece (a static string). */
+const char *egs__pools_piece_name(const struct egs_plan *p);
+/* Frees a fresh build in progress (NULL: nothing). */
+void egs__pools_build_free(struct pools_build *b);
 
 /* sched_pool.c: workspaces' entries. */
 /* The entry of workspace name in p, added when it has none (ws: the state's, NULL when deleted). */

@@ -13,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* (Re)builds q's segment tree from its members' free_at. */
-static void seg_build(struct egs_plan *p, struct pool *q)
+void egs__seg_build(struct egs_plan *p, struct pool *q)
 {
 	size_t sz = 1;
 	while (sz < q->n)
@@ -32,291 +31,8 @@ static void seg_build(struct egs_plan *p, struct pool *q)
 		q->seg[x] = min64(q->seg[2 * x], q->seg[2 * x + 1]);
 }
 
-struct pool_ref {
-	const char *cluster;
-	size_t id;
-};
-
-static int cmp_pool_ref(const void *a, const void *b)
-{
-	const struct pool_ref *x = a, *y = b;
-	int c = strcmp(x->cluster, y->cluster);
-	return c ? c : (x->id > y->id) - (x->id < y->id);
-}
-
-/* Sets p->layout to the state's serial for the pools' attributes in their final order, starting a
- * new serial when they differ from the last plan's: a GPR's cached pool mask (match_mask) holds
- * while the layout does. */
-static void layout_note(struct egs_plan *p)
-{
-	enum { KEYSZ = 2 * EGS_NAME_MAX + EGS_KEY_MAX + 48 };
-	struct egs_state *st = p->st;
-	char *joined = egs_malloc(p->npools * KEYSZ + 1);
-	size_t len = 0;
-	for (size_t j = 0; j < p->npools; j++) {
-		const struct egs_node *n = p->pools[j].proto;
-		int w = snprintf(joined + len, KEYSZ, "%s\x1f%s\x1f%s\x1f%d\x1f%lld\x1e", n->cluster, n->gpu_shape,
-				 n->instance_type, n->gpu_count, (long long)n->memory_mib);
-		len += w > 0 && w < KEYSZ ? (size_t)w : 0;
-	}
-	joined[len] = '\0';
-	if (!st->pool_layout_keys || strcmp(st->pool_layout_keys, joined) != 0) {
-		free(st->pool_layout_keys);
-		st->pool_layout_keys = joined;
-		st->pool_layout++;
-	} else {
-		free(joined);
-	}
-	p->layout = st->pool_layout;
-}
-
-/* The attributes that make nodes one pool: cluster, GPU shape, instance type, GPU count, memory. */
-static bool same_pool(const struct egs_node *a, const struct egs_node *b)
-{
-	return a->gpu_count == b->gpu_count && a->memory_mib == b->memory_mib && !strcmp(a->gpu_shape, b->gpu_shape) &&
-	       !strcmp(a->cluster, b->cluster) && !strcmp(a->instance_type, b->instance_type);
-}
-
-static uint64_t fnv_str(uint64_t h, const char *s)
-{
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return (h ^ 0x1f) * 0x100000001b3ull;
-}
-
-static uint64_t pool_hash(const struct egs_node *n)
-{
-	uint64_t h = fnv_str(fnv_str(fnv_str(0xcbf29ce484222325ull, n->cluster), n->gpu_shape), n->instance_type);
-	h = (h ^ (uint64_t)n->gpu_count) * 0x100000001b3ull;
-	return (h ^ (uint64_t)n->memory_mib) * 0x100000001b3ull;
-}
-
-static void build_pools(struct egs_plan *p)
-{
-	/* Pools are numbered in order of first appearance.  An open-addressing table of pool
-	 * numbers, hashed on the attributes (a formatted key per node and a map cost a tenth of a
-	 * run's set-up). */
-	size_t tsz = 16;
-	while (tsz < 2 * p->nslots)
-		tsz *= 2;
-	size_t *table = egs_malloc(tsz * sizeof(*table));
-	for (size_t h = 0; h < tsz; h++)
-		table[h] = SIZE_MAX;
-	size_t *slot_pool = egs_calloc(p->nslots + 1, sizeof(*slot_pool));
-	size_t npools = 0, cap = 16;
-	struct pool *pools = egs_malloc(cap * sizeof(*pools));
-	for (size_t i = 0; i < p->nslots; i++) {
-		const struct egs_node *n = p->slots[i].n;
-		size_t h = (size_t)pool_hash(n) & (tsz - 1);
-		while (table[h] != SIZE_MAX && !same_pool(pools[table[h]].proto, n))
-			h = (h + 1) & (tsz - 1);
-		if (table[h] == SIZE_MAX) {
-			if (npools == cap) {
-				cap *= 2;
-				pools = egs_realloc(pools, cap * sizeof(*pools));
-			}
-			memset(&pools[npools], 0, sizeof(*pools));
-			table[h] = npools;
-			pools[npools++].proto = n;
-		}
-		slot_pool[i] = table[h];
-	}
-	free(table);
-	/* Sort the pools by cluster (egs__place() walks a cluster's pools together), keeping track of
-	 * where each one went. */
-	struct pool_ref *order = egs_calloc(npools + 1, sizeof(*order));
-	for (size_t j = 0; j < npools; j++)
-		order[j] = (struct pool_ref){ pools[j].proto->cluster, j };
-	qsort(order, npools, sizeof(*order), cmp_pool_ref);
-	size_t *where = egs_calloc(npools + 1, sizeof(*where));
-	p->pools = egs_calloc(npools + 1, sizeof(*p->pools));
-	for (size_t j = 0; j < npools; j++) {
-		p->pools[j] = pools[order[j].id];
-		where[order[j].id] = j;
-	}
-	p->npools = npools;
-	for (size_t a = 0; a < npools;) {
-		size_t b = a;
-		while (b < npools && !strcmp(p->pools[b].proto->cluster, p->pools[a].proto->cluster))
-			b++;
-		for (size_t j = a; j < b; j++)
-			p->pools[j].group_end = b;
-		a = b;
-	}
-	for (size_t j = 0; j < npools; j++) {
-		p->pools[j].holes = egs_calloc(POOL_HOLES, sizeof(struct hole));
-		p->pools[j].index = j;
-	}
-	layout_note(p);
-	for (size_t i = 0; i < p->nslots; i++) {
-		struct pool *q = &p->pools[where[slot_pool[i]]];
-		p->slots[i].pool = q;
-		egs__heap_push(q, &p->slots[i]);
-	}
-	uint32_t *byrank = egs_calloc(p->nslots + 1, sizeof(*byrank));
-	for (size_t i = 0; i < p->nslots; i++)
-		byrank[p->slots[i].name_rank] = (uint32_t)i;
-	for (size_t j = 0; j < npools; j++) {
-		p->pools[j].byname = egs_calloc(p->pools[j].n + 1, sizeof(uint32_t));
-		p->pools[j].nholes = 0;
-	}
-	size_t *fill = egs_calloc(npools + 1, sizeof(*fill));
-	for (size_t r = 0; r < p->nslots; r++) {
-		struct pool *q = p->slots[byrank[r]].pool;
-		p->slots[byrank[r]].name_pos = (uint32_t)fill[q->index];
-		q->byname[fill[q->index]++] = byrank[r];
-	}
-	free(fill);
-	for (size_t j = 0; j < npools; j++)
-		seg_build(p, &p->pools[j]);
-	free(byrank);
-	free(where);
-	free(order);
-	free(pools);
-	free(slot_pool);
-}
-
-static int cmp_node_name(const void *a, const void *b)
-{
-	const struct egs_node *x = *(struct egs_node *const *)a, *y = *(struct egs_node *const *)b;
-	return strcmp(x->name, y->name);
-}
-
-/* Sets every node's name_rank (its place in name order among all nodes) unless the inventory is
- * as when they were set: sorting 10,000 names was a third of a run's set-up. */
-static void rank_nodes(struct egs_state *st)
-{
-	if (st->name_rank_gen == st->inventory_gen && st->inventory_gen)
-		return;
-	struct egs_node **by = egs_calloc(st->nodes.len + 1, sizeof(*by));
-	size_t n = 0;
-	void *v;
-	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);)
-		by[n++] = v;
-	qsort(by, n, sizeof(*by), cmp_node_name);
-	for (size_t i = 0; i < n; i++)
-		by[i]->name_rank = (uint32_t)i;
-	free(by);
-	st->name_rank_gen = st->inventory_gen;
-}
-
-/* The slots' name_rank: their place in name order among the slots (ties of equal names keep
- * the order of the sort of all nodes). */
-static void rank_names(struct egs_plan *p)
-{
-	rank_nodes(p->st);
-	size_t total = p->st->nodes.len;
-	uint32_t *at = egs_malloc((total + 1) * sizeof(*at)); /* node rank -> slot index + 1, 0 = none */
-	memset(at, 0, (total + 1) * sizeof(*at));
-	for (size_t i = 0; i < p->nslots; i++)
-		at[p->slots[i].n->name_rank] = (uint32_t)i + 1;
-	uint32_t r = 0;
-	for (size_t k = 0; k < total; k++)
-		if (at[k])
-			p->slots[at[k] - 1].name_rank = r++;
-	free(at);
-}
-
-/*
- * The pools of the last first state made afresh, kept in the state (st->plan_pools, one block):
- * while the inventory (st->inventory_gen) and the schedulable nodes, in the nodes' map order, are
- * as they were, a first state takes its pools, the slots' ranks and the workspaces' pool masks
- * from there instead of hashing and comparing every node's attributes, ranking the names and
- * pushing every node into a heap (a third of a first state's cost each; an early release or a
- * finished GPR changes none of them).  serial tells one block from the next.
- */
-struct kept_pool {
-	const struct egs_node *proto;
-	size_t group_end, n, off; /* members: byname[off .. off + n) */
-};
-
-struct plan_pools {
-	uint64_t serial, gen, layout;
-	size_t nslots, npools, nws; /* nws: the state's workspaces when made (pool_ok's entries) */
-	bool ws_ok;                 /* pool_ok holds their pool masks, in the map's order */
-	struct kept_pool *pools;
-	struct egs_node **nodes;    /* slot i's node */
-	uint64_t *pool_ok;
-	uint32_t *slot_pool, *rank, *pos, *byname;
-};
-
-/* Replaces st->plan_pools with p's pools (made afresh). */
-static void pools_keep(struct egs_plan *p)
-{
-	struct egs_state *st = p->st;
-	struct plan_pools *old = st->plan_pools;
-	size_t ns = p->nslots, np = p->npools, nw = st->workspaces.len;
-	size_t size = sizeof(struct plan_pools) + np * sizeof(struct kept_pool) + ns * sizeof(struct egs_node *) +
-		      nw * sizeof(uint64_t) + 4 * (ns + 1) * sizeof(uint32_t);
-	struct plan_pools *k = egs_malloc(size);
-	*k = (struct plan_pools){ old ? old->serial + 1 : 1, st->inventory_gen, p->layout, ns, np, nw, false,
-				  NULL, NULL, NULL, NULL, NULL, NULL, NULL };
-	k->pools = (struct kept_pool *)(k + 1);
-	k->nodes = (struct egs_node **)(k->pools + np);
-	k->pool_ok = (uint64_t *)(k->nodes + ns);
-	k->slot_pool = (uint32_t *)(k->pool_ok + nw);
-	k->rank = k->slot_pool + ns + 1;
-	k->pos = k->rank + ns + 1;
-	k->byname = k->pos + ns + 1;
-	for (size_t j = 0, off = 0; j < np; j++) {
-		const struct pool *q = &p->pools[j];
-		k->pools[j] = (struct kept_pool){ q->proto, q->group_end, q->n, off };
-		memcpy(k->byname + off, q->byname, q->n * sizeof(*q->byname));
-		off += q->n;
-	}
-	for (size_t i = 0; i < ns; i++) {
-		k->nodes[i] = p->slots[i].n;
-		k->slot_pool[i] = (uint32_t)p->slots[i].pool->index;
-		k->rank[i] = p->slots[i].name_rank;
-		k->pos[i] = p->slots[i].name_pos;
-	}
-	free(old);
-	st->plan_pools = k;
-	p->pools_serial = k->serial;
-}
-
-/* Makes p's pools (after init_slots) from st->plan_pools; false when they do not apply. */
-static bool pools_reuse(struct egs_plan *p)
-{
-	const struct plan_pools *k = p->st->plan_pools;
-	if (!k || k->gen != p->st->inventory_gen || k->nslots != p->nslots)
-		return false;
-	for (size_t i = 0; i < p->nslots; i++)
-		if (p->slots[i].n != k->nodes[i])
-			return false;
-	p->npools = k->npools;
-	p->pools = egs_calloc(k->npools + 1, sizeof(*p->pools));
-	for (size_t j = 0; j < k->npools; j++) {
-		struct pool *q = &p->pools[j];
-		const struct kept_pool *c = &k->pools[j];
-		q->proto = c->proto;
-		q->group_end = c->group_end;
-		q->index = j;
-		q->n = q->cap = c->n;
-		q->heap = egs_malloc((c->n + 1) * sizeof(*q->heap));
-		q->byname = egs_malloc((c->n + 1) * sizeof(*q->byname));
-		memcpy(q->byname, k->byname + c->off, c->n * sizeof(*q->byname));
-		q->holes = egs_calloc(POOL_HOLES, sizeof(struct hole));
-	}
-	for (size_t i = 0; i < p->nslots; i++) {
-		p->slots[i].pool = &p->pools[k->slot_pool[i]];
-		p->slots[i].name_rank = k->rank[i];
-		p->slots[i].name_pos = k->pos[i];
-	}
-	for (size_t j = 0; j < k->npools; j++) {
-		struct pool *q = &p->pools[j];
-		for (size_t h = 0; h < q->n; h++)
-			q->heap[h] = &p->slots[q->byname[h]];
-		egs__heap_build(q);
-		seg_build(p, q);
-	}
-	p->layout = k->layout;
-	p->pools_serial = k->serial;
-	return true;
-}
-
 /* The scratch arrays of egs__place(), once p->nslots and p->npools are known. */
-static void scratch_alloc(struct egs_plan *p)
+void egs__scratch_alloc(struct egs_plan *p)
 {
 	size_t nholes = POOL_HOLES * p->npools;
 	p->chosen = egs_calloc(p->nslots + 1, sizeof(*p->chosen));
@@ -469,12 +185,8 @@ bool egs__plan_init_part(struct egs_plan *p, struct egs_state *st, int64_t now, 
 	if (part == 0) {
 		init_slots(p, st, now);
 	} else if (part == 1) {
-		if (!pools_reuse(p)) {
-			rank_names(p);
-			build_pools(p);
-			pools_keep(p);
-		}
-		scratch_alloc(p);
+		while (!egs__plan_pools_piece(p))
+			;
 	} else {
 		init_workspaces(p, st, now);
 	}
@@ -504,6 +216,7 @@ void egs__plan_cleanup(struct egs_plan *p)
 	if (p->old)
 		egs_plan_free(p->old);
 	egs__adopt_free(p);
+	egs__pools_build_free(p->build); /* a fresh build dropped on the way */
 	free(p->ghosts); /* an order in pieces dropped on the way (sched_order.c) */
 	for (size_t i = 0; i < p->nslots; i++)
 		if (p->slots[i].sh) {
@@ -666,7 +379,7 @@ static void restore_parts(struct egs_plan *q, const struct egs_plan *p, const st
 		for (size_t h = 0; h < d->n; h++)
 			d->heap[h] = &q->slots[d->byname[h]];
 		egs__heap_build(d);
-		seg_build(q, d);
+		egs__seg_build(q, d);
 	}
 	EGS_ASSERT(s->nws <= p->nws); /* p's wsv only grew since s was taken */
 	q->nws = s->nws;
@@ -708,7 +421,7 @@ void egs__snap_restore(struct egs_plan *q, const struct egs_plan *p, const struc
 	}
 	for (size_t i = 0; i < q->nslots; i++)
 		q->slots[i].pool = q->pools + (p->slots[i].pool - p->pools);
-	scratch_alloc(q);
+	egs__scratch_alloc(q);
 	q->capws = 2 * s->nws + 16;
 	q->wsv = egs_malloc(q->capws * sizeof(*q->wsv));
 	for (size_t i = 0; i < s->nws; i++) {

@@ -42,6 +42,8 @@ struct egs_state_config {
 				       * fewer, to resume walks from many places in a short queue) */
 	size_t plan_order_piece;      /* queued GPRs one step of a sliced run takes into its order (0:
 				       * 8,192; tests take fewer, to change the queue while it is taken) */
+	size_t plan_sort_piece;       /* node moves one piece of a first state's name sort makes (0:
+				       * 16,384; tests take fewer, to end pieces anywhere in a merge) */
 	bool plan_no_adopt;           /* tests: a run after held releases walks even when its trial's
 				       * walk could be the plan (core/sched_held.c trial_adopt) */
 	int64_t finished_retention_s; /* finished GPRs older than this leave memory (core/aging.h);
@@ -88,13 +90,13 @@ struct egs_state {
 			      * holds (core/held.h); 0 once over */
 	uint64_t pool_layout;   /* serial of the planner's pools as pool_layout_keys lists them (owned) */
 	char *pool_layout_keys;
-	void *plan_pools; /* the pools of the planner's last first state made afresh (core/sched_pool.c;
+	void *plan_pools; /* the pools of the planner's last first state made afresh (core/sched_fresh.c;
 			   * one block, owned) */
 	/* Bumped when a node, cluster or workspace is added or deleted, a cluster or workspace is
 	 * touched, and by whoever changes a node's name, cluster, GPU shape, instance type, GPU count
 	 * or memory (node registration): what the planner keeps about the inventory holds under it. */
 	uint64_t inventory_gen;
-	uint64_t name_rank_gen;  /* inventory_gen when the nodes' name_rank were set (core/sched_pool.c) */
+	uint64_t name_rank_gen;  /* inventory_gen when the nodes' name_rank were set (core/sched_fresh.c) */
 	struct egs_map capacity; /* egs_sched_capacity's answers (core/sched.c; owned values) ... */
 	uint64_t capacity_gen;   /* ... for the inventory of this inventory_gen */
 	/* Finished GPRs leaving memory by age (core/aging.h; only when cfg.finished_retention_s > 0) */

@@ -195,7 +195,7 @@ static bool run_both(int64_t now, bool mid)
 	int64_t next[2];
 	bool from_kept = false;
 	egs_plan_invalidate(tw[1].plan);
-	free(tw[1].st->plan_pools); /* and its first state is made afresh too (core/sched_pool.c pools_reuse) */
+	free(tw[1].st->plan_pools); /* and its first state is made afresh too (core/sched_fresh.c pools_reuse) */
 	tw[1].st->plan_pools = NULL;
 	if (!mid) {
 		for (int k = 0; k < 2; k++)
