@@ -387,13 +387,22 @@ static int64_t ghost_one(struct egs_plan *p, struct egs_gpr *g, bool real)
  * What changed since the run began still makes it stale (the generations walk_defer noted are
  * kept).  Returns true when the state is complete.
  */
+/* Nodes one piece of a first state's slots sees (a sliced run's): 10,000 nodes' slots in one
+ * piece were 5 ms of egsd's loop (bench/api/deep.sh). */
+#define SLOTS_PIECE 2048
+
+static size_t slots_piece(const struct egs_plan *p)
+{
+	return p->st->cfg.plan_slots_piece ? p->st->cfg.plan_slots_piece : SLOTS_PIECE;
+}
+
 static bool walk_first_state(struct egs_plan *p, size_t max)
 {
 	do {
 		int part = p->init_part;
-		if (part == 0) { /* the piece zeroes p: keep what walk_defer set */
+		if (part == 0 && !p->slots_begun) { /* the begin zeroes p: keep what walk_defer set */
 			struct egs_plan keep = *p;
-			egs__plan_init_part(p, keep.st, keep.now, 0);
+			egs__plan_slots_begin(p, keep.st, keep.now);
 			p->keep = keep.keep;
 			p->base_next = keep.base_next;
 			p->walking = p->deferred = true;
@@ -404,6 +413,8 @@ static bool walk_first_state(struct egs_plan *p, size_t max)
 			p->spare = keep.spare; /* the last plan's snapshots' buffers */
 			p->nspare = keep.nspare;
 		}
+		if (part == 0 && !egs__plan_slots_piece(p, max == SIZE_MAX ? SIZE_MAX : slots_piece(p)))
+			continue; /* more nodes to see */
 		if (part == 1 && !egs__plan_pools_piece(p))
 			continue; /* the pools made afresh: more pieces (sched_fresh.c) */
 		bool done = part > 1 && egs__plan_init_part(p, p->st, p->now, part);

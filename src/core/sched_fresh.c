@@ -15,20 +15,24 @@
 
 /* Element moves of the name sort a piece makes: about 0.5 ms of strcmp at 10,000 nodes. */
 #define SORT_PIECE 16384
+/* Slots a piece hashes into pools (cfg.plan_slots_piece in tests). */
+#define HASH_PIECE 4096
 
 /* A fresh build in progress between pieces (owned by its plan, egs__pools_build_free). */
 struct pools_build {
-	int stage;     /* 1: sorting the names, 2: hashing the slots, 3: the rest */
+	int stage;     /* 1: sorting the names, 2: ranking and hashing the slots, 3: the rest */
 	uint64_t gen;  /* st->inventory_gen when the build began: what its pools are kept under */
 	/* The name sort: by[] in runs of w sorted nodes, merged pairwise into tmp[]; the pair at lo
 	 * is merged up to ia, ib (its two runs' next) and k (the output's next). */
 	struct egs_node **by, **tmp;
 	size_t n, w, lo, ia, ib, k;
 	bool merging;
-	/* The pools hashed, in order of first appearance, and each slot's (stage 2). */
+	/* The pools hashed, in order of first appearance, and each slot's (stage 2): the table, and
+	 * the slots hashed so far. */
 	struct pool *pools;
-	size_t npools;
+	size_t npools, cap;
 	size_t *slot_pool;
+	size_t *table, tsz, hashed;
 };
 
 void egs__pools_build_free(struct pools_build *b)
@@ -39,6 +43,7 @@ void egs__pools_build_free(struct pools_build *b)
 	free(b->tmp);
 	free(b->pools);
 	free(b->slot_pool);
+	free(b->table);
 	free(b);
 }
 
@@ -176,35 +181,43 @@ static void rank_names(struct egs_plan *p)
 
 /* Stage 2: each slot's pool, numbered in order of first appearance, through an open-addressing
  * table hashed on the attributes (a formatted key per node and a map cost a tenth of a run's
- * set-up). */
-static void pools_hash(struct egs_plan *p, struct pools_build *b)
+ * set-up), at most max slots a piece (the attributes' strings are a cache miss or more per node:
+ * 10,000 in one piece were 1.5 ms); true when every slot has its pool. */
+static bool pools_hash(struct egs_plan *p, struct pools_build *b, size_t max)
 {
-	size_t tsz = 16;
-	while (tsz < 2 * p->nslots)
-		tsz *= 2;
-	size_t *table = egs_malloc(tsz * sizeof(*table));
-	for (size_t h = 0; h < tsz; h++)
-		table[h] = SIZE_MAX;
-	b->slot_pool = egs_calloc(p->nslots + 1, sizeof(*b->slot_pool));
-	size_t cap = 16;
-	b->pools = egs_malloc(cap * sizeof(*b->pools));
-	for (size_t i = 0; i < p->nslots; i++) {
-		const struct egs_node *n = p->slots[i].n;
-		size_t h = (size_t)pool_hash(n) & (tsz - 1);
+	if (!b->table) {
+		b->tsz = 16;
+		while (b->tsz < 2 * p->nslots)
+			b->tsz *= 2;
+		b->table = egs_malloc(b->tsz * sizeof(*b->table));
+		for (size_t h = 0; h < b->tsz; h++)
+			b->table[h] = SIZE_MAX;
+		b->slot_pool = egs_calloc(p->nslots + 1, sizeof(*b->slot_pool));
+		b->cap = 16;
+		b->pools = egs_malloc(b->cap * sizeof(*b->pools));
+	}
+	size_t mask = b->tsz - 1, *table = b->table;
+	for (size_t k = 0; k < max && b->hashed < p->nslots; k++, b->hashed++) {
+		const struct egs_node *n = p->slots[b->hashed].n;
+		size_t h = (size_t)pool_hash(n) & mask;
 		while (table[h] != SIZE_MAX && !same_pool(b->pools[table[h]].proto, n))
-			h = (h + 1) & (tsz - 1);
+			h = (h + 1) & mask;
 		if (table[h] == SIZE_MAX) {
-			if (b->npools == cap) {
-				cap *= 2;
-				b->pools = egs_realloc(b->pools, cap * sizeof(*b->pools));
+			if (b->npools == b->cap) {
+				b->cap *= 2;
+				b->pools = egs_realloc(b->pools, b->cap * sizeof(*b->pools));
 			}
 			memset(&b->pools[b->npools], 0, sizeof(*b->pools));
 			table[h] = b->npools;
 			b->pools[b->npools++].proto = n;
 		}
-		b->slot_pool[i] = table[h];
+		b->slot_pool[b->hashed] = table[h];
 	}
-	free(table);
+	if (b->hashed < p->nslots)
+		return false;
+	free(b->table);
+	b->table = NULL;
+	return true;
 }
 
 /* Stage 3: the pools sorted by cluster (egs__place() walks a cluster's pools together), their
@@ -368,10 +381,11 @@ bool egs__plan_pools_piece(struct egs_plan *p)
 		}
 		return false;
 	}
-	if (b->stage == 2) {
-		rank_names(p);
-		pools_hash(p, b);
-		b->stage = 3;
+	if (b->stage == 2) { /* the slots' ranks among themselves, then their pools */
+		if (!b->table && !b->hashed)
+			rank_names(p);
+		if (pools_hash(p, b, st->cfg.plan_slots_piece ? st->cfg.plan_slots_piece : HASH_PIECE))
+			b->stage = 3;
 		return false;
 	}
 	pools_make(p, b);

@@ -83,7 +83,14 @@ struct egs_plan {
 	struct egs_state *st;
 	int64_t now;
 	struct slot *slots;
-	size_t nslots;
+	size_t nslots, capslots;
+	/* The first state's slots in pieces (egs__plan_slots_piece): the node map's next index, and
+	 * the inventory they were begun on (a change starts them again: the map may have grown). */
+	size_t slots_at;
+	uint64_t slots_gen;
+	bool slots_begun;
+	struct slot *spare_slots; /* the slots' array of the plan this walk replaced (capspare) */
+	size_t capspare;
 	struct pool *pools;    /* sorted by cluster */
 	size_t npools;
 	struct egs_map ws;     /* workspace name -> struct wsinfo* (into wsv), made when first asked */
@@ -302,6 +309,13 @@ void egs__order_push(struct egs_plan *p, struct egs_gpr *g);
 bool egs__order_step(struct egs_plan *p, size_t max);
 void egs__started_push(struct egs_plan *p, size_t pos, struct egs_gpr *g);
 int64_t egs__stale_next(const struct egs_plan *p, int64_t base);
+
+/* The first state's slots in pieces (part 0 of egs__plan_init_part, sliced): begin zeroes p but
+ * its spare_slots, which it takes as its slots' array when big enough; each piece then adds the
+ * schedulable ones of at most max more nodes of the map; true when every node was seen.  An
+ * inventory change between pieces (st->inventory_gen) starts them again. */
+void egs__plan_slots_begin(struct egs_plan *p, struct egs_state *st, int64_t now);
+bool egs__plan_slots_piece(struct egs_plan *p, size_t max);
 
 /* sched_fresh.c: the first state's pools (part 1 of egs__plan_init_part). */
 /* One bounded piece of p's pools (after its slots): taken from st->plan_pools in one piece while

@@ -103,42 +103,89 @@ struct wsinfo *egs__ws_lookup(struct egs_plan *p, struct egs_gpr *g)
 	return w;
 }
 
-/* The slots: every schedulable node with its free time (p zeroed first). */
-static void init_slots(struct egs_plan *p, struct egs_state *st, int64_t now)
+/* Frees the share timelines of p's slots and forgets them (their array stays). */
+static void slots_drop(struct egs_plan *p)
 {
+	for (size_t i = 0; i < p->nslots; i++)
+		if (p->slots[i].sh) {
+			egs_share_timeline_cleanup(p->slots[i].sh);
+			free(p->slots[i].sh);
+		}
+	p->nslots = 0;
+}
+
+/* Room in p->slots for every node of the state: the array p holds (a spare, the last plan's)
+ * when it is big enough, so that a first state touches no fresh pages (10,000 slots are 200). */
+static void slots_room(struct egs_plan *p)
+{
+	size_t need = p->st->nodes.len + 1;
+	if (p->slots && p->capslots >= need)
+		return;
+	free(p->slots);
+	p->capslots = need + need / 8;
+	p->slots = egs_malloc(p->capslots * sizeof(*p->slots)); /* each set as it is used */
+}
+
+void egs__plan_slots_begin(struct egs_plan *p, struct egs_state *st, int64_t now)
+{
+	struct slot *spare = p->spare_slots;
+	size_t cap = p->capspare;
 	memset(p, 0, sizeof(*p));
 	p->st = st;
 	p->now = now;
 	p->hole_end_min = INT64_MAX;
-	p->slots = egs_malloc((st->nodes.len + 1) * sizeof(*p->slots)); /* each set below, as it is used */
+	p->slots = spare;
+	p->capslots = cap;
+	p->slots_gen = st->inventory_gen;
+	p->slots_begun = true;
+	slots_room(p);
 	p->capws = 2 * (st->workspaces.len + st->active.len) + 16;
 	p->wsv = egs_malloc(p->capws * sizeof(*p->wsv)); /* ws_get sets what it uses */
 	egs_map_init(&p->ws);
+}
 
-	void *v;
-	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);) {
-		struct egs_node *n = v;
-		if (!egs_node_schedulable(st, n, now))
-			continue;
-		struct slot *s = &p->slots[p->nslots++];
-		*s = (struct slot){ .n = n };
-		s->free_now = !n->gpr_id[0] && !n->attached_gpr[0];
-		/* A free node counts as free since it became so: a fixed time, so the order of nodes
-		 * does not change merely because time passes. */
-		s->free_at = s->free_now && n->free_since < now ? n->free_since : now;
-		struct egs_gpr *g = n->gpr_id[0] ? egs_state_gpr(st, n->gpr_id) : NULL;
-		if (g && g->state == EGS_GPR_PROVISIONED)
-			s->free_at = g->exit_at > now ? g->exit_at : now;
-		else if (g && g->state == EGS_GPR_PROVISIONING) /* its window starts when attached: ~now */
-			s->free_at = g->phase_since + g->exit_duration_s;
-		int64_t held = egs_node_held(n, now); /* an early release not applied yet (core/held.h) */
-		if (held) {
-			s->free_at = held > s->free_at ? held : s->free_at;
-			s->free_now = false;
-		}
-		egs__share_slot_init(p, s);
-		s->idle_now = s->free_now;
+/* One slot: node n with its free time. */
+static void slot_add(struct egs_plan *p, struct egs_node *n)
+{
+	struct egs_state *st = p->st;
+	int64_t now = p->now;
+	struct slot *s = &p->slots[p->nslots++];
+	*s = (struct slot){ .n = n };
+	s->free_now = !n->gpr_id[0] && !n->attached_gpr[0];
+	/* A free node counts as free since it became so: a fixed time, so the order of nodes does
+	 * not change merely because time passes. */
+	s->free_at = s->free_now && n->free_since < now ? n->free_since : now;
+	struct egs_gpr *g = n->gpr_id[0] ? egs_state_gpr(st, n->gpr_id) : NULL;
+	if (g && g->state == EGS_GPR_PROVISIONED)
+		s->free_at = g->exit_at > now ? g->exit_at : now;
+	else if (g && g->state == EGS_GPR_PROVISIONING) /* its window starts when attached: ~now */
+		s->free_at = g->phase_since + g->exit_duration_s;
+	int64_t held = egs_node_held(n, now); /* an early release not applied yet (core/held.h) */
+	if (held) {
+		s->free_at = held > s->free_at ? held : s->free_at;
+		s->free_now = false;
 	}
+	egs__share_slot_init(p, s);
+	s->idle_now = s->free_now;
+}
+
+bool egs__plan_slots_piece(struct egs_plan *p, size_t max)
+{
+	struct egs_state *st = p->st;
+	if (st->inventory_gen != p->slots_gen) { /* the node map may have grown: again from the start */
+		slots_drop(p);
+		p->shared = false;
+		p->slots_at = 0;
+		p->slots_gen = st->inventory_gen;
+		slots_room(p);
+	}
+	void *v;
+	for (size_t k = 0; k < max && egs_map_next(&st->nodes, &p->slots_at, NULL, &v); k++) {
+		struct egs_node *n = v;
+		if (egs_node_schedulable(st, n, p->now))
+			slot_add(p, n);
+	}
+	return p->slots_at >= st->nodes.cap;
 }
 
 /* The workspaces' free times: their active GPRs and held releases. */
@@ -183,7 +230,9 @@ static void init_workspaces(struct egs_plan *p, struct egs_state *st, int64_t no
 bool egs__plan_init_part(struct egs_plan *p, struct egs_state *st, int64_t now, int part)
 {
 	if (part == 0) {
-		init_slots(p, st, now);
+		p->spare_slots = NULL; /* p is uninitialised */
+		egs__plan_slots_begin(p, st, now);
+		egs__plan_slots_piece(p, SIZE_MAX);
 	} else if (part == 1) {
 		while (!egs__plan_pools_piece(p))
 			;
@@ -218,11 +267,8 @@ void egs__plan_cleanup(struct egs_plan *p)
 	egs__adopt_free(p);
 	egs__pools_build_free(p->build); /* a fresh build dropped on the way */
 	free(p->ghosts); /* an order in pieces dropped on the way (sched_order.c) */
-	for (size_t i = 0; i < p->nslots; i++)
-		if (p->slots[i].sh) {
-			egs_share_timeline_cleanup(p->slots[i].sh);
-			free(p->slots[i].sh);
-		}
+	slots_drop(p);
+	free(p->spare_slots);
 	for (size_t i = 0; i < p->npools; i++) {
 		free(p->pools[i].heap);
 		free(p->pools[i].holes);
@@ -360,6 +406,12 @@ void egs__plan_free_old(struct egs_plan *p)
 	old->nsnaps = old->nspare = 0;
 	if (old->trial) /* and those its lift walk took */
 		egs__trial_spares(p, old->trial);
+	if (p->deferred && !p->slots_begun && !p->spare_slots) { /* its slots' array for p's first state */
+		slots_drop(old);
+		p->spare_slots = old->slots;
+		p->capspare = old->capslots;
+		old->slots = NULL;
+	}
 	egs_plan_free(old);
 }
 
@@ -405,7 +457,8 @@ void egs__snap_restore(struct egs_plan *q, const struct egs_plan *p, const struc
 	q->serial = p->serial; /* the snapshot's wsv starts with the same fixed entries */
 	q->nws_fixed = p->nws_fixed;
 	q->nslots = p->nslots;
-	q->slots = egs_malloc((p->nslots + 1) * sizeof(*q->slots));
+	q->capslots = p->nslots + 1;
+	q->slots = egs_malloc(q->capslots * sizeof(*q->slots));
 	memcpy(q->slots, p->slots, p->nslots * sizeof(*q->slots));
 	q->npools = p->npools;
 	q->pools = egs_calloc(p->npools + 1, sizeof(*q->pools));
@@ -445,6 +498,7 @@ void egs__snap_restore_take(struct egs_plan *q, struct egs_plan *p, const struct
 	q->nws_fixed = p->nws_fixed;
 	q->slots = p->slots;
 	q->nslots = p->nslots;
+	q->capslots = p->capslots;
 	q->pools = p->pools;
 	q->npools = p->npools;
 	q->chosen = p->chosen;

@@ -348,6 +348,7 @@ void egs_state_init(struct egs_state *st, const struct egs_state_config *cfg)
 		st->cfg.plan_snap_every = cfg->plan_snap_every;
 		st->cfg.plan_order_piece = cfg->plan_order_piece;
 		st->cfg.plan_sort_piece = cfg->plan_sort_piece;
+		st->cfg.plan_slots_piece = cfg->plan_slots_piece;
 		if (cfg->preempt_min_runtime_s)
 			st->cfg.preempt_min_runtime_s = cfg->preempt_min_runtime_s < 0 ? 0 : cfg->preempt_min_runtime_s;
 		if (cfg->fair_half_life_s)

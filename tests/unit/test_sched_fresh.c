@@ -1,8 +1,10 @@
 /*
- * test_sched_fresh.c: a first state's pools made afresh in pieces (core/sched_fresh.c).  Two
- * identical states: the first runs its walks in one go, the second in steps of one GPR with the
- * nodes' name sort cut into pieces of 1 to 64 moves (cfg.plan_sort_piece), so that pieces end
- * anywhere inside a merge.  After every run both must agree on every GPR's state, estimate and
+ * test_sched_fresh.c: a first state's slots and pools made afresh in pieces (core/sched_pool.c,
+ * core/sched_fresh.c).  Two identical states: the first runs its walks in one go, the second in
+ * steps of one GPR with the nodes' name sort cut into pieces of 1 to 64 moves
+ * (cfg.plan_sort_piece), so that pieces end anywhere inside a merge, and the slots and the hashing
+ * in pieces of 1 to 17 nodes (cfg.plan_slots_piece).  A node registered while the slots are taken
+ * starts them again.  After every run both must agree on every GPR's state, estimate and
  * nodes, the sliced run must have taken several name-order pieces, and every node's name_rank must
  * be its place in name order.  A node registered while the sort is under way is not in that walk;
  * the next runs must still agree, with ranks over the new inventory.
@@ -66,7 +68,8 @@ static void worlds(size_t sort_piece)
 {
 	for (int k = 0; k < 2; k++) {
 		struct egs_state_config cfg = { .heartbeat_timeout_s = LONG_HEARTBEAT, .backfill = 1,
-						.plan_sort_piece = k ? sort_piece : 0 };
+						.plan_sort_piece = k ? sort_piece : 0,
+						.plan_slots_piece = k ? 1 + sort_piece % 17 : 0 };
 		st[k] = egs_calloc(1, sizeof(*st[k]));
 		egs_state_init(st[k], &cfg);
 		plan[k] = egs_plan_new();
@@ -129,14 +132,21 @@ static void check_ranks(struct egs_state *s)
 	free(by);
 }
 
-/* Steps the sliced run in progress to its end, one GPR at a time; returns the name-order pieces. */
+static int slot_pieces, hash_pieces; /* of the last sliced run */
+
+/* Steps the sliced run in progress to its end, one GPR at a time; returns the name-order pieces
+ * (and counts those of the slots and the hashing). */
 static int finish_sliced(void)
 {
 	int sort_pieces = 0;
 	int64_t next;
+	slot_pieces = hash_pieces = 0;
 	do {
 		for (bool done = false; !done;) {
-			sort_pieces += !strcmp(egs_sched_piece(plan[1]), "first state (pools: name order)");
+			const char *what = egs_sched_piece(plan[1]);
+			sort_pieces += !strcmp(what, "first state (pools: name order)");
+			slot_pieces += !strcmp(what, "first state (slots)");
+			hash_pieces += !strcmp(what, "first state (pools: hashing)");
 			done = egs_sched_step(plan[1], 1);
 		}
 	} while (!egs_sched_end(plan[1], &next));
@@ -179,7 +189,30 @@ static void one_piece_size(size_t sort_piece)
 	for (int i = 0; i < GPRS; i++)
 		create(i, now);
 	int pieces = run_both(now);
-	assert_true(pieces > 1); /* the sort went in several pieces */
+	assert_true(pieces > 1); /* the sort went in several pieces, and the slots and the hashing */
+	assert_true(slot_pieces > 1 && hash_pieces > 1);
+
+	/* Nodes register while the second state's slots are being taken: they start again, and the
+	 * walk sees them, as the first state's run after them does. */
+	now += 30;
+	egs_sched_begin(st[1], now, plan[1]);
+	while (strcmp(egs_sched_piece(plan[1]), "first state (slots)"))
+		assert_false(egs_sched_step(plan[1], 1));
+	assert_false(egs_sched_step(plan[1], 1));
+	assert_false(egs_sched_step(plan[1], 1));
+	for (int i = 0; i < 60; i++) { /* the node map grows, and free nodes come before the walk's place */
+		char late[32];
+		snprintf(late, sizeof(late), "late-%d", i);
+		for (int k = 0; k < 2; k++)
+			add_node(st[k], i % 2 ? "c2" : "c0", late, i % 2 ? "A100" : "H100");
+	}
+	egs_sched_run(st[0], now, plan[0]);
+	finish_sliced();
+	compare();
+	check_ranks(st[0]);
+	check_ranks(st[1]);
+	for (int k = 0; k < 2; k++)
+		egs_state_clear_changes(st[k]);
 
 	/* A node registers while the second state's name sort is under way (after the one-go run of
 	 * the first: the walk does not see the node, its slots were taken before).  The runs after
