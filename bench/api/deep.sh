@@ -9,14 +9,18 @@
 # store commits (egs_store_commit_cpu_seconds_total) and the rest (the requests), and the other
 # threads (the store's fsyncs); and the scheduler runs that ended, with their mean wall time from
 # begin to end (an estimate is at most about two runs old; a build without these metrics shows
-# 0 for them).  With EGSD_BASE=path, the same case runs against
+# 0 for them); the slices of the mixed phase that held the loop over 5 ms, wall and CPU
+# (egs_scheduler_slice_seconds: the maxima above count since egsd started, the fill included);
+# and the loop's CPU per GET /metrics, timed after the mixed phase (the bench's own scrapes all
+# come before or after wrk, never inside its window).  With EGSD_BASE=path, the same case runs against
 # that binary too, in the same invocation (a baseline; compare ratios, the machine is shared).
 #
 #   ./bench/api/deep.sh            (or `make bench-deep`, which builds first)
 #
 # Knobs [defaults]: NODES [10000], DEPTH [100000], WORKSPACES [16], DURATION [10s], THREADS [2],
 # CONNS [64], READ_IDS [16], EGSD [build/bin/egsd], EGSD_BASE [none], FILL_ROUNDS [300: the most
-# 1 s wrk rounds the fill may take], BENCH_TMP [/var/tmp], KEEP [0], RESULTS [file to copy the table to].
+# 1 s wrk rounds the fill may take], BENCH_TMP [/var/tmp], KEEP [0], RESULTS [file to copy the table to],
+# SCRAPES [10: GET /metrics after the mixed phase, to time one].
 # egsd runs with --dev-clock (time stands still), so the nodes need no heartbeats during the run.
 set -euo pipefail
 
@@ -34,6 +38,7 @@ EGSD_BASE=${EGSD_BASE:-}
 FILL_ROUNDS=${FILL_ROUNDS:-300}
 KEEP=${KEEP:-0}
 RESULTS=${RESULTS:-}
+SCRAPES=${SCRAPES:-10}
 SHAPES=20
 CLUSTERS=4
 PY=/usr/bin/python3
@@ -79,6 +84,24 @@ proc_cpu() { # STATFILE -> the CPU time (user + system) in seconds it reports
 cpu_split() {
 	echo "$(proc_cpu "/proc/$EGSD_PID/stat") $(proc_cpu "/proc/$EGSD_PID/task/$EGSD_PID/stat")" \
 		"$(metric egs_scheduler_cpu_seconds_total) $(metric egs_store_commit_cpu_seconds_total)"
+}
+# Slices (histograms egs_scheduler_slice_seconds, _cpu_seconds): "all over-5ms-wall over-5ms-CPU"
+slices() {
+	curl -s -H "Authorization: Bearer $ADMIN_KEY" "$URL/metrics" | awk '
+		$1 == "egs_scheduler_slice_seconds_count" { n = $2 }
+		$1 == "egs_scheduler_slice_seconds_bucket{le=\"0.005\"}" { w = $2 }
+		$1 == "egs_scheduler_slice_cpu_seconds_bucket{le=\"0.005\"}" { c = $2 }
+		END { printf "%d %d %d\n", n, n - w, n - c }'
+}
+# The loop thread's CPU per GET /metrics, in ms (SCRAPES scrapes; /proc counts in 10 ms ticks)
+scrape_cpu() {
+	local c0 c1 i
+	c0=$(proc_cpu "/proc/$EGSD_PID/task/$EGSD_PID/stat")
+	for ((i = 0; i < SCRAPES; i++)); do
+		curl -s -o /dev/null -H "Authorization: Bearer $ADMIN_KEY" "$URL/metrics"
+	done
+	c1=$(proc_cpu "/proc/$EGSD_PID/task/$EGSD_PID/stat")
+	awk -v a="$c0" -v b="$c1" -v n="$SCRAPES" 'BEGIN { printf "%.1f ms", (b - a) * 1000 / n }'
 }
 metric() { # NAME -> the sum of its samples in /metrics
 	curl -s -H "Authorization: Bearer $ADMIN_KEY" "$URL/metrics" |
@@ -152,7 +175,8 @@ run_case() { # BINARY TAG
 	queued=$(metric egs_gpr_queue_length)
 	log "$tag: $filled GPRs stored, $queued waiting, after $rounds rounds"
 	out=$WORK/wrk-$tag-mixed.txt
-	local cpu0 runs0 wall0
+	local cpu0 runs0 wall0 sl0
+	sl0=$(slices)
 	cpu0=$(cpu_split)
 	runs0=$(metric egs_scheduler_runs_total)
 	wall0=$(metric egs_scheduler_run_seconds_total)
@@ -164,8 +188,10 @@ run_case() { # BINARY TAG
 		die "wrk failed: $(cat "$out")"
 	t1=$(date +%s.%N)
 	after=$(gprs_stored)
-	local cpu1 runs1 wall1
+	local cpu1 runs1 wall1 sl1 scrape
 	cpu1=$(cpu_split)
+	sl1=$(slices)
+	scrape=$(scrape_cpu)
 	runs1=$(metric egs_scheduler_runs_total)
 	wall1=$(metric egs_scheduler_run_seconds_total)
 	sed -e '/^BENCH /d' "$out" >&2
@@ -187,7 +213,7 @@ run_case() { # BINARY TAG
 		'{ all = $5 - $1; loop = $6 - $2; plan = $7 - $3; commit = $8 - $4; u = r > 0 ? 1e6 / r : 0
 		   printf "%.1f us (loop: planner %.1f, commits %.1f, rest %.1f; other threads %.1f) | %d, %.0f ms",
 			all * u, plan * u, commit * u, (loop - plan - commit) * u, (all - loop) * u, n, (n > 0 ? w * 1000 / n : 0) }')
-	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $split | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $bad |")
+	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $split | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $(echo "$sl0 $sl1" | awk '{ printf "%d / %d of %d", $5 - $2, $6 - $3, $4 - $1 }') | $scrape | $bad |")
 	log "row: ${ROWS[-1]}"
 	kill "$EGSD_PID" 2>/dev/null || true
 	wait "$EGSD_PID" 2>/dev/null || true
@@ -203,7 +229,7 @@ if [ -n "$EGSD_BASE" ]; then run_case "$EGSD_BASE" base; fi
 	echo "$NODES nodes of $SHAPES shapes in $CLUSTERS clusters, $WORKSPACES workspaces, $DEPTH GPRs queued at priorities 1-300;"
 	echo "wrk -t$THREADS -c$CONNS -d$DURATION, creates at priorities 1-300 mixed 1:1 with status reads. $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
-	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | egsd CPU per request (all threads: the loop's planner, commits, rest; other threads) | scheduler runs ended, mean wall | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | non-200 / socket errors |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | egsd CPU per request (all threads: the loop's planner, commits, rest; other threads) | scheduler runs ended, mean wall | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | mixed: slices over 5 ms, wall / CPU, of all | GET /metrics: loop CPU each | non-200 / socket errors |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 	printf '%s\n' "${ROWS[@]}"
 } | tee ${RESULTS:+"$RESULTS"}

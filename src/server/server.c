@@ -76,7 +76,17 @@ static int64_t cpu_us(void)
 /* Notes a piece of planning that held the loop from wall time t0 and CPU time c0. */
 static void note_slice(struct egs_server *srv, int64_t t0, int64_t c0)
 {
+	static const int64_t le_us[EGS_SLICE_BUCKETS] = { 1000, 2000, 5000, 10000, 20000, 50000 };
 	int64_t wall = egs_mono_us() - t0, cpu = cpu_us() - c0;
+	size_t bw = 0, bc = 0;
+	while (bw < EGS_SLICE_BUCKETS && wall > le_us[bw])
+		bw++;
+	while (bc < EGS_SLICE_BUCKETS && cpu > le_us[bc])
+		bc++;
+	srv->slice_hist[0][bw]++;
+	srv->slice_hist[1][bc]++;
+	srv->slice_sum_us[0] += wall;
+	srv->slice_sum_us[1] += cpu;
 	if (wall > srv->slice_max_us)
 		srv->slice_max_us = wall;
 	if (cpu > srv->slice_max_cpu_us)

@@ -53,6 +53,8 @@ struct egs_poll; /* a held agent long poll */
 struct egs_policy; /* core/policy.h */
 struct egs_portal; /* portal.h */
 
+#define EGS_SLICE_BUCKETS 6 /* slice_hist's bounds: 1, 2, 5, 10, 20, 50 ms */
+
 struct egs_server {
 	struct event_base *base;
 	struct egs_store *store;
@@ -84,6 +86,10 @@ struct egs_server {
 	size_t slice_gprs;       /* GPRs the next slice walks */
 	int64_t slice_max_us;    /* the longest slice (or run set-up) so far, wall microseconds */
 	int64_t slice_max_cpu_us; /* ... and the most CPU time one took */
+	/* Slices by length (server.c note_slice; /metrics): [0] wall, [1] CPU, in buckets up to 1, 2,
+	 * 5, 10, 20, 50 ms and above: a bench tells the stalls of a window from the counts' growth. */
+	uint64_t slice_hist[2][EGS_SLICE_BUCKETS + 1];
+	int64_t slice_sum_us[2]; /* their sums */
 	int64_t step_max_cpu_us;  /* the most CPU time one step of a run took (or its set-up) */
 	const char *step_max_what; /* what that step did (egs_sched_piece; static), NULL before any */
 	/* Totals of the scheduler runs (server.c plan driver; /metrics): the loop's CPU spent in them,

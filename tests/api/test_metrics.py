@@ -79,6 +79,20 @@ def test_dcgm_series_and_promtool(cluster):
     assert find(scrape(cluster.admin), "DCGM_FI_DEV_GPU_TEMP") == []
 
 
+def test_label_values_escaped(cluster):
+    """A label value's backslash, quote and newline are escaped (a workload's name as the agent sent it)."""
+    agent = FakeAgent(cluster, "c1", ["n1"])
+    cluster.workspace("w", ["c1"], ["w-dev"])
+    st = provisioned(cluster, agent, sliceName="w", gpuShape=H100["gpuModel"], exitDuration="1h")
+    node = st["status"]["nodes"][0]
+    agent.sample(node, 0, tempC=50)
+    agent.nodes[node]["workloads"] = [{"name": 'job"1\\a\nb', "namespace": "w-dev", "gpus": [FakeAgent.uuid(node, 0)]}]
+    agent.heartbeat()
+    text = scrape(cluster.admin)
+    assert [l["pod"] for l, _ in find(text, "DCGM_FI_DEV_GPU_TEMP", gpu="0")] == ['job\\"1\\\\a\\nb']
+    promtool(text)
+
+
 def test_control_plane_series(cluster):
     agent = FakeAgent(cluster, "c1", ["n1"])
     FakeAgent(cluster, "c2", ["t1"], shape=T4)
@@ -100,6 +114,12 @@ def test_control_plane_series(cluster):
     assert inf[0][1] == got[0][1]
     assert find(text, "egs_api_requests_total", method="GET", route="/api/v1/gpr", code="2xx")[0][1] >= 3
     assert find(text, "egs_node_gpus", Hostname="t1", allocated="false")[0][1] == 4
+    assert find(text, "egs_node_healthy", Hostname="t1", gpu_shape=T4["gpuModel"])[0][1] == 1
+    assert find(text, "egs_gpr_queue_oldest_wait_seconds", gpu_shape=H100["gpuModel"])[0][1] >= 0
+    # The scheduler's slices by length (wall and CPU): every slice in a bucket, both counted alike.
+    slices = find(text, "egs_scheduler_slice_seconds_count")[0][1]
+    assert slices >= 1 and find(text, "egs_scheduler_slice_seconds_bucket", le="+Inf")[0][1] == slices
+    assert find(text, "egs_scheduler_slice_cpu_seconds_count")[0][1] == slices
     # The scheduler's totals: the runs ended (full walks here), their CPU and wall time; the loop's
     # CPU in store commits.  A create into the queue is planned by one more run.
     runs = find(text, "egs_scheduler_runs_total", walk="full")[0][1]
