@@ -259,6 +259,7 @@ void egs_obs_stop(struct egs_server *srv)
 	if (!ob)
 		return;
 	egs_events_close_all(srv);
+	egs_metrics_finish_all(srv);
 	egs_notify_free(ob->notify);
 	ob->notify = NULL;
 }

@@ -57,6 +57,7 @@ struct egs_notify;
 
 struct egs_obs {
 	struct egs_obs_settings cfg;
+	struct egs_vec scrapes; /* GET /metrics answers in pieces (metrics.c struct scrape, owned) */
 	struct egs_series_set series;
 	struct egs_map workloads; /* node key -> struct egs_node_workloads (owned) */
 	struct egs_map pending;   /* cluster -> its waiting pods (observe_pods.c, owned) */
@@ -121,5 +122,7 @@ bool egs_gpr_held(const struct egs_gpr *g, int64_t now, int64_t *from, int64_t *
 /* ---- metrics.c ---- */
 /* The route pattern path matches (static string) or "other". */
 const char *egs_metrics_route(const char *path);
+/* Answers every scrape still in pieces (metrics.c) at once: egsd is stopping. */
+void egs_metrics_finish_all(struct egs_server *srv);
 
 #endif

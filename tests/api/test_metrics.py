@@ -6,10 +6,12 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
+import threading
 
 import pytest
 
-from conftest import H100, ROOT, T4
+from conftest import H100, ROOT, T4, Cluster
 from fakeagent import FakeAgent, provisioned
 
 LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})? (\S+)$')
@@ -170,3 +172,52 @@ def test_metrics_are_scoped(cluster):
     assert status == 401
     status, _, _ = agent.api.raw("GET", "/metrics")
     assert status == 403
+
+
+@pytest.fixture
+def pieces():
+    """A cluster whose scrapes read 2 GPRs or nodes a loop turn (EGS_TEST_SCRAPE_PIECE)."""
+    os.environ["EGS_TEST_SCRAPE_PIECE"] = "2"
+    try:
+        with tempfile.TemporaryDirectory(prefix="egs-scrape-") as tmp:
+            c = Cluster(tmp)
+            try:
+                yield c
+            finally:
+                c.close()
+    finally:
+        del os.environ["EGS_TEST_SCRAPE_PIECE"]
+
+
+def test_scrape_in_pieces(pieces):
+    """An admin's scrape reads the GPRs and nodes a few a loop turn and answers after the last: the
+    counts are whole, requests between the pieces are served, and scrapes side by side each get theirs."""
+    agent = FakeAgent(pieces, "c1", ["n1", "n2", "n3"])
+    pieces.workspace("w", ["c1"])
+    pieces.workspace("v", ["c1"])
+    provisioned(pieces, agent, sliceName="w", gpuShape=H100["gpuModel"], exitDuration="1h")
+    for i in range(5):
+        pieces.gpr(sliceName="v", gpuShape=H100["gpuModel"], numberOfGPUNodes=3, priority=10 + i)
+    got, errors = [], []
+
+    def scrape_one():
+        try:
+            got.append(scrape(pieces.egsd.api()))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=scrape_one) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for _ in range(5):  # served while the scrapes go on
+        pieces.admin.ok("GET", "/api/v1/clusters")
+    for t in threads:
+        t.join(60)
+    assert not errors and len(got) == 3
+    for text in got:
+        assert find(text, "egs_gpr_queue_length", gpu_shape=H100["gpuModel"])[0][1] == 5
+        assert find(text, "egs_gprs", state="Queued")[0][1] == 5
+        assert find(text, "egs_gprs", state="Provisioned")[0][1] == 1
+        assert sorted(l["Hostname"] for l, _ in find(text, "egs_node_healthy")) == ["n1", "n2", "n3"]
+        assert len(find(text, "egs_node_gpus")) == 3
+        assert text.count("# TYPE egs_node_gpus gauge") == 1
+        promtool(text)
