@@ -268,7 +268,7 @@ enum egs_err egs_store_open_sqlite(const char *path, struct egs_store **out)
 		goto out;
 	/* From here a COMMIT does not fsync: the durability thread does, apart from it. */
 	err = EGS_ERR_STORE;
-	if (!(s->sync = egs__sqlite_sync_new(path)) || !exec(s, "PRAGMA synchronous = NORMAL"))
+	if (!(s->sync = egs__sqlite_sync_new(path, s->db)) || !exec(s, "PRAGMA synchronous = NORMAL"))
 		goto out;
 	err = prepare_all(s) ? EGS_OK : EGS_ERR_STORE;
 	const char *fail = getenv("EGS_STORE_FAIL_IF_EXISTS");

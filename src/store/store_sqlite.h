@@ -48,18 +48,22 @@ struct egs_row_binder egs__sqlite_row_binder(struct egs_sqlite_binder *b);
 extern const struct egs_row_source egs__sqlite_row_source;
 
 /* The durability thread (store_sqlite_sync.c): fdatasyncs the WAL of the database at db_path off the
- * loop thread.  Write numbers are the store's (store.c counts them); each function below is called
- * from the loop thread only.  new: NULL (printed) when the thread cannot start; reads the test knobs
- * EGS_TEST_FSYNC_DELAY_MS and EGS_TEST_FSYNC_FAIL_IF_EXISTS.  free (NULL is a no-op): syncs what was
- * requested, then stops and joins the thread. */
+ * loop thread, and a checkpoint thread copies the WAL into the database file off it too.  Write
+ * numbers are the store's (store.c counts them); each function below is called from the loop thread
+ * only.  new: db is the loop's connection (borrowed until free), whose WAL hook it takes (SQLite's
+ * automatic checkpoint is then off); NULL (printed) when a thread or the checkpoints' own connection
+ * cannot start; reads the test knobs EGS_TEST_FSYNC_DELAY_MS, EGS_TEST_FSYNC_FAIL_IF_EXISTS,
+ * EGS_TEST_CHECKPOINT_FRAMES and EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS.  free (NULL is a no-op): syncs
+ * what was requested, then stops and joins the threads, and gives db's WAL hook back. */
 struct egs_sqlite_sync;
-struct egs_sqlite_sync *egs__sqlite_sync_new(const char *db_path);
+struct egs_sqlite_sync *egs__sqlite_sync_new(const char *db_path, sqlite3 *db);
 void egs__sqlite_sync_free(struct egs_sqlite_sync *y);
 /* Asks for every write numbered <= upto to be made durable; returns at once. */
 void egs__sqlite_sync_request(struct egs_sqlite_sync *y, uint64_t upto);
 /* Readable (an eventfd) after each fdatasync; egs__sqlite_sync_poll drains it. */
 int egs__sqlite_sync_fd(const struct egs_sqlite_sync *y);
-/* *durable gets the highest write number on disk; EGS_ERR_IO (printed) once an fdatasync failed. */
+/* *durable gets the highest write number on disk; EGS_ERR_IO (printed) once an fdatasync or a
+ * checkpoint failed. */
 enum egs_err egs__sqlite_sync_poll(struct egs_sqlite_sync *y, uint64_t *durable);
 /* Requests upto and blocks until it is durable (or an fdatasync failed: EGS_ERR_IO). */
 enum egs_err egs__sqlite_sync_wait(struct egs_sqlite_sync *y, uint64_t upto, uint64_t *durable);

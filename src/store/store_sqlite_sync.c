@@ -1,29 +1,45 @@
 /*
- * store_sqlite_sync.c: the SQLite store's durability thread (docs/internals/store.md, "Durability
- * apart from the commit").
+ * store_sqlite_sync.c: the SQLite store's durability thread and its checkpoint thread
+ * (docs/internals/store.md, "Durability apart from the commit").
  *
  * The connection commits with synchronous=NORMAL: in WAL mode COMMIT then writes the WAL frames
- * (to the page cache) and returns without an fsync.  This thread makes them durable: the loop asks
- * for "every write numbered <= upto" (egs__sqlite_sync_request) and goes on with its next turn; the
- * thread fdatasyncs the WAL file and publishes the number it covered.  Writes numbered <= upto
- * were all in the WAL (their write() returned) before the request, so an fdatasync begun after the
- * request covers them; requests that arrive during one fdatasync are coalesced into the next, which
- * covers all of them.  One fdatasync is in flight at a time.
+ * (to the page cache) and returns without an fsync.  The durability thread makes them durable: the
+ * loop asks for "every write numbered <= upto" (egs__sqlite_sync_request) and goes on with its next
+ * turn; the thread fdatasyncs the WAL file and publishes the number it covered.  Writes numbered
+ * <= upto were all in the WAL (their write() returned) before the request, so an fdatasync begun
+ * after the request covers them; requests that arrive during one fdatasync are coalesced into the
+ * next, which covers all of them.  One fdatasync is in flight at a time.  That thread touches no
+ * SQLite structure: it has its own descriptor on the WAL file (fsync flushes the file, whichever
+ * descriptor wrote it), opened at start so that a write-back error after that is reported to it.
  *
- * The thread touches no SQLite structure: it has its own descriptor on the WAL file (fsync flushes
- * the file, whichever descriptor wrote it), opened at start so that a write-back error after that
- * is reported to it.  A checkpoint (SQLite's, on the loop thread, inside a COMMIT) fsyncs the WAL
- * itself before it copies frames into the database file, so frames are never backfilled from an
- * unsynced WAL; a WAL restarted after a checkpoint is the same file, written from its start.
+ * Checkpoints (copying the WAL's pages into the database file) are not made by the loop's
+ * connection: SQLite's automatic one ran inside a COMMIT on the loop, and with its two fsyncs (the
+ * WAL, then the database file) held the loop 5-15 ms every 1,000 pages, several times a second
+ * under a stream of creates.  The loop's connection has a WAL hook instead (which replaces the
+ * automatic checkpoint) that reports the WAL's length here, and a thread with its own connection
+ * makes a PASSIVE checkpoint once CKPT_FRAMES pages wait: the loop, and the fdatasyncs of the WAL,
+ * go on meanwhile.  SQLite's checkpoint fsyncs the WAL before it copies frames, so no frame is
+ * copied from an unsynced WAL, and the database file after, before the WAL may be restarted.
  *
- * Shared state, all under mu: requested, durable, failed, stop.  The loop learns of progress from
- * an eventfd the thread writes after each fdatasync (egs__sqlite_sync_fd).
+ * The WAL is restarted (written again from its start) only by a commit that begins when every frame
+ * was copied; with commits coming while each checkpoint runs, that may not happen for as long as
+ * creates keep coming, and the WAL would grow.  So once it is RESTART_FRAMES long, the durability
+ * thread, after an fdatasync, has the checkpoint thread copy what is left before it publishes:
+ * no commit is made meanwhile (the loop commits only when no fdatasync is in flight, durable.c),
+ * so the next commit restarts the WAL.  That catch-up copies at most the pages written since the
+ * last checkpoint and delays one turn's replies by it, once per RESTART_FRAMES pages.
+ *
+ * Shared state, all under mu: requested, durable, failed, stop, and the checkpoint's frames,
+ * copied, ckpt_asked, ckpt_done, ckpt_ended.  The loop learns of progress from an eventfd the
+ * durability thread writes after each fdatasync (egs__sqlite_sync_fd).  A failed checkpoint (an I/O
+ * error writing or fsyncing the database file) counts as a failed fdatasync.
  */
 #include "store/store_sqlite.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,20 +47,38 @@
 #include <time.h>
 #include <unistd.h>
 
+#define CKPT_FRAMES 1000      /* pages waiting in the WAL that start a checkpoint (SQLite's default) */
+#define RESTART_PARTS 8       /* a WAL this many times CKPT_FRAMES long is caught up before a publish */
+#define HOLD_POLL_MS 10
+
 struct egs_sqlite_sync {
 	pthread_mutex_t mu;
-	pthread_cond_t wake; /* the thread waits here for a request or stop */
+	pthread_cond_t wake; /* the durability thread waits here for a request or stop */
 	pthread_cond_t done; /* waiters (egs__sqlite_sync_wait) wait here for progress */
+	pthread_cond_t ckpt_wake; /* the checkpoint thread waits here for pages or stop */
+	pthread_cond_t ckpt_news; /* the durability thread waits here for a catch-up */
 	uint64_t requested;  /* the highest write number asked to be made durable */
 	uint64_t durable;    /* every write numbered <= durable is on disk */
-	int failed;          /* errno of a failed fdatasync; 0 while none failed.  Sticky. */
+	int failed;          /* errno of a failed fdatasync or checkpoint; 0 while none failed.  Sticky. */
 	bool stop;
-	pthread_t thread;
+	pthread_t thread, ckpt_thread;
+	bool ckpt_started;
 	int wal_fd;          /* our own descriptor on <db>-wal; -1 until it could be opened */
 	int efd;             /* eventfd: written after each fdatasync (or its failure) */
 	char *wal_path;
+	sqlite3 *ckdb;       /* the checkpoint thread's own connection */
+	sqlite3 *db;         /* the loop's connection (borrowed): its WAL hook points here */
+	int frames;          /* the WAL's length in pages after the loop's last commit (its WAL hook) */
+	int copied;          /* of those, copied into the database file by the last checkpoint */
+	int ckpt_frames;     /* CKPT_FRAMES, or EGS_TEST_CHECKPOINT_FRAMES */
+	uint64_t ckpt_asked, ckpt_done; /* catch-ups asked for, and checkpoints begun after one was */
+	bool ckpt_ended;     /* the checkpoint thread has ended: nobody answers a catch-up */
+	int tried;           /* frames when the last checkpoint began: one that copied nothing waits for more */
+	int caught;          /* frames at the last catch-up: the next waits for CKPT_FRAMES more */
+	uint64_t checkpoints, catchups;
 	long delay_ms;       /* EGS_TEST_FSYNC_DELAY_MS: sleep before each fdatasync (tests only) */
 	char *fail_path;     /* EGS_TEST_FSYNC_FAIL_IF_EXISTS: an fdatasync fails (EIO) while this file exists */
+	char *hold_path;     /* EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS: checkpoints wait while this file exists */
 };
 
 /* One fdatasync of the WAL, on the thread.  Returns 0 or an errno. */
@@ -64,6 +98,27 @@ static int sync_wal(struct egs_sqlite_sync *y)
 	return fdatasync(y->wal_fd) == 0 ? 0 : errno;
 }
 
+/* Whether the WAL is long enough that it must be copied out before the next commit (under mu). */
+static bool must_catch_up(const struct egs_sqlite_sync *y)
+{
+	return !y->ckpt_ended && !y->failed && y->frames >= RESTART_PARTS * y->ckpt_frames &&
+	       y->copied < y->frames && (y->frames < y->caught || y->frames - y->caught >= y->ckpt_frames);
+}
+
+/* After an fdatasync (mu held): a WAL grown too long is copied out before the publish, while no
+ * commit can come, so that the next commit restarts it. */
+static void catch_up(struct egs_sqlite_sync *y)
+{
+	if (!must_catch_up(y))
+		return;
+	uint64_t want = ++y->ckpt_asked;
+	y->caught = y->frames;
+	y->catchups++;
+	pthread_cond_signal(&y->ckpt_wake);
+	while (y->ckpt_done < want && !y->ckpt_ended)
+		pthread_cond_wait(&y->ckpt_news, &y->mu);
+}
+
 static void *sync_main(void *arg)
 {
 	struct egs_sqlite_sync *y = arg;
@@ -78,9 +133,11 @@ static void *sync_main(void *arg)
 		pthread_mutex_unlock(&y->mu);
 		int rc = sync_wal(y);
 		pthread_mutex_lock(&y->mu);
+		if (!rc)
+			catch_up(y);
 		if (rc)
 			y->failed = rc;
-		else
+		else if (!y->failed)
 			y->durable = upto;
 		pthread_cond_broadcast(&y->done);
 		pthread_mutex_unlock(&y->mu);
@@ -88,14 +145,130 @@ static void *sync_main(void *arg)
 			/* the counter cannot overflow at one per fdatasync: nothing to do */
 		}
 		pthread_mutex_lock(&y->mu);
-		if (rc)
+		if (y->failed)
 			break; /* nothing durable can be claimed after a failed fdatasync */
 	}
 	pthread_mutex_unlock(&y->mu);
 	return NULL;
 }
 
-struct egs_sqlite_sync *egs__sqlite_sync_new(const char *db_path)
+/* ---- checkpoints ---- */
+
+/* The loop's connection calls this after each commit (its WAL hook, on the loop thread): n is the
+ * WAL's length in pages.  Wakes the checkpoint thread when enough wait to be copied. */
+static int on_wal(void *arg, sqlite3 *db, const char *name, int n)
+{
+	(void)db;
+	(void)name;
+	struct egs_sqlite_sync *y = arg;
+	pthread_mutex_lock(&y->mu);
+	if (n < y->frames)
+		y->copied = 0; /* the WAL was restarted: written again from its start */
+	y->frames = n;
+	if (n - y->copied >= y->ckpt_frames)
+		pthread_cond_signal(&y->ckpt_wake);
+	pthread_mutex_unlock(&y->mu);
+	return SQLITE_OK;
+}
+
+/* Whether the checkpoint thread has work (under mu): a catch-up asked for, or CKPT_FRAMES pages
+ * not yet copied that a checkpoint has not already tried. */
+static bool ckpt_due(const struct egs_sqlite_sync *y)
+{
+	return y->ckpt_done < y->ckpt_asked || (y->frames - y->copied >= y->ckpt_frames && y->frames != y->tried);
+}
+
+/* Tests only: waits while EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS names a file, or until a stop. */
+static void hold(struct egs_sqlite_sync *y)
+{
+	while (y->hold_path && access(y->hold_path, F_OK) == 0) {
+		pthread_mutex_lock(&y->mu);
+		bool stop = y->stop;
+		pthread_mutex_unlock(&y->mu);
+		if (stop)
+			return;
+		struct timespec ts = { 0, HOLD_POLL_MS * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* One PASSIVE checkpoint on the thread's connection (mu not held): copies every frame no reader
+ * still needs, without waiting for the loop's writes.  Returns 0 or an errno. */
+static int checkpoint(struct egs_sqlite_sync *y, int *log, int *copied)
+{
+	hold(y);
+	*log = *copied = -1;
+	int rc = sqlite3_wal_checkpoint_v2(y->ckdb, NULL, SQLITE_CHECKPOINT_PASSIVE, log, copied);
+	if (rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+		return 0; /* busy: a reader or the loop's restart held a lock; the next one copies it */
+	fprintf(stderr, "store: checkpoint of the WAL failed: %s\n", sqlite3_errmsg(y->ckdb));
+	return EIO;
+}
+
+static void *ckpt_main(void *arg)
+{
+	struct egs_sqlite_sync *y = arg;
+	uint64_t one = 1;
+	pthread_mutex_lock(&y->mu);
+	for (;;) {
+		while (!y->stop && !y->failed && !ckpt_due(y))
+			pthread_cond_wait(&y->ckpt_wake, &y->mu);
+		if (y->failed || (y->stop && y->ckpt_done >= y->ckpt_asked))
+			break;
+		uint64_t asked = y->ckpt_asked;
+		y->tried = y->frames;
+		pthread_mutex_unlock(&y->mu);
+		int log, copied;
+		int rc = checkpoint(y, &log, &copied);
+		pthread_mutex_lock(&y->mu);
+		y->checkpoints++;
+		if (copied >= 0) /* a restart meanwhile makes this an estimate: the next hook corrects it */
+			y->copied = copied < y->frames ? copied : y->frames;
+		if (rc && !y->failed) {
+			y->failed = rc;
+			pthread_cond_broadcast(&y->done);
+			if (write(y->efd, &one, sizeof(one)) < 0) {
+				/* as in sync_main */
+			}
+		}
+		y->ckpt_done = asked;
+		pthread_cond_broadcast(&y->ckpt_news);
+	}
+	y->ckpt_ended = true;
+	pthread_cond_broadcast(&y->ckpt_news);
+	pthread_mutex_unlock(&y->mu);
+	return NULL;
+}
+
+/* Opens the checkpoint thread's connection and hands the loop's WAL hook to it; false (printed) when
+ * it cannot. */
+static bool ckpt_open(struct egs_sqlite_sync *y, const char *db_path, sqlite3 *db)
+{
+	int rc = sqlite3_open_v2(db_path, &y->ckdb, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		fprintf(stderr, "store: cannot open %s for checkpoints: %s\n", db_path,
+			y->ckdb ? sqlite3_errmsg(y->ckdb) : sqlite3_errstr(rc));
+		return false;
+	}
+	sqlite3_busy_timeout(y->ckdb, 5000);
+	/* The database is in WAL mode already (this reads it, so the connection opens the WAL); FULL:
+	 * the checkpoint fsyncs the WAL before copying and the database file after. */
+	if (sqlite3_exec(y->ckdb, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL", NULL, NULL, NULL) !=
+	    SQLITE_OK) {
+		fprintf(stderr, "store: %s: %s\n", db_path, sqlite3_errmsg(y->ckdb));
+		return false;
+	}
+	const char *f = getenv("EGS_TEST_CHECKPOINT_FRAMES");
+	long n = f && *f ? strtol(f, NULL, 10) : 0;
+	y->ckpt_frames = n > 0 && n < CKPT_FRAMES ? (int)n : CKPT_FRAMES;
+	const char *h = getenv("EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS");
+	y->hold_path = h && *h ? egs_strdup(h) : NULL;
+	y->db = db;
+	sqlite3_wal_hook(db, on_wal, y); /* replaces SQLite's automatic checkpoint on the loop */
+	return true;
+}
+
+struct egs_sqlite_sync *egs__sqlite_sync_new(const char *db_path, sqlite3 *db)
 {
 	struct egs_sqlite_sync *y = egs_calloc(1, sizeof(*y));
 	size_t n = strlen(db_path) + 5;
@@ -107,19 +280,39 @@ struct egs_sqlite_sync *egs__sqlite_sync_new(const char *db_path)
 	y->delay_ms = d && *d ? strtol(d, NULL, 10) : 0;
 	const char *f = getenv("EGS_TEST_FSYNC_FAIL_IF_EXISTS");
 	y->fail_path = f && *f ? egs_strdup(f) : NULL;
+	if (!ckpt_open(y, db_path, db))
+		goto fail;
 	if (y->efd < 0 || pthread_mutex_init(&y->mu, NULL) || pthread_cond_init(&y->wake, NULL) ||
-	    pthread_cond_init(&y->done, NULL) || pthread_create(&y->thread, NULL, sync_main, y)) {
+	    pthread_cond_init(&y->done, NULL) || pthread_cond_init(&y->ckpt_wake, NULL) ||
+	    pthread_cond_init(&y->ckpt_news, NULL) || pthread_create(&y->ckpt_thread, NULL, ckpt_main, y)) {
+		fprintf(stderr, "store: cannot start the WAL checkpoint thread: %s\n", strerror(errno));
+		goto fail;
+	}
+	y->ckpt_started = true;
+	if (pthread_create(&y->thread, NULL, sync_main, y)) {
 		fprintf(stderr, "store: cannot start the WAL sync thread: %s\n", strerror(errno));
-		if (y->efd >= 0)
-			close(y->efd);
-		if (y->wal_fd >= 0)
-			close(y->wal_fd);
-		free(y->wal_path);
-		free(y->fail_path);
-		free(y);
-		return NULL;
+		goto fail;
 	}
 	return y;
+fail:
+	sqlite3_wal_hook(db, NULL, NULL);
+	if (y->ckpt_started) {
+		pthread_mutex_lock(&y->mu);
+		y->stop = true;
+		pthread_cond_signal(&y->ckpt_wake);
+		pthread_mutex_unlock(&y->mu);
+		pthread_join(y->ckpt_thread, NULL);
+	}
+	sqlite3_close(y->ckdb);
+	if (y->efd >= 0)
+		close(y->efd);
+	if (y->wal_fd >= 0)
+		close(y->wal_fd);
+	free(y->wal_path);
+	free(y->fail_path);
+	free(y->hold_path);
+	free(y);
+	return NULL;
 }
 
 void egs__sqlite_sync_free(struct egs_sqlite_sync *y)
@@ -127,18 +320,25 @@ void egs__sqlite_sync_free(struct egs_sqlite_sync *y)
 	if (!y)
 		return;
 	pthread_mutex_lock(&y->mu);
-	y->stop = true; /* the thread syncs what was requested, then ends */
+	y->stop = true; /* the threads sync what was requested and make the catch-ups asked, then end */
 	pthread_cond_signal(&y->wake);
+	pthread_cond_signal(&y->ckpt_wake);
 	pthread_mutex_unlock(&y->mu);
 	pthread_join(y->thread, NULL);
+	pthread_join(y->ckpt_thread, NULL);
+	sqlite3_close(y->ckdb); /* the loop's connection, closed last, checkpoints what is left */
+	sqlite3_wal_hook(y->db, NULL, NULL);
 	pthread_cond_destroy(&y->wake);
 	pthread_cond_destroy(&y->done);
+	pthread_cond_destroy(&y->ckpt_wake);
+	pthread_cond_destroy(&y->ckpt_news);
 	pthread_mutex_destroy(&y->mu);
 	if (y->wal_fd >= 0)
 		close(y->wal_fd);
 	close(y->efd);
 	free(y->wal_path);
 	free(y->fail_path);
+	free(y->hold_path);
 	free(y);
 }
 
@@ -167,7 +367,8 @@ enum egs_err egs__sqlite_sync_poll(struct egs_sqlite_sync *y, uint64_t *durable)
 	int failed = y->failed;
 	pthread_mutex_unlock(&y->mu);
 	if (failed)
-		fprintf(stderr, "store: fdatasync of the WAL failed: %s\n", strerror(failed));
+		fprintf(stderr, "store: a sync of the store failed (an fdatasync of the WAL or a checkpoint): %s\n",
+			strerror(failed));
 	return failed ? EGS_ERR_IO : EGS_OK;
 }
 

@@ -2,7 +2,9 @@
  * test_store_sync.c: the SQLite store's durability apart from the commit (store.h "durability",
  * store_sqlite_sync.c): write numbers, a requested sync that moves egs_store_durable once its
  * descriptor is readable, coalescing of requests made during a (slowed) fdatasync, the blocking
- * wait, and a failed fdatasync that is sticky (EGS_TEST_FSYNC_FAIL_IF_EXISTS).
+ * wait, a failed fdatasync that is sticky (EGS_TEST_FSYNC_FAIL_IF_EXISTS), and checkpoints made by the
+ * store's own thread, not inside the caller's commit (EGS_TEST_CHECKPOINT_FRAMES and
+ * EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS), that keep the WAL bounded.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store/store.h"
@@ -23,6 +27,7 @@ struct tmp {
 	char dir[64];
 	char db[96];
 	char flag[96];
+	char hold[96];
 };
 
 static void tmp_make(struct tmp *t)
@@ -31,12 +36,13 @@ static void tmp_make(struct tmp *t)
 	assert_non_null(mkdtemp(t->dir));
 	snprintf(t->db, sizeof(t->db), "%s/egs.db", t->dir);
 	snprintf(t->flag, sizeof(t->flag), "%s/fail", t->dir);
+	snprintf(t->hold, sizeof(t->hold), "%s/hold", t->dir);
 }
 
 static void tmp_remove(struct tmp *t)
 {
 	char p[128];
-	const char *names[] = { "egs.db", "egs.db-wal", "egs.db-shm", "fail" };
+	const char *names[] = { "egs.db", "egs.db-wal", "egs.db-shm", "fail", "hold" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", t->dir, names[i]);
 		unlink(p);
@@ -130,12 +136,111 @@ static void test_failed_fdatasync_is_sticky(void **state)
 	tmp_remove(&t);
 }
 
+/* A checksum (FNV-1a) of the file at path: the database file changes only when a checkpoint copies
+ * the WAL into it. */
+static uint64_t file_sum(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	uint64_t h = 1469598103934665603ull;
+	int c;
+	while ((c = fgetc(f)) != EOF)
+		h = (h ^ (uint64_t)c) * 1099511628211ull;
+	fclose(f);
+	return h;
+}
+
+static void touch(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fclose(f);
+}
+
+/* The checkpoint is the store's thread's: while it is held, commits and fdatasyncs go on (a
+ * checkpoint inside the commit, as SQLite's automatic one made, would hang this test), and once let
+ * go it copies the WAL into the database file without another write asking for it. */
+static void test_checkpoint_off_the_commit(void **state)
+{
+	(void)state;
+	struct tmp t;
+	struct egs_store *s = NULL;
+	tmp_make(&t);
+	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK); /* the schema, checkpointed at close */
+	egs_store_free(s);
+	touch(t.hold);
+	setenv("EGS_TEST_CHECKPOINT_FRAMES", "4", 1);
+	setenv("EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS", t.hold, 1);
+	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK);
+	unsetenv("EGS_TEST_CHECKPOINT_FRAMES");
+	unsetenv("EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS");
+	uint64_t before = file_sum(t.db);
+	char key[16];
+	for (int i = 0; i < 6; i++) { /* > 4 pages into the WAL: a checkpoint is due, and held */
+		snprintf(key, sizeof(key), "k%d", i);
+		assert_int_equal(egs_store_meta_set(s, key, "v"), EGS_OK);
+		assert_int_equal(egs_store_sync_wait(s), EGS_OK);
+	}
+	assert_int_equal(egs_store_durable(s), egs_store_written(s));
+	assert_true(file_sum(t.db) == before); /* nothing copied while held */
+	unlink(t.hold);
+	bool copied = false;
+	for (int i = 0; i < 1000 && !copied; i++) { /* up to 10 s on a loaded machine */
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+		copied = file_sum(t.db) != before;
+	}
+	assert_true(copied);
+	egs_store_free(s);
+	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK);
+	char *v = NULL;
+	assert_int_equal(egs_store_meta_get(s, "k5", &v), EGS_OK);
+	assert_non_null(v);
+	assert_string_equal(v, "v");
+	free(v);
+	egs_store_free(s);
+	tmp_remove(&t);
+}
+
+/* Under a stream of commits the WAL stays about RESTART_PARTS (8) times the checkpoint's pages long:
+ * it is copied out and written again from its start, not grown. */
+static void test_wal_stays_bounded(void **state)
+{
+	(void)state;
+	struct tmp t;
+	struct egs_store *s = NULL;
+	tmp_make(&t);
+	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK); /* the schema, checkpointed at close */
+	egs_store_free(s);
+	setenv("EGS_TEST_CHECKPOINT_FRAMES", "2", 1);
+	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK);
+	unsetenv("EGS_TEST_CHECKPOINT_FRAMES");
+	char key[16], wal[128];
+	for (int i = 0; i < 150; i++) { /* each commit adds a page at least: 150 pages without checkpoints */
+		snprintf(key, sizeof(key), "k%d", i);
+		assert_int_equal(egs_store_meta_set(s, key, "v"), EGS_OK);
+		egs_store_sync(s);
+		if (i % 3 == 2)
+			assert_int_equal(egs_store_sync_wait(s), EGS_OK);
+	}
+	assert_int_equal(egs_store_sync_wait(s), EGS_OK);
+	snprintf(wal, sizeof(wal), "%s-wal", t.db);
+	struct stat st;
+	assert_int_equal(stat(wal, &st), 0);
+	print_message("WAL %lld bytes\n", (long long)st.st_size);
+	assert_true(st.st_size < 48 * (4096 + 24) + 32); /* 16 pages, and what came while it was copied */
+	egs_store_free(s);
+	tmp_remove(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sync_moves_durable),
 		cmocka_unit_test(test_requests_coalesce_and_wait_blocks),
 		cmocka_unit_test(test_failed_fdatasync_is_sticky),
+		cmocka_unit_test(test_checkpoint_off_the_commit),
+		cmocka_unit_test(test_wal_stays_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
