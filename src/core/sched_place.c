@@ -648,12 +648,15 @@ static void start(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w)
  * creates at mixed priorities every walk delays thousands of GPRs, and writing each of their rows
  * made the commits, not the planner, the bottleneck (issue 16).  A restart may forget the delays
  * counted since a GPR's row was last written. */
-static void set_estimate(struct egs_gpr *g, int64_t t)
+static void set_estimate(struct egs_plan *p, struct egs_gpr *g, int64_t t)
 {
 	int64_t est = t == EGS_NEVER ? 0 : t;
+	if (est == g->est_start)
+		return;
 	if (g->est_start && est > g->est_start + 60)
 		g->delayed_count++;
 	g->est_start = est;
+	egs_state_restamp(p->st, g); /* its status view shows both (server/gpr_view.c) */
 }
 
 /* Places g in p and reserves what it gets, starting nothing (the side-effect-free walks);
@@ -695,7 +698,7 @@ int64_t egs__plan_one(struct egs_plan *p, struct egs_gpr *g)
 	uint64_t mask = p->npools <= 64 ? match_mask(p, g) : 0;
 	int64_t t = egs__place(p, g, w, &mask);
 	if (t == EGS_NEVER) {
-		set_estimate(g, t);
+		set_estimate(p, g, t);
 		return t;
 	}
 	if (can_start_now(p, g, w, t) && still_free(p, g, w)) {
@@ -703,7 +706,7 @@ int64_t egs__plan_one(struct egs_plan *p, struct egs_gpr *g)
 		egs__reserve(p, g, w, p->now);
 		return p->now;
 	}
-	set_estimate(g, t);
+	set_estimate(p, g, t);
 	egs__reserve(p, g, w, t);
 	return t;
 }
@@ -753,6 +756,6 @@ bool egs__plan_apply(struct egs_plan *p, struct egs_gpr *g, int64_t t, bool star
 		start(p, g, w);
 		return true;
 	}
-	set_estimate(g, t);
+	set_estimate(p, g, t);
 	return !starts;
 }

@@ -475,6 +475,7 @@ enum egs_err egs_state_add_gpr(struct egs_state *st, struct egs_gpr *g)
 	enum egs_err err = add(&st->gprs, g->id, g);
 	if (err)
 		return err;
+	egs_state_restamp(st, g);
 	if (g->seq >= st->next_seq)
 		st->next_seq = g->seq + 1;
 	egs_state_count_gpr(st, g, +1);
@@ -628,8 +629,10 @@ void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj)
 {
 	st->generation++;
 	st->inventory_gen += inventory_kind(kind);
-	if (kind == EGS_KIND_GPR)
-		egs_aging_note(st, obj); /* a GPR that just finished starts to age */
+	if (kind == EGS_KIND_GPR) {
+		egs_state_restamp(st, obj); /* before the early return: a second change in a turn shows too */
+		egs_aging_note(st, obj);    /* a GPR that just finished starts to age */
+	}
 	bool *d = dirty_flag(kind, obj);
 	if (*d)
 		return;

@@ -75,6 +75,7 @@ struct egs_state {
 	uint64_t next_seq;
 	int64_t next_event_id;
 	uint64_t generation; /* bumped on every change that can move the plan */
+	uint64_t view_clock; /* the last view stamp given out (egs_state_restamp) */
 	/* Queued creates since the planner last took them (egs_gpr_submit notes them): the generation
 	 * bumps they made, and the queue key of the one that goes first.  When they are the only
 	 * changes since its kept plan, the planner walks from that GPR's place (core/sched_kept.c).
@@ -142,8 +143,17 @@ struct egs_apikey *egs_state_apikey(const struct egs_state *st, const char *id);
 struct egs_apikey *egs_state_apikey_by_hash(const struct egs_state *st, const unsigned char hash[32]);
 struct egs_doc *egs_state_doc(const struct egs_state *st, enum egs_kind kind, const char *name);
 
-/* Marks obj (of kind) changed in this turn; idempotent within a turn.  Bumps generation. */
+/* Marks obj (of kind) changed in this turn; idempotent within a turn.  Bumps generation, and
+ * restamps a GPR on every call (not only the turn's first). */
 void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj);
+/* Gives g a view stamp never given out before by st: server/gpr_view.c serves a GPR's kept status
+ * view only while its stamp is the one the view was built at.  egs_state_touch and
+ * egs_state_add_gpr call it; call it too wherever something the view shows changes without a touch
+ * (the planner's estimates, an agent's check run). */
+static inline void egs_state_restamp(struct egs_state *st, struct egs_gpr *g)
+{
+	g->view_stamp = ++st->view_clock;
+}
 /* Unlinks obj and records its deletion; it is freed by egs_state_clear_changes(). */
 void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj);
 

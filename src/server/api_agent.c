@@ -529,6 +529,7 @@ static void agent_result(struct egs_req *r)
 		char *text = json_dumps(checks, JSON_COMPACT);
 		EGS_ASSERT(text);
 		egs_gpr_note_check_run(g, n->key, !attach, ok, text, now);
+		egs_state_restamp(&srv->st, g); /* its status view lists the runs (gpr_view.c) */
 		free(text);
 	}
 	json_decref(checks);

@@ -40,6 +40,7 @@ struct egs_gpr_facts {
 	int allocated;     /* numGpusAllocated of a dedicated GPR (whole GPUs) */
 	int64_t remaining; /* remainingDuration, seconds */
 	const char *internal_state;
+	bool timed; /* a later now would show other durations (a wait or a remaining duration) */
 };
 void egs_gpr_facts(const struct egs_gpr *g, int64_t now, struct egs_gpr_facts *f);
 

@@ -1,31 +1,42 @@
 /*
- * gpr_view.c: the serialized reply of GET /api/v1/gpr?gprId=, kept until anything could change it.
+ * gpr_view.c: the serialized reply of GET /api/v1/gpr?gprId=, kept until something it shows changes.
  *
- * Building a GPR's view with jansson and dumping it cost about 85% of a status read's instructions
- * (issue 16).  The reply's bytes (the whole envelope) are kept in a small direct-mapped table of
- * VIEW_SLOTS entries, keyed by gprId, and served again while all of these still hold:
+ * A status read's view is written by gpr_render.c (about 10,700 instructions against jansson's
+ * 182,000, issue 16), and the reply's bytes (the whole envelope) are kept in a small direct-mapped
+ * table of VIEW_SLOTS entries keyed by gprId.  A view is a function of the GPR's own fields, of
+ * `now` and of its cost (egs_gpr_cost: prices, the shape of its first node), and nothing else, so a
+ * kept view is served again while all of these hold:
  *
- *   - st.generation is unchanged: every egs_state_touch/egs_state_del bumps it, so any committed or
- *     pending change of any object (the GPR, a node, its workspace) drops every kept view;
- *   - srv->view_epoch is unchanged: it moves on whatever changes a view's inputs without a touch
- *     (egs_views_changed): each write request (not GET), each commit turn and planner slice (the
- *     estimates are set without a touch), each housekeeping tick, a model reload (a follower's sync,
- *     a failed commit), a price change;
- *   - egs_now() is the same second (estimatedWaitTime, remainingDuration and cost move with time);
- *   - the turn has no pending changes and no held replies (a reply built now would be held and the
- *     commit may still move estimates: such reads build their view as before, uncached).
+ *   - the GPR's view_stamp is the one the view was built at: egs_state_restamp gives it a stamp
+ *     never given out before on every egs_state_touch of it (each call, not only a turn's first),
+ *     when it enters the state, when the planner moves its estimate (sched_place.c set_estimate)
+ *     and when an agent reports a check run for it;
+ *   - srv->view_epoch is unchanged: it moves only where GPRs are replaced or changed in bulk without
+ *     a touch (egs_views_changed): a model swap (reload, a failed commit, a follower's full load:
+ *     the fresh state's stamps start again), a follower's sync, a follower taking over;
+ *   - the cost, computed on every read, is the same double (so a price change or a node's new
+ *     shape shows at once, and the cost of a running GPR moves with time);
+ *   - egs_now() is the same second, or, for a view that counts nothing from now (no wait to an
+ *     estimate in the future, no remaining duration), any later second;
+ *   - the GPR is the live one (an aged GPR read from the store, server/aged.h, is built each time).
  *
- * So a view is at most as old as the last change of anything, never of the GPR alone: conservative,
- * and the cache needs no list of the fields a view reads.  Access checks are not cached: the
- * caller's role and scope are checked on every read before the kept bytes are sent.
+ * So a view survives every change of other GPRs, nodes and workspaces that does not move what it
+ * shows: a create behind it, a heartbeat, a commit turn.  Reads while a turn has pending changes are
+ * served the same way: the view shows the GPR as it is now (its stamp moved with any pending change
+ * of it), and the reply is held for the commit like any other (http.c); a failed commit swaps the
+ * model, which drops every kept view.  Access checks are not cached: the caller's role and scope
+ * are checked on every read before the kept bytes are sent.
+ *
+ * EGSD_VIEW_CHECK=1 in egsd's environment (the API tests set it) renders every kept view again when
+ * it is served and aborts if the bytes differ: a missed restamp fails the test that shows it.
  *
  * Memory: at most VIEW_SLOTS kept replies (about 1 KiB each), whatever the number of GPRs, plus the
  * replaced ones that replies still on their way out hold.
  *
- * A kept reply's bytes are shared, not copied: a read hands evhttp a reference to them (a 1 KiB copy
- * into a 2 KiB evbuffer chain was about 1,900 instructions of a kept read), counted so that a view
- * rendered again while an earlier reply still waits in an output buffer (or is held for a commit)
- * leaves that reply its bytes.  Loop thread only, like evhttp's buffers.
+ * A kept reply's bytes are shared, not copied: a read hands the front a reference to them (a 1 KiB
+ * copy into a 2 KiB evbuffer chain was about 1,900 instructions of a kept read), counted so that a
+ * view rendered again while an earlier reply still waits in an output buffer (or is held for a
+ * commit) leaves that reply its bytes.  Loop thread only.
  */
 #include "server/server.h"
 
@@ -33,6 +44,7 @@
 
 #include "core/util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,14 +60,17 @@ struct view_bytes {
 
 struct view_slot {
 	char id[EGS_ID_MAX]; /* "" = empty */
-	uint64_t generation, epoch;
+	uint64_t stamp, epoch;
 	int64_t now;
+	bool timed; /* it shows a duration counted from now */
+	double cost;
 	struct view_bytes *kept; /* one reference; NULL = empty */
 };
 
 struct egs_views {
 	struct view_slot slot[VIEW_SLOTS];
 	struct egs_obuf scratch; /* where a view is rendered before it is kept */
+	bool check;              /* EGSD_VIEW_CHECK: render a served view again and compare */
 	uint64_t hits, misses;
 };
 
@@ -76,7 +91,10 @@ static void reply_done(const void *data, size_t len, void *arg)
 
 struct egs_views *egs_views_new(void)
 {
-	return egs_calloc(1, sizeof(struct egs_views));
+	struct egs_views *v = egs_calloc(1, sizeof(struct egs_views));
+	const char *check = getenv("EGSD_VIEW_CHECK");
+	v->check = check && strcmp(check, "1") == 0;
+	return v;
 }
 
 void egs_views_free(struct egs_views *v)
@@ -105,11 +123,11 @@ static struct view_slot *slot_of(struct egs_views *v, const char *id)
 
 /* g's reply (the same bytes egs_reply_ok(egs_json_gpr()) would send), rendered by gpr_render.c into
  * the views' scratch buffer and copied out; one reference, the caller's. */
-static struct view_bytes *build(struct egs_server *srv, const struct egs_gpr *g, int64_t now)
+static struct view_bytes *build(struct egs_server *srv, const struct egs_gpr *g, int64_t now, double cost)
 {
 	struct egs_obuf *o = &srv->views->scratch;
 	o->len = 0;
-	egs_render_gpr_reply(o, g, now, egs_gpr_cost(srv, g, now));
+	egs_render_gpr_reply(o, g, now, cost);
 	struct view_bytes *b = egs_malloc(sizeof(*b) + o->len);
 	b->refs = 1;
 	b->len = o->len;
@@ -117,42 +135,69 @@ static struct view_bytes *build(struct egs_server *srv, const struct egs_gpr *g,
 	return b;
 }
 
-/* Builds g's reply into s (the same bytes egs_reply_ok would send) and keys it by the state now.  The
- * bytes s kept before stay with the replies that still reference them. */
-static void render(struct egs_server *srv, struct view_slot *s, const struct egs_gpr *g, int64_t now)
+/* Builds g's reply into s and keys it by what it was built from.  The bytes s kept before stay with
+ * the replies that still reference them. */
+static void render(struct egs_server *srv, struct view_slot *s, const struct egs_gpr *g, int64_t now, double cost)
 {
 	if (s->kept)
 		bytes_release(s->kept);
-	s->kept = build(srv, g, now);
+	s->kept = build(srv, g, now, cost);
+	struct egs_gpr_facts f;
+	egs_gpr_facts(g, now, &f);
 	egs_strlcpy(s->id, g->id, sizeof(s->id));
-	s->generation = srv->st.generation;
+	s->stamp = g->view_stamp;
 	s->epoch = srv->view_epoch;
 	s->now = now;
+	s->timed = f.timed;
+	s->cost = cost;
+}
+
+/* Whether s holds g's view as a build now would write it (the file comment's rules). */
+static bool still_true(const struct egs_server *srv, const struct view_slot *s, const struct egs_gpr *g,
+		       int64_t now, double cost)
+{
+	return s->kept && s->stamp == g->view_stamp && s->epoch == srv->view_epoch &&
+	       (s->now == now || (!s->timed && now > s->now)) && memcmp(&s->cost, &cost, sizeof(cost)) == 0 &&
+	       strcmp(s->id, g->id) == 0;
+}
+
+/* EGSD_VIEW_CHECK: the kept bytes s is about to serve are what g's view is now, or egsd aborts. */
+static void check_kept(struct egs_server *srv, const struct view_slot *s, const struct egs_gpr *g, int64_t now,
+		       double cost)
+{
+	struct view_bytes *b = build(srv, g, now, cost);
+	bool same = b->len == s->kept->len && memcmp(b->data, s->kept->data, b->len) == 0;
+	if (!same)
+		fprintf(stderr, "level=fatal msg=\"kept status view is stale\" gpr=%s stamp=%llu\n kept: %.*s\n now:  %.*s\n",
+			g->id, (unsigned long long)g->view_stamp, (int)s->kept->len, s->kept->data, (int)b->len, b->data);
+	bytes_release(b);
+	EGS_ASSERT(same);
 }
 
 void egs_gpr_view_reply(struct egs_req *r, const struct egs_gpr *g)
 {
 	struct egs_server *srv = r->srv;
 	int64_t now = egs_now(srv);
+	double cost = egs_gpr_cost(srv, g, now);
 	if (!srv->views) {
 		egs_reply_ok(r, egs_json_gpr(srv, g));
 		return;
 	}
-	if (egs_state_has_changes(&srv->st) || srv->held.len) {
-		/* held for the turn's commit: built now, not kept */
-		struct view_bytes *b = build(srv, g, now);
+	if (egs_state_gpr(&srv->st, g->id) != g) { /* an aged GPR: built each time */
+		struct view_bytes *b = build(srv, g, now, cost);
 		egs_reply_json_ref(r, b->data, b->len, reply_done, b);
 		return;
 	}
 	struct view_slot *s = slot_of(srv->views, g->id);
-	if (s->generation == srv->st.generation && s->epoch == srv->view_epoch && s->now == now &&
-	    strcmp(s->id, g->id) == 0) {
+	if (still_true(srv, s, g, now, cost)) {
 		srv->views->hits++;
+		if (srv->views->check)
+			check_kept(srv, s, g, now, cost);
 	} else {
 		srv->views->misses++;
-		render(srv, s, g, now);
+		render(srv, s, g, now, cost);
 	}
-	s->kept->refs++; /* the reply's reference, released by reply_done once evhttp is done with it */
+	s->kept->refs++; /* the reply's reference, released by reply_done once the front is done with it */
 	egs_reply_json_ref(r, s->kept->data, s->kept->len, reply_done, s->kept);
 }
 

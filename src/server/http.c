@@ -403,7 +403,6 @@ void egs_server_drop_replies(struct egs_server *srv)
 
 void egs_server_changed(struct egs_server *srv)
 {
-	egs_views_changed(srv);
 	if (!event_pending(srv->commit_ev, EV_TIMEOUT, NULL))
 		event_active(srv->commit_ev, EV_TIMEOUT, 0);
 }
@@ -746,8 +745,6 @@ void egs__http_on_request(struct egs_hreq *hq, void *arg)
 	r.query.tqh_first = NULL;
 	r.query.tqh_last = &r.query.tqh_first;
 
-	if (r.method != EVHTTP_REQ_GET)
-		egs_views_changed(srv); /* a write may change what a kept status view shows (gpr_view.c) */
 	const char *raw_path = egs_hreq_path(hq);
 	const char *q = egs_hreq_query(hq);
 	enum egs_frame_reason refused = egs_hreq_refusal(hq);

@@ -117,7 +117,7 @@ enum egs_err egs_server_swap_model(struct egs_server *srv, struct egs_state *fre
 	srv->st = *fresh;
 	free(fresh);
 	egs_state_free_later(old); /* nothing points into it now; freeing 200,000 GPRs took 0.7 s of the loop */
-	egs_views_changed(srv); /* the fresh model's generation may repeat one a kept view was built at */
+	egs_views_changed(srv); /* the fresh model gives out view stamps from 1 again (gpr_view.c) */
 	srv->planned_gen = srv->st.generation - 1; /* plan again on the next turn */
 	srv->next_wake = 0;
 	if (srv->obs)

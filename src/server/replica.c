@@ -149,6 +149,7 @@ static void promote(struct egs_server *srv)
 	int64_t now = egs_now(srv);
 	for (size_t i = 0; i < srv->st.active.len; i++) /* agents get a full period to converge, as at a start */
 		((struct egs_gpr *)srv->st.active.items[i])->phase_since = now;
+	egs_views_changed(srv); /* a Provisioning GPR's view shows phase_since (gpr_view.c) */
 	srv->st.held_settle = now + srv->st.cfg.heartbeat_timeout_s; /* stored holds wait for the agents (held.h) */
 	fprintf(srv->log, "level=info msg=\"this egsd leads now\" epoch=%lld gprs=%zu nodes=%zu\n",
 		(long long)srv->leader.epoch, srv->st.gprs.len, srv->st.nodes.len);

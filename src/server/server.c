@@ -223,7 +223,6 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 	struct egs_server *srv = arg;
 	if (!egs_sched_walking(srv->plan))
 		return;
-	egs_views_changed(srv); /* the slice sets estimates without a touch */
 	int64_t t = egs_mono_us(), c = cpu_us();
 	plan_slice(srv, SIZE_MAX, c);
 	note_slice(srv, t, c);
@@ -232,7 +231,6 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 
 static void commit_turn(struct egs_server *srv)
 {
-	egs_views_changed(srv); /* the plan below moves estimates without a touch (gpr_view.c) */
 	if (srv->follower) {
 		egs_replica_turn(srv); /* followers plan nothing and write nothing */
 		return;
@@ -273,7 +271,6 @@ static void commit_turn(struct egs_server *srv)
 	egs_server_flush(srv);
 	if (srv->polls.len)
 		egs_agent_wake_polls(srv, false);
-	egs_views_changed(srv);
 }
 
 static void on_commit(evutil_socket_t fd, short what, void *arg)
@@ -312,7 +309,6 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct egs_server *srv = arg;
-	egs_views_changed(srv); /* clock-driven changes below need not touch what a kept view shows */
 	egs_replica_tick(srv); /* the leader's lease; a follower's event streams */
 	if (!srv->follower && egs_store_written(srv->store) > egs_store_durable(srv->store))
 		egs_durable_poll(srv); /* a turn the lease's renewal read to its end (PostgreSQL): at once */

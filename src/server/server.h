@@ -380,12 +380,11 @@ json_t *egs_json_event(const struct egs_event *e);
 struct egs_views;
 struct egs_views *egs_views_new(void);
 void egs_views_free(struct egs_views *v); /* NULL is a no-op */
-/* Drops every kept view: call it wherever a view's inputs may change without egs_state_touch (the
- * planner's estimates, prices, a reload, the clock-driven tick, any write request). */
+/* Drops every kept view: call it wherever GPRs are replaced or changed in bulk without
+ * egs_state_touch or egs_state_restamp (a model swap, a follower's sync; gpr_view.c). */
 void egs_views_changed(struct egs_server *srv);
-/* Replies 200 with g's view (GET /api/v1/gpr): the kept bytes when nothing changed since they were
- * built, else built now (and kept when the turn has nothing pending).  The caller has checked
- * access to g. */
+/* Replies 200 with g's view (GET /api/v1/gpr): the kept bytes when nothing they show changed since
+ * they were built, else built now and kept.  The caller has checked access to g. */
 void egs_gpr_view_reply(struct egs_req *r, const struct egs_gpr *g);
 /* Kept views served and built since start (for /metrics). */
 void egs_views_counts(const struct egs_views *v, uint64_t *hits, uint64_t *misses);

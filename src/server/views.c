@@ -86,6 +86,7 @@ void egs_gpr_facts(const struct egs_gpr *g, int64_t now, struct egs_gpr_facts *f
 	f->allocated = egs_gpr_is_active(g) && g->state != EGS_GPR_RELEASING ? g->gpus_per_node * (int)g->nodes.n : 0;
 	f->remaining = g->state == EGS_GPR_PROVISIONED && g->exit_at > now ? g->exit_at - now : 0;
 	f->internal_state = internal_state(g->state);
+	f->timed = f->wait > 0 || f->remaining > 0;
 }
 
 json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g)

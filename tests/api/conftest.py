@@ -22,6 +22,9 @@ sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
 # Which store every egsd of this run uses: "sqlite" (DIR/egs.db, the default) or "postgres" (one
 # PostgreSQL server for the whole run, tests/api/pgserver.py, and a schema of its own per data dir).
 STORE = os.environ.get("EGS_TEST_STORE", "sqlite")
+# Every egsd of the run renders each kept status view again when it serves it and aborts if the
+# bytes differ (src/server/gpr_view.c): a change that a kept view misses fails the test that makes it.
+os.environ.setdefault("EGSD_VIEW_CHECK", "1")
 sqlite_only = pytest.mark.skipif(STORE != "sqlite", reason="reads or damages the SQLite file itself")
 _pg = None
 
