@@ -30,11 +30,9 @@
 struct sqlite_store {
 	struct egs_store base; /* first: the handle store.c dispatches through */
 	sqlite3 *db;
-	sqlite3_stmt *put[EGS_ROWS_NKINDS];
+	struct egs_sqlite_put *put[EGS_ROWS_NKINDS]; /* owned (store_sqlite_put.c) */
 	sqlite3_stmt *del[EGS_ROWS_NKINDS];
-	sqlite3_stmt *put_event, *put_audit;
-	/* What each put statement's parameters hold from its last row (store_sqlite.h), owned */
-	struct egs_sqlite_kept *put_kept[EGS_ROWS_NKINDS], *event_kept, *audit_kept;
+	struct egs_sqlite_put *put_event, *put_audit;
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *meta_get, *meta_set, *prune_mark, *prune;
 	int last_rc;     /* the result code of the last failed step: SQLITE_FULL tells a full disk */
@@ -139,36 +137,11 @@ fail:
 	return EGS_ERR_STORE;
 }
 
-/* INSERT INTO table(c1,..) VALUES(?1,..) ON CONFLICT(c1) DO UPDATE SET c2=excluded.c2, .. for the
- * column list cols (its first column the key). */
-static void upsert_sql(struct egs_sqlbuf *q, const char *table, const char *cols)
-{
-	size_t keylen = strcspn(cols, ",");
-	int ncols = 1;
-	for (const char *p = cols; *p; p++)
-		ncols += *p == ',';
-	q->n = 0;
-	egs_sql_str(q, "INSERT INTO ");
-	egs_sql_str(q, table);
-	egs_sql_str(q, "(");
-	egs_sql_str(q, cols);
-	egs_sql_str(q, ") VALUES(");
-	for (int i = 0; i < ncols; i++)
-		egs_sql_str(q, i ? ",?" : "?");
-	egs_sql_str(q, ") ON CONFLICT(");
-	egs_sql_add(q, cols, keylen);
-	egs_sql_str(q, ") DO UPDATE SET ");
-	for (const char *p = cols + keylen; *p;) {
-		p++; /* the comma */
-		size_t len = strcspn(p, ",");
-		if (p != cols + keylen + 1)
-			egs_sql_str(q, ",");
-		egs_sql_add(q, p, len);
-		egs_sql_str(q, "=excluded.");
-		egs_sql_add(q, p, len);
-		p += len;
-	}
-}
+/* The rows of events and audit entries for egs__sqlite_put_new: bound by store_rows.c, named by id. */
+static void bind_event(const struct egs_row_binder *b, const void *obj) { egs_rows_bind_event(b, obj); }
+static void bind_audit(const struct egs_row_binder *b, const void *obj) { egs_rows_bind_audit(b, obj); }
+static int64_t event_id(const void *obj) { return ((const struct egs_event *)obj)->id; }
+static int64_t audit_id(const void *obj) { return ((const struct egs_audit *)obj)->id; }
 
 static bool prepare(struct sqlite_store *s, const char *sql, sqlite3_stmt **out)
 {
@@ -183,8 +156,7 @@ static bool prepare_all(struct sqlite_store *s)
 	struct egs_sqlbuf q;
 	for (int i = 0; i < EGS_ROWS_NKINDS; i++) {
 		const struct egs_row_kind *k = &egs_rows_kinds[i];
-		upsert_sql(&q, k->table, k->cols);
-		if (!prepare(s, q.b, &s->put[i]))
+		if (!(s->put[i] = egs__sqlite_put_new(s->db, k->table, k->cols, true, k->bind, k->key, NULL)))
 			return false;
 		q.n = 0;
 		egs_sql_str(&q, "DELETE FROM ");
@@ -197,14 +169,9 @@ static bool prepare_all(struct sqlite_store *s)
 	}
 	/* An event is new or a repeat of a stored one (its count, time and message move): an upsert.
 	 * INSERT OR REPLACE cost ~3,000 more instructions a new row (its conflict handling). */
-	upsert_sql(&q, "events", EGS_ROWS_EVENT_COLS);
-	if (!prepare(s, q.b, &s->put_event) ||
-	    !prepare(s, "INSERT INTO audit(" EGS_AUDIT_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?)", &s->put_audit))
+	if (!(s->put_event = egs__sqlite_put_new(s->db, "events", EGS_ROWS_EVENT_COLS, true, bind_event, NULL, event_id)) ||
+	    !(s->put_audit = egs__sqlite_put_new(s->db, "audit", EGS_AUDIT_COLS, false, bind_audit, NULL, audit_id)))
 		return false;
-	for (int i = 0; i < EGS_ROWS_NKINDS; i++)
-		s->put_kept[i] = egs__sqlite_kept_new(s->put[i]);
-	s->event_kept = egs__sqlite_kept_new(s->put_event);
-	s->audit_kept = egs__sqlite_kept_new(s->put_audit);
 	return prepare(s, "BEGIN IMMEDIATE", &s->begin) && prepare(s, "COMMIT", &s->commit) &&
 	       prepare(s, "ROLLBACK", &s->rollback) &&
 	       prepare(s, "SELECT value FROM meta WHERE key = ?1", &s->meta_get) &&
@@ -291,14 +258,11 @@ static void sqlite_free(struct sqlite_store *s)
 		exec(s, "ROLLBACK");
 	egs__sqlite_sync_free(s->sync); /* its last fdatasync before the close checkpoints the WAL */
 	for (int i = 0; i < EGS_ROWS_NKINDS; i++) {
-		sqlite3_finalize(s->put[i]);
+		egs__sqlite_put_free(s->put[i]);
 		sqlite3_finalize(s->del[i]);
-		egs__sqlite_kept_free(s->put_kept[i]);
 	}
-	egs__sqlite_kept_free(s->event_kept);
-	egs__sqlite_kept_free(s->audit_kept);
-	sqlite3_finalize(s->put_event);
-	sqlite3_finalize(s->put_audit);
+	egs__sqlite_put_free(s->put_event);
+	egs__sqlite_put_free(s->put_audit);
 	sqlite3_finalize(s->begin);
 	sqlite3_finalize(s->commit);
 	sqlite3_finalize(s->rollback);
@@ -427,61 +391,43 @@ out:
 
 /* ---- commit ---- */
 
-static bool write_change(struct sqlite_store *s, const struct egs_change *c)
+static bool write_delete(struct sqlite_store *s, const struct egs_change *c)
 {
-	EGS_ASSERT((int)c->kind >= 0 && (int)c->kind < EGS_ROWS_NKINDS);
 	const struct egs_row_kind *k = &egs_rows_kinds[c->kind];
 	const char *key = k->key(c->obj);
-	if (c->deleted) {
-		sqlite3_stmt *del = s->del[c->kind];
-		if (sqlite3_bind_text(del, 1, key, -1, SQLITE_STATIC) != SQLITE_OK) {
-			fprintf(stderr, "store: delete %s '%s': %s\n", k->table, key, sqlite3_errmsg(s->db));
-			return false;
+	sqlite3_stmt *del = s->del[c->kind];
+	if (sqlite3_bind_text(del, 1, key, -1, SQLITE_STATIC) != SQLITE_OK) {
+		fprintf(stderr, "store: delete %s '%s': %s\n", k->table, key, sqlite3_errmsg(s->db));
+		return false;
+	}
+	return step_done(s, del, "delete", k->table, key);
+}
+
+/*
+ * The turn's changes of one kind, in the order they were made: runs of upserts go out up to
+ * EGS_SQLITE_PUT_MAX rows a statement (store_sqlite_put.c), and a deletion first sends the rows
+ * gathered before it, so that a row stored and then deleted under the same key keep their order.
+ * Kinds are independent tables, so writing them kind by kind changes nothing but the statements.
+ */
+static bool write_kind(struct sqlite_store *s, const struct egs_state *st, int kind)
+{
+	void *rows[EGS_SQLITE_PUT_MAX];
+	size_t n = 0;
+	for (size_t i = 0; i < st->changes.len; i++) {
+		const struct egs_change *c = st->changes.items[i];
+		if ((int)c->kind != kind)
+			continue;
+		if (n && (c->deleted || n == EGS_SQLITE_PUT_MAX)) {
+			if (!egs__sqlite_put_rows(s->put[kind], rows, n, &s->last_rc))
+				return false;
+			n = 0;
 		}
-		return step_done(s, del, "delete", k->table, key);
+		if (c->deleted && !write_delete(s, c))
+			return false;
+		if (!c->deleted)
+			rows[n++] = c->obj;
 	}
-	struct egs_sqlite_binder b = { .stmt = s->put[c->kind], .kept = s->put_kept[c->kind] };
-	struct egs_row_binder rb = egs__sqlite_row_binder(&b);
-	k->bind(&rb, c->obj);
-	if (b.rc) {
-		fprintf(stderr, "store: put %s '%s': %s\n", k->table, key, b.why ? b.why : sqlite3_errstr(b.rc));
-		return false;
-	}
-	return step_done(s, b.stmt, "put", k->table, key);
-}
-
-/* Steps an insert of the row numbered id into table, whose parameters b bound; false (and a line on
- * stderr naming the row) when binding or the step failed.  The id is formatted only then: an
- * snprintf of it for every row cost ~700 instructions a row. */
-static bool bound_step(struct sqlite_store *s, struct egs_sqlite_binder *b, const char *table, int64_t id)
-{
-	if (b->rc) {
-		fprintf(stderr, "store: put %s %lld: %s\n", table, (long long)id, sqlite3_errstr(b->rc));
-		return false;
-	}
-	int rc = sqlite3_step(b->stmt);
-	if (rc != SQLITE_DONE) {
-		s->last_rc = rc;
-		fprintf(stderr, "store: put %s '%lld': %s\n", table, (long long)id, sqlite3_errmsg(s->db));
-	}
-	sqlite3_reset(b->stmt);
-	return rc == SQLITE_DONE;
-}
-
-static bool write_event(struct sqlite_store *s, const struct egs_event *ev)
-{
-	struct egs_sqlite_binder b = { .stmt = s->put_event, .kept = s->event_kept };
-	struct egs_row_binder rb = egs__sqlite_row_binder(&b);
-	egs_rows_bind_event(&rb, ev);
-	return bound_step(s, &b, "events", ev->id);
-}
-
-static bool write_audit(struct sqlite_store *s, const struct egs_audit *a)
-{
-	struct egs_sqlite_binder b = { .stmt = s->put_audit, .kept = s->audit_kept };
-	struct egs_row_binder rb = egs__sqlite_row_binder(&b);
-	egs_rows_bind_audit(&rb, a);
-	return bound_step(s, &b, "audit", a->id);
+	return egs__sqlite_put_rows(s->put[kind], rows, n, &s->last_rc);
 }
 
 /* The failure injection of the tests (docs/internals/store.md): true while the file named by
@@ -501,15 +447,17 @@ static enum egs_err sqlite_commit_changes(struct sqlite_store *s, struct egs_sta
 	s->last_rc = SQLITE_OK;
 	if (!step_done(s, s->begin, "BEGIN", NULL, NULL))
 		goto fail;
-	for (size_t i = 0; i < st->changes.len; i++)
-		if (!write_change(s, st->changes.items[i]))
+	for (size_t i = 0; i < st->changes.len; i++) {
+		const struct egs_change *c = st->changes.items[i];
+		EGS_ASSERT((int)c->kind >= 0 && (int)c->kind < EGS_ROWS_NKINDS);
+	}
+	for (int k = 0; k < EGS_ROWS_NKINDS; k++)
+		if (!write_kind(s, st, k))
 			goto fail;
-	for (size_t i = 0; i < st->new_events.len; i++)
-		if (!write_event(s, st->new_events.items[i]))
-			goto fail;
-	for (size_t i = 0; i < st->new_audit.len; i++)
-		if (!write_audit(s, st->new_audit.items[i]))
-			goto fail;
+	/* The turn's new events and audit entries, in order. */
+	if (!egs__sqlite_put_rows(s->put_event, st->new_events.items, st->new_events.len, &s->last_rc) ||
+	    !egs__sqlite_put_rows(s->put_audit, st->new_audit.items, st->new_audit.len, &s->last_rc))
+		goto fail;
 	if (injected_failure(s) || !step_done(s, s->commit, "COMMIT", NULL, NULL))
 		goto fail;
 	return EGS_OK;

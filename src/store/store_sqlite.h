@@ -43,6 +43,24 @@ struct egs_sqlite_binder {
 /* The binder store_rows.c encodes through; ctx is b (borrowed for as long as the binder is used). */
 struct egs_row_binder egs__sqlite_row_binder(struct egs_sqlite_binder *b);
 
+/*
+ * A table's rows written up to EGS_SQLITE_PUT_MAX to a statement (store_sqlite_put.c): prepared
+ * INSERTs (upserts on the first column with upsert) of 16, 4 and 1 rows, each with its kept
+ * parameters.  bind binds one object's columns in the order of cols; key or else id names a row in
+ * error messages.  new: NULL (printed) when a statement does not prepare.  free: NULL is a no-op.
+ */
+typedef void (*egs_sqlite_bind_fn)(const struct egs_row_binder *b, const void *obj);
+#define EGS_SQLITE_PUT_MAX 16
+struct egs_sqlite_put;
+struct egs_sqlite_put *egs__sqlite_put_new(sqlite3 *db, const char *table /* static */, const char *cols,
+					   bool upsert, egs_sqlite_bind_fn bind, const char *(*key)(const void *obj),
+					   int64_t (*id)(const void *obj));
+void egs__sqlite_put_free(struct egs_sqlite_put *p);
+/* Writes the rows of objs[0..n) (borrowed) in order, with as few statements as the sizes allow,
+ * inside the caller's transaction.  False (printed, naming the table and a row) when a bind or a
+ * statement failed; a failed statement's result code goes to *last_rc. */
+bool egs__sqlite_put_rows(struct egs_sqlite_put *p, void *const *objs, size_t n, int *last_rc);
+
 /* The columns of a stepped statement's row for store_rows_read.c (a reader's res is the
  * sqlite3_stmt). */
 extern const struct egs_row_source egs__sqlite_row_source;

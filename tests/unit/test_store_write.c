@@ -258,11 +258,150 @@ static void test_kept_parameters(void **unused)
 	tmpdb_cleanup(&t);
 }
 
+/* ---- rows written several to a statement ---- */
+
+static struct egs_doc *mk_doc(const char *name, const char *spec)
+{
+	struct egs_doc *d = egs_calloc(1, sizeof(*d));
+	egs_strlcpy(d->name, name, sizeof(d->name));
+	egs_strlcpy(d->project, "default", sizeof(d->project));
+	d->spec = egs_strdup(spec);
+	return d;
+}
+
+/* Runs "SELECT COUNT(*) FROM <what>" on db. */
+static int count(sqlite3 *db, const char *what)
+{
+	char sql[128];
+	sqlite3_stmt *q;
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM %s", what);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	int n = sqlite3_column_int(q, 0);
+	sqlite3_finalize(q);
+	return n;
+}
+
+/*
+ * Turns of 41 and 45 changes (statements of 16, 4 and 1 rows), with deletions amid a run of
+ * upserts, GPRs rewritten by a later turn, and a template deleted and stored again under the same
+ * name in one turn: every row holds what its last change said, and none is missing or extra.
+ */
+static void test_batched_turns(void **unused)
+{
+	(void)unused;
+	enum { FIRST = 41, REWRITTEN = 20, ADDED = 22 };
+	struct tmpdb t;
+	struct egs_state st;
+	struct egs_store *s = NULL;
+	memset(long_text, 'z', sizeof(long_text) - 1);
+	tmpdb_init(&t);
+	assert_int_equal(egs_store_open(t.path, &s), EGS_OK);
+	egs_state_init(&st, NULL);
+	for (int i = 0; i < FIRST; i++)
+		add_spec(&st, i % NSPECS, 1700000000);
+	struct egs_doc *t1 = mk_doc("t1", "{\"v\":1}");
+	assert_int_equal(egs_state_add_doc(&st, EGS_KIND_TEMPLATE, t1), EGS_OK);
+	egs_state_touch(&st, EGS_KIND_TEMPLATE, t1);
+	assert_int_equal(egs_store_commit_changes(s, &st), EGS_OK);
+	egs_state_clear_changes(&st);
+
+	/* Turn 2: GPRs 1..20 get a failure reason of their own, every seventh is deleted between
+	 * them, 22 are added; t1 is deleted and a new t1 stored. */
+	for (int i = 1; i <= REWRITTEN; i++) {
+		char id[32];
+		snprintf(id, sizeof(id), "gpr-%08x-0001", (unsigned)i);
+		struct egs_gpr *g = egs_state_gpr(&st, id);
+		if (i % 7 == 0) {
+			egs_state_del(&st, EGS_KIND_GPR, g);
+			continue;
+		}
+		free(g->failure_reason);
+		g->failure_reason = egs_strdup(id);
+		egs_state_touch(&st, EGS_KIND_GPR, g);
+	}
+	egs_state_del(&st, EGS_KIND_TEMPLATE, t1);
+	struct egs_doc *t1b = mk_doc("t1", "{\"v\":2}");
+	assert_int_equal(egs_state_add_doc(&st, EGS_KIND_TEMPLATE, t1b), EGS_OK);
+	egs_state_touch(&st, EGS_KIND_TEMPLATE, t1b);
+	for (int i = 0; i < ADDED; i++)
+		add_spec(&st, i % NSPECS, 1700000001);
+	assert_int_equal(egs_store_commit_changes(s, &st), EGS_OK);
+	egs_state_clear_changes(&st);
+	egs_store_free(s);
+
+	sqlite3 *db;
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_open_v2(t.path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(count(db, "gprs"), FIRST + ADDED - REWRITTEN / 7);
+	assert_int_equal(count(db, "events"), FIRST + ADDED);
+	assert_int_equal(count(db, "audit"), FIRST + ADDED);
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "SELECT name, failure_reason, priority, preferred_clusters, nodes, fair_key, "
+					    "workspace, state, seq, id FROM gprs ORDER BY seq",
+					    -1, &q, NULL),
+			 SQLITE_OK);
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		int seq = sqlite3_column_int(q, 8);
+		char id[32];
+		snprintf(id, sizeof(id), "gpr-%08x-0001", (unsigned)seq);
+		assert_string_equal(sqlite3_column_text(q, 9), id);
+		assert_true(seq > REWRITTEN || seq % 7 != 0);
+		if (seq >= 1 && seq <= REWRITTEN)
+			assert_string_equal(sqlite3_column_text(q, 1), id);
+		else
+			check_gpr_row(q, (seq - 1 - (seq > FIRST ? FIRST : 0)) % NSPECS);
+	}
+	sqlite3_finalize(q);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT spec FROM gpr_templates WHERE name = 't1'", -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_string_equal(sqlite3_column_text(q, 0), "{\"v\":2}");
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	egs_state_cleanup(&st);
+	tmpdb_cleanup(&t);
+}
+
+/* A row that breaks a constraint in the middle of a 16-row statement fails the whole turn: nothing
+ * of it is stored, and the turn before it stays. */
+static void test_batched_failure(void **unused)
+{
+	(void)unused;
+	struct tmpdb t;
+	struct egs_state st;
+	struct egs_store *s = NULL;
+	tmpdb_init(&t);
+	assert_int_equal(egs_store_open(t.path, &s), EGS_OK);
+	egs_state_init(&st, NULL);
+	for (int i = 0; i < 5; i++)
+		add_spec(&st, 0, 1700000000);
+	assert_int_equal(egs_store_commit_changes(s, &st), EGS_OK);
+	egs_state_clear_changes(&st);
+	for (int i = 0; i < 20; i++) {
+		struct egs_gpr *g = spec_gpr(0, st.next_seq);
+		if (i == 9)
+			g->id[0] = '\0'; /* CHECK (id <> ''): the row cannot be stored */
+		assert_int_equal(egs_state_add_gpr(&st, g), EGS_OK);
+		egs_state_touch(&st, EGS_KIND_GPR, g);
+	}
+	assert_int_not_equal(egs_store_commit_changes(s, &st), EGS_OK);
+	egs_store_free(s);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open_v2(t.path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(count(db, "gprs"), 5);
+	assert_int_equal(count(db, "events"), 5);
+	sqlite3_close(db);
+	egs_state_cleanup(&st);
+	tmpdb_cleanup(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_memstatus_off),
 		cmocka_unit_test(test_kept_parameters),
+		cmocka_unit_test(test_batched_turns),
+		cmocka_unit_test(test_batched_failure),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
