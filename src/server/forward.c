@@ -98,14 +98,17 @@ static void client_mac(const struct egs_server *srv, const char *client, const c
 
 bool egs_forward_client(const struct egs_req *r, char *out, size_t n)
 {
-	if (!r->hq)
+	/* The client header first: a request that was not forwarded (every audited write on a leader)
+	 * has none, and the three other lookups cost ~500 instructions a create (issue 16). */
+	const char *client = r->hq ? egs_req_header(r, CLIENT) : NULL;
+	if (!client)
 		return false;
-	const char *client = egs_req_header(r, CLIENT), *proof = egs_req_header(r, PROOF);
+	const char *proof = egs_req_header(r, PROOF);
 	const char *via = egs_req_header(r, FORWARDED), *uri = egs_hreq_target(r->hq);
 	unsigned char want[crypto_auth_hmacsha256_BYTES], got[crypto_auth_hmacsha256_BYTES];
 	size_t len = 0;
 
-	if (!client || !proof || !via || !uri || strlen(client) > 64 ||
+	if (!proof || !via || !uri || strlen(client) > 64 ||
 	    sodium_hex2bin(got, sizeof(got), proof, strlen(proof), NULL, &len, NULL) != 0 || len != sizeof(got))
 		return false;
 	client_mac(r->srv, client, via, r->method, uri, want);
