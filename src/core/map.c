@@ -83,15 +83,9 @@ void *egs_map_get(const struct egs_map *m, const char *key)
 	return e ? e->value : NULL;
 }
 
-void egs_map_put(struct egs_map *m, const char *key, void *value)
+/* Inserts key (absent, hashing to h). */
+static void insert(struct egs_map *m, const char *key, void *value, uint64_t h)
 {
-	uint64_t h = hash_str(key);
-	struct egs_map_entry *e = find(m, key, h);
-	if (e) {
-		e->key = key;
-		e->value = value;
-		return;
-	}
 	if ((m->used + 1) * 4 >= m->cap * 3)
 		grow(m);
 	size_t mask = m->cap - 1;
@@ -102,6 +96,27 @@ void egs_map_put(struct egs_map *m, const char *key, void *value)
 		m->used++;
 	m->slots[i] = (struct egs_map_entry){ key, value, h };
 	m->len++;
+}
+
+void egs_map_put(struct egs_map *m, const char *key, void *value)
+{
+	uint64_t h = hash_str(key);
+	struct egs_map_entry *e = find(m, key, h);
+	if (e) {
+		e->key = key;
+		e->value = value;
+		return;
+	}
+	insert(m, key, value, h);
+}
+
+bool egs_map_add(struct egs_map *m, const char *key, void *value)
+{
+	uint64_t h = hash_str(key);
+	if (find(m, key, h))
+		return false;
+	insert(m, key, value, h);
+	return true;
 }
 
 void *egs_map_del(struct egs_map *m, const char *key)

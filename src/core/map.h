@@ -30,6 +30,9 @@ void egs_map_cleanup(struct egs_map *m);
 void *egs_map_get(const struct egs_map *m, const char *key);
 /* Stores value under key (borrowed), replacing any previous value. */
 void egs_map_put(struct egs_map *m, const char *key, void *value);
+/* Stores value under key (borrowed) unless key is present: then returns false and changes nothing.
+ * One hash of the key, where egs_map_get then egs_map_put take two. */
+bool egs_map_add(struct egs_map *m, const char *key, void *value);
 /* Removes key; returns the value it held or NULL. */
 void *egs_map_del(struct egs_map *m, const char *key);
 

@@ -440,10 +440,7 @@ void egs_state_cleanup(struct egs_state *st)
 
 static enum egs_err add(struct egs_map *m, const char *key, void *obj)
 {
-	if (egs_map_get(m, key))
-		return EGS_ERR_EXISTS;
-	egs_map_put(m, key, obj);
-	return EGS_OK;
+	return egs_map_add(m, key, obj) ? EGS_OK : EGS_ERR_EXISTS;
 }
 
 enum egs_err egs_state_add_project(struct egs_state *st, struct egs_project *p)

@@ -170,6 +170,19 @@ static void test_basic(void **state)
 	assert_null(egs_map_del(&m, "nothing"));
 	assert_int_equal(m.len, 2);
 
+	/* add stores only an absent key: present, it changes nothing and says so; after a delete (a
+	 * tombstone in the key's probe path) the key is absent again. */
+	assert_true(egs_map_add(&m, "delta", &a));
+	assert_int_equal(m.len, 3);
+	assert_false(egs_map_add(&m, "delta", &b));
+	assert_ptr_equal(egs_map_get(&m, "delta"), &a);
+	assert_int_equal(m.len, 3);
+	assert_ptr_equal(egs_map_del(&m, "delta"), &a);
+	assert_true(egs_map_add(&m, "delta", &c));
+	assert_ptr_equal(egs_map_get(&m, "delta"), &c);
+	assert_false(egs_map_add(&m, "beta", &c));
+	assert_ptr_equal(egs_map_get(&m, "beta"), &b);
+
 	egs_map_cleanup(&m);
 	assert_int_equal(m.len, 0);
 	assert_null(egs_map_get(&m, "beta"));
