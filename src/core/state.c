@@ -687,9 +687,8 @@ void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj)
 	egs_vec_push(&st->changes, c);
 }
 
-void egs_state_event(struct egs_state *st, int64_t now, const char *type, const char *reason,
-		     const char *object_kind, const char *object_name, const char *workspace,
-		     const char *fmt, ...)
+void egs_state_event_msg(struct egs_state *st, int64_t now, const char *type, const char *reason,
+			 const char *object_kind, const char *object_name, const char *workspace, const char *message)
 {
 	struct egs_event *ev = egs_calloc(1, sizeof(*ev));
 	ev->id = st->next_event_id++;
@@ -700,14 +699,25 @@ void egs_state_event(struct egs_state *st, int64_t now, const char *type, const 
 	egs_strlcpy(ev->object_kind, object_kind, sizeof(ev->object_kind));
 	egs_strlcpy(ev->object_name, object_name, sizeof(ev->object_name));
 	egs_strlcpy(ev->workspace, workspace ? workspace : "", sizeof(ev->workspace));
-	va_list ap;
-	va_start(ap, fmt);
-	char buf[512];
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
+	char buf[EGS_EVENT_MESSAGE_MAX];
+	size_t n = strnlen(message, sizeof(buf) - 1); /* cut as vsnprintf cuts: a split character becomes '?' */
+	memcpy(buf, message, n);
+	buf[n] = '\0';
 	egs_utf8_sanitize(buf);
 	ev->message = egs_strdup(buf);
 	egs_vec_push(&st->new_events, ev);
+}
+
+void egs_state_event(struct egs_state *st, int64_t now, const char *type, const char *reason,
+		     const char *object_kind, const char *object_name, const char *workspace,
+		     const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char buf[EGS_EVENT_MESSAGE_MAX];
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	egs_state_event_msg(st, now, type, reason, object_kind, object_name, workspace, buf);
 }
 
 void egs_state_audit(struct egs_state *st, struct egs_audit *a)

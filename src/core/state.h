@@ -157,10 +157,16 @@ static inline void egs_state_restamp(struct egs_state *st, struct egs_gpr *g)
 /* Unlinks obj and records its deletion; it is freed by egs_state_clear_changes(). */
 void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj);
 
-/* Records an event (message built printf-style) for this turn. */
+/* Records an event (message built printf-style, cut to EGS_EVENT_MESSAGE_MAX - 1 bytes and made
+ * valid UTF-8) for this turn. */
+#define EGS_EVENT_MESSAGE_MAX 512
 void egs_state_event(struct egs_state *st, int64_t now, const char *type, const char *reason,
 		     const char *object_kind, const char *object_name, const char *workspace,
 		     const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+/* egs_state_event with the message written already (borrowed; cut and made valid the same way), for
+ * a hot path that builds it without printf (a GPR's creation: core/gpr.c). */
+void egs_state_event_msg(struct egs_state *st, int64_t now, const char *type, const char *reason,
+			 const char *object_kind, const char *object_name, const char *workspace, const char *message);
 
 /* Like egs_state_event, but aggregated as Kubernetes does: when one of the most recent events (this
  * turn's, or the last 64 committed) has the same type, reason, object and workspace and was last

@@ -2,7 +2,8 @@
  * test_state_events.c: the event log of core/state.h as observability uses it: Kubernetes-style
  * aggregation (egs_state_event_repeat) within a turn and across commits, the window and the key it
  * aggregates on, that a repeat is written again without being listed twice, resizing the listing
- * ring, and a repeat evicted in the turn that bumped it (run under ASan by `make test`).
+ * ring, a repeat evicted in the turn that bumped it, and the creation event written without printf
+ * (run under ASan by `make test`).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,8 +12,10 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
+#include "core/gpr.h"
 #include "core/state.h"
 
 static const struct egs_event *ring(const struct egs_state *st, size_t i)
@@ -140,6 +143,49 @@ static void test_bumped_event_evicted_in_its_turn(void **state)
 	egs_state_cleanup(&st);
 }
 
+/* A GPR's Queued event, written by hand on the create path, says what the printf form said, for
+ * every name length up to the longest and priorities of one to four digits; and a message given
+ * ready is cut and made valid UTF-8 as a formatted one is. */
+static void test_queued_event_text(void **state)
+{
+	(void)state;
+	static const int prios[] = { 1, 9, 10, 101, 300, 1000 };
+	struct egs_state st;
+	egs_state_init(&st, NULL);
+	for (size_t len = 1; len < EGS_NAME_MAX; len += 7)
+		for (size_t p = 0; p < sizeof(prios) / sizeof(prios[0]); p++) {
+			struct egs_gpr *g = egs_gpr_new();
+			char want[EGS_EVENT_MESSAGE_MAX];
+			snprintf(g->id, sizeof(g->id), "gpr-%04zx-%04zx", len, p);
+			memset(g->name, 'n', len);
+			g->name[len] = '\0';
+			g->name[0] = 'a' + (char)(p % 26);
+			egs_strlcpy(g->workspace, "w", sizeof(g->workspace));
+			g->priority = prios[p];
+			g->node_count = g->gpus_per_node = 1;
+			size_t before = st.new_events.len;
+			assert_int_equal(egs_gpr_submit(&st, g, 100), EGS_OK);
+			assert_int_equal(st.new_events.len, before + 1);
+			const struct egs_event *ev = st.new_events.items[before];
+			snprintf(want, sizeof(want), "GPR %s created and queued at priority %d", g->name, g->priority);
+			assert_string_equal(ev->message, want);
+			assert_string_equal(ev->reason, "Queued");
+			assert_string_equal(ev->object_name, g->id);
+			assert_string_equal(ev->workspace, "w");
+		}
+	char longer[700];
+	memset(longer, 'x', sizeof(longer) - 3);
+	memcpy(longer + 510, "\xc3\xa9", 2); /* a two-byte character across the cut at 511 */
+	longer[sizeof(longer) - 3] = '\0';
+	egs_state_event_msg(&st, 100, "Normal", "R", "GPR", "x", "w", longer);
+	egs_state_event(&st, 100, "Normal", "R", "GPR", "x", "w", "%s", longer);
+	const struct egs_event *a = st.new_events.items[st.new_events.len - 2], *b = st.new_events.items[st.new_events.len - 1];
+	assert_string_equal(a->message, b->message);
+	assert_int_equal(strlen(a->message), 511);
+	assert_int_equal(a->message[510], '?'); /* half a character is not kept */
+	egs_state_cleanup(&st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -148,6 +194,7 @@ int main(void)
 		cmocka_unit_test(test_window_and_key),
 		cmocka_unit_test(test_resize_ring),
 		cmocka_unit_test(test_bumped_event_evicted_in_its_turn),
+		cmocka_unit_test(test_queued_event_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
