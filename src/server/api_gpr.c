@@ -786,22 +786,14 @@ static bool listed_visible(struct egs_req *r, const struct egs_gpr *g)
 static void reply_list(struct egs_req *r, const struct egs_gpr **sel, size_t n, const struct list_page *pg)
 {
 	qsort(sel, n, sizeof(*sel), by_id);
-	json_t *items = json_array();
-	json_t *next = json_null();
-	for (size_t i = 0; i < n; i++) {
-		if (pg->after && strcmp(sel[i]->id, pg->after) <= 0)
-			continue;
-		if (pg->on && (long)json_array_size(items) == pg->limit) {
-			json_decref(next);
-			next = json_string(sel[i - 1]->id);
-			break;
-		}
-		json_array_append_new(items, egs_json_gpr(r->srv, sel[i]));
-	}
-	if (pg->on)
-		egs_reply_ok(r, json_pack("{s:o, s:o}", "items", items, "continue", next));
-	else
-		egs_reply_ok(r, json_pack("{s:o}", "items", items));
+	size_t from = 0;
+	while (from < n && pg->after && strcmp(sel[from]->id, pg->after) <= 0)
+		from++;
+	size_t count = n - from;
+	if (pg->on && count > (size_t)pg->limit)
+		count = (size_t)pg->limit; /* >= 1: the page's last id is the next page's start */
+	const char *next = pg->on && from + count < n ? sel[from + count - 1]->id : NULL;
+	egs_gpr_list_reply(r, sel + from, count, pg->on, next);
 }
 
 static bool aged_visible(void *r, const struct egs_gpr *g)

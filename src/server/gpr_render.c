@@ -401,6 +401,16 @@ void egs_render_gpr(struct egs_obuf *b, const struct egs_gpr *g, int64_t now, do
 	PUT_LIT(b, "}");
 }
 
+void egs_render_str(struct egs_obuf *b, const char *s)
+{
+	put_str(b, s);
+}
+
+void egs_render_raw(struct egs_obuf *b, const char *s, size_t n)
+{
+	put(b, s, n);
+}
+
 void egs_render_gpr_reply(struct egs_obuf *b, const struct egs_gpr *g, int64_t now, double cost)
 {
 	PUT_LIT(b, "{\"statusCode\":200,\"status\":\"OK\",\"message\":\"Success\",\"data\":");

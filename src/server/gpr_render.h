@@ -51,6 +51,10 @@ json_t *egs_json_gpr_at(const struct egs_gpr *g, int64_t now, double cost);
 /* Appends to b the bytes json_dump(egs_json_gpr_at(g, now, cost), JSON_COMPACT) gives.  g is
  * borrowed; its strings must be valid UTF-8 (as jansson requires of them too). */
 void egs_render_gpr(struct egs_obuf *b, const struct egs_gpr *g, int64_t now, double cost);
+/* Appends s as a JSON string, escaped as jansson escapes it. */
+void egs_render_str(struct egs_obuf *b, const char *s);
+/* Appends n bytes of s as they are. */
+void egs_render_raw(struct egs_obuf *b, const char *s, size_t n);
 /* Appends the whole reply: {"statusCode":200,"status":"OK","message":"Success","data":<view>}. */
 void egs_render_gpr_reply(struct egs_obuf *b, const struct egs_gpr *g, int64_t now, double cost);
 

@@ -201,6 +201,39 @@ void egs_gpr_view_reply(struct egs_req *r, const struct egs_gpr *g)
 	egs_reply_json_ref(r, s->kept->data, s->kept->len, reply_done, s->kept);
 }
 
+/* evbuffer's cleanup of a list's reply: its bytes were the caller's buffer. */
+static void list_done(const void *data, size_t len, void *arg)
+{
+	(void)data;
+	(void)len;
+	free(arg);
+}
+
+void egs_gpr_list_reply(struct egs_req *r, const struct egs_gpr *const *gprs, size_t n, bool paged,
+			const char *next)
+{
+	struct egs_server *srv = r->srv;
+	int64_t now = egs_now(srv);
+	struct egs_obuf b = { 0 };
+	static const char head[] = "{\"statusCode\":200,\"status\":\"OK\",\"message\":\"Success\",\"data\":{\"items\":[";
+	egs_render_raw(&b, head, sizeof(head) - 1);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			egs_render_raw(&b, ",", 1);
+		egs_render_gpr(&b, gprs[i], now, egs_gpr_cost(srv, gprs[i], now));
+	}
+	egs_render_raw(&b, "]", 1);
+	if (paged) {
+		egs_render_raw(&b, ",\"continue\":", 12);
+		if (next)
+			egs_render_str(&b, next);
+		else
+			egs_render_raw(&b, "null", 4);
+	}
+	egs_render_raw(&b, "}}", 2);
+	egs_reply_json_ref(r, b.p, b.len, list_done, b.p);
+}
+
 void egs_views_counts(const struct egs_views *v, uint64_t *hits, uint64_t *misses)
 {
 	*hits = v ? v->hits : 0;

@@ -386,6 +386,10 @@ void egs_views_changed(struct egs_server *srv);
 /* Replies 200 with g's view (GET /api/v1/gpr): the kept bytes when nothing they show changed since
  * they were built, else built now and kept.  The caller has checked access to g. */
 void egs_gpr_view_reply(struct egs_req *r, const struct egs_gpr *g);
+/* Replies 200 with {"items": [the views of gprs[0..n)]} and, when paged, "continue": next (NULL:
+ * null) after them: GET /api/v1/gpr/list, written by gpr_render.c.  The caller has checked access. */
+void egs_gpr_list_reply(struct egs_req *r, const struct egs_gpr *const *gprs, size_t n, bool paged,
+			const char *next);
 /* Kept views served and built since start (for /metrics). */
 void egs_views_counts(const struct egs_views *v, uint64_t *hits, uint64_t *misses);
 
