@@ -4,9 +4,10 @@
  *
  * One read per readiness into a 64 KiB buffer all connections share (no FIONREAD, no buffer per
  * idle connection); the unparsed rest of a request is copied to the connection's own buffer and the
- * next read appends there.  Every complete request in the bytes is parsed and dispatched in that turn
- * (up to EGS_CONN_PIPELINE in flight), and the answers ready by the end of the turn leave with one
- * writev (evbuffer_write; under TLS one SSL_write per record).  The read event stays registered for
+ * next read appends there.  The complete requests in the bytes are parsed and dispatched in that turn
+ * (up to EGS_CONN_PIPELINE in flight; after TURN_REQUESTS the rest waits for the connections ready
+ * after it), and the answers ready by then leave with one writev (evbuffer_write; under TLS one
+ * SSL_write per record).  The read event stays registered for
  * the connection's life: it is dropped only while the pipeline is full or after the client's end of
  * file, so a request costs no epoll_ctl.  Output the kernel does not take waits for EV_WRITE.
  *
@@ -40,6 +41,7 @@
 #define TLS_WRITE_MAX 16384       /* one TLS record per SSL_write */
 #define WRITE_STALL_S 90          /* output the client does not read for this long ends it */
 #define OUT_PAUSE (1u << 20)      /* answers not taken by the client: reading pauses beyond this */
+#define TURN_REQUESTS 8           /* requests of one connection dispatched before the others' turn */
 /* A request's raw bytes (a chunked body's framing included) are bounded too. */
 #define MAX_RAW (EGS_FRAME_MAX_HEAD + 4 * EGS_FRAME_MAX_BODY)
 
@@ -337,17 +339,25 @@ static void keep_rest(struct conn *c, const unsigned char *p, size_t n)
 	}
 }
 
-/* Parses and dispatches every complete request of p[0..n) (while the pipeline has room), keeping
- * the rest. */
+/* Parses and dispatches the complete requests of p[0..n) (while the pipeline has room), keeping
+ * the rest.  At most TURN_REQUESTS in one go: the rest of a long pipeline is parsed from the
+ * connection's kick, which runs after the other connections ready in this loop turn (and after the
+ * answers so far were written), so one client's 32 pipelined requests delay another's by 8, not 32. */
 static void parse_all(struct conn *c, unsigned char *p, size_t n)
 {
 	size_t at = 0;
+	unsigned dispatched = 0;
 	c->stalled = false;
 	for (;;) {
 		if (c->refused || c->close_after || c->dead)
 			break;
 		if (c->inflight >= EGS_CONN_PIPELINE || evbuffer_get_length(c->out) >= OUT_PAUSE) {
 			c->stalled = true; /* complete requests may wait in the rest: parsed when this changes */
+			break;
+		}
+		if (dispatched >= TURN_REQUESTS && at < n) {
+			c->stalled = true;
+			event_active(c->kick, EV_WRITE, 0); /* behind the connections already ready */
 			break;
 		}
 		size_t used;
@@ -363,6 +373,7 @@ static void parse_all(struct conn *c, unsigned char *p, size_t n)
 			struct egs_hreq *q = egs__hreq_new(c, p + at, req);
 			c->close_after = req->close;
 			c->cs->on_request(q, c->cs->arg);
+			dispatched++;
 		}
 		at += used;
 	}

@@ -8,6 +8,7 @@ import json
 import os
 import threading
 import random
+import signal
 import socket
 import tempfile
 import time
@@ -265,3 +266,39 @@ def test_answers_held_for_the_disk_reach_fresh_connections():
             assert errors == [], errors[:5]
     finally:
         del os.environ["EGS_TEST_FSYNC_DELAY_MS"]
+
+
+def test_long_pipeline_does_not_hold_up_another_connection():
+    """Fairness between connections: one client pipelines 32 reads and another sends one read, both
+    ready in the same loop turn (egsd is stopped while they are sent).  egsd answers 8 of the long
+    pipeline, then the other connection's read, then the rest: the access log's order shows the
+    single read answered after at most 8 of the 32, not after all of them."""
+    with tempfile.TemporaryDirectory(prefix="egs-front-fair-") as tmp:
+        e = Egsd(tmp).start()
+        try:
+            key = e.admin_key
+            auth = b"Host: x\r\nAuthorization: Bearer " + key.encode() + b"\r\n\r\n"
+            a = socket.create_connection(("127.0.0.1", e.port), timeout=20)
+            b = socket.create_connection(("127.0.0.1", e.port), timeout=20)
+            for s in (a, b):  # both accepted and kept alive before the test
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert read_n(s, 1)[0][0] == 200
+            e.proc.send_signal(signal.SIGSTOP)
+            try:
+                a.sendall((b"GET /api/v1/projects HTTP/1.1\r\n" + auth) * 32)
+                b.sendall(b"GET /api/v1/clusters HTTP/1.1\r\n" + auth)
+                time.sleep(0.2)  # delivered to egsd's sockets (egsd is stopped: nothing is answered yet)
+            finally:
+                e.proc.send_signal(signal.SIGCONT)
+            assert [r[0] for r in read_n(a, 32)] == [200] * 32
+            assert [r[0] for r in read_n(b, 1)] == [200]
+            a.close()
+            b.close()
+        finally:
+            e.stop()  # flushes the access log
+        paths = [line.split(" path=")[1].split()[0] for line in open(e.log_path)
+                 if " msg=request " in line and ("path=/api/v1/projects " in line or "path=/api/v1/clusters " in line)]
+        assert sorted(set(paths)) == ["/api/v1/clusters", "/api/v1/projects"], paths
+        assert len(paths) == 33, paths
+        before = paths.index("/api/v1/clusters")
+        assert before <= 8, "the single read was answered after %d of the pipeline's 32" % before
