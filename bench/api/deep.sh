@@ -10,7 +10,8 @@
 # threads (the store's fsyncs); and the scheduler runs that ended, with their mean wall time from
 # begin to end (an estimate is at most about two runs old; a build without these metrics shows
 # 0 for them); the slices of the mixed phase that held the loop over 5 ms, wall and CPU
-# (egs_scheduler_slice_seconds: the maxima above count since egsd started, the fill included);
+# (egs_scheduler_slice_seconds: the maxima above count since egsd started, the fill included),
+# and its steps over 5 ms of CPU by what they did (egs_scheduler_slow_steps_total);
 # and the loop's CPU per GET /metrics, timed after the mixed phase (the bench's own scrapes all
 # come before or after wrk, never inside its window).  With EGSD_BASE=path, the same case runs against
 # that binary too, in the same invocation (a baseline; compare ratios, the machine is shared).
@@ -92,6 +93,11 @@ slices() {
 		$1 == "egs_scheduler_slice_seconds_bucket{le=\"0.005\"}" { w = $2 }
 		$1 == "egs_scheduler_slice_cpu_seconds_bucket{le=\"0.005\"}" { c = $2 }
 		END { printf "%d %d %d\n", n, n - w, n - c }'
+}
+# Steps over 5 ms of CPU by piece (egs_scheduler_slow_steps_total), one "count<TAB>piece" a line
+slow_steps() {
+	curl -s -H "Authorization: Bearer $ADMIN_KEY" "$URL/metrics" |
+		sed -n 's/^egs_scheduler_slow_steps_total{piece="\([^"]*\)"} \(.*\)/\2\t\1/p'
 }
 # The loop thread's CPU per GET /metrics, in ms (SCRAPES scrapes; /proc counts in 10 ms ticks)
 scrape_cpu() {
@@ -175,8 +181,9 @@ run_case() { # BINARY TAG
 	queued=$(metric egs_gpr_queue_length)
 	log "$tag: $filled GPRs stored, $queued waiting, after $rounds rounds"
 	out=$WORK/wrk-$tag-mixed.txt
-	local cpu0 runs0 wall0 sl0
+	local cpu0 runs0 wall0 sl0 slow0
 	sl0=$(slices)
+	slow0=$(slow_steps)
 	cpu0=$(cpu_split)
 	runs0=$(metric egs_scheduler_runs_total)
 	wall0=$(metric egs_scheduler_run_seconds_total)
@@ -188,9 +195,12 @@ run_case() { # BINARY TAG
 		die "wrk failed: $(cat "$out")"
 	t1=$(date +%s.%N)
 	after=$(gprs_stored)
-	local cpu1 runs1 wall1 sl1 scrape
+	local cpu1 runs1 wall1 sl1 scrape slow
 	cpu1=$(cpu_split)
 	sl1=$(slices)
+	# the mixed phase's steps over 5 ms: the counts' growth, by piece
+	slow=$( (echo "$slow0" | sed 's/^/-/'; slow_steps) | awk -F '\t' 'NF == 2 { n[$2] += $1 }
+		END { for (k in n) if (n[k] > 0) { printf "%s%d %s", sep, n[k], k; sep = ", " } }')
 	scrape=$(scrape_cpu)
 	runs1=$(metric egs_scheduler_runs_total)
 	wall1=$(metric egs_scheduler_run_seconds_total)
@@ -213,7 +223,7 @@ run_case() { # BINARY TAG
 		'{ all = $5 - $1; loop = $6 - $2; plan = $7 - $3; commit = $8 - $4; u = r > 0 ? 1e6 / r : 0
 		   printf "%.1f us (loop: planner %.1f, commits %.1f, rest %.1f; other threads %.1f) | %d, %.0f ms",
 			all * u, plan * u, commit * u, (loop - plan - commit) * u, (all - loop) * u, n, (n > 0 ? w * 1000 / n : 0) }')
-	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $split | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $(echo "$sl0 $sl1" | awk '{ printf "%d / %d of %d", $5 - $2, $6 - $3, $4 - $1 }') | $scrape | $bad |")
+	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $split | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $(echo "$sl0 $sl1" | awk '{ printf "%d / %d of %d", $5 - $2, $6 - $3, $4 - $1 }') | ${slow:-none} | $scrape | $bad |")
 	log "row: ${ROWS[-1]}"
 	kill "$EGSD_PID" 2>/dev/null || true
 	wait "$EGSD_PID" 2>/dev/null || true
@@ -229,7 +239,7 @@ if [ -n "$EGSD_BASE" ]; then run_case "$EGSD_BASE" base; fi
 	echo "$NODES nodes of $SHAPES shapes in $CLUSTERS clusters, $WORKSPACES workspaces, $DEPTH GPRs queued at priorities 1-300;"
 	echo "wrk -t$THREADS -c$CONNS -d$DURATION, creates at priorities 1-300 mixed 1:1 with status reads. $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
-	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | egsd CPU per request (all threads: the loop's planner, commits, rest; other threads) | scheduler runs ended, mean wall | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | mixed: slices over 5 ms, wall / CPU, of all | GET /metrics: loop CPU each | non-200 / socket errors |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | egsd CPU per request (all threads: the loop's planner, commits, rest; other threads) | scheduler runs ended, mean wall | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | mixed: slices over 5 ms, wall / CPU, of all | mixed: steps over 5 ms of CPU (what) | GET /metrics: loop CPU each | non-200 / socket errors |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 	printf '%s\n' "${ROWS[@]}"
 } | tee ${RESULTS:+"$RESULTS"}

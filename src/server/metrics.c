@@ -524,6 +524,15 @@ static void control_series(struct egs_server *srv, struct out *b)
 	     "The most CPU time one step of a scheduler run took (a slice takes several), and what it did.");
 	out_printf(b, "egs_scheduler_step_max_cpu_seconds{piece=\"%s\"} %.6f\n",
 			    srv->step_max_what ? srv->step_max_what : "none", (double)srv->step_max_cpu_us / 1e6);
+	head(b, "egs_scheduler_slow_steps_total", "counter",
+	     "Steps of scheduler runs that took over 5 ms of CPU, by what they did.");
+	for (size_t k = 0; k < EGS_SLOW_KINDS && srv->slow_steps[k].what; k++) {
+		out_str(b, "egs_scheduler_slow_steps_total{piece=\"");
+		esc(b, srv->slow_steps[k].what);
+		out_str(b, "\"} ");
+		out_uint(b, srv->slow_steps[k].n);
+		out_mem(b, "\n", 1);
+	}
 	head(b, "egs_scheduler_cpu_seconds_total", "counter",
 	     "CPU time of the loop thread spent in scheduler runs (set-up, slices, end).");
 	out_printf(b, "egs_scheduler_cpu_seconds_total %.6f\n", (double)srv->plan_cpu_us / 1e6);

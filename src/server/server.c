@@ -57,7 +57,7 @@ static void arm_plan_timer(struct egs_server *srv, int64_t delay_us)
 #define PLAN_DUTY 4
 #define PLAN_STEP_PARTS 8
 #define PLAN_STEP_MIN 16
-#define PLAN_STEP_MAX 512 /* a GPR's cost varies many times over along a deep queue */
+#define PLAN_STEP_MAX 256 /* a GPR's cost varies many times over along a deep queue: 512 held the loop 7.4 ms */
 /* A run over at most this many queued GPRs and nodes ends in the turn that began it, however
  * its first slice was cut: its whole cost is a few slices at most, and a create into a short
  * queue (the common case) is then placed before its reply goes out, on a loaded machine too. */
@@ -121,6 +121,24 @@ static void plan_ended(struct egs_server *srv, int64_t next)
 	}
 }
 
+/* Notes a step (or a run's set-up) that took cpu microseconds doing what: the longest, and those
+ * over 5 ms by kind. */
+static void note_step(struct egs_server *srv, const char *what, int64_t cpu)
+{
+	if (cpu > srv->step_max_cpu_us) {
+		srv->step_max_cpu_us = cpu;
+		srv->step_max_what = what;
+	}
+	if (cpu <= 5000)
+		return;
+	for (size_t k = 0; k < EGS_SLOW_KINDS; k++)
+		if (!srv->slow_steps[k].what || srv->slow_steps[k].what == what) {
+			srv->slow_steps[k].what = what;
+			srv->slow_steps[k].n++;
+			return;
+		}
+}
+
 /* Sizes the next steps from one that placed dg GPRs (all it was asked: n) in dt microseconds of CPU. */
 static void size_steps(struct egs_server *srv, size_t n, size_t dg, int64_t dt)
 {
@@ -155,10 +173,7 @@ static void plan_slice(struct egs_server *srv, size_t max, int64_t c0)
 		int64_t c = cpu_us();
 		walked = egs_sched_step(srv->plan, n);
 		int64_t now_cpu = cpu_us(), dc = now_cpu - c;
-		if (dc > srv->step_max_cpu_us) {
-			srv->step_max_cpu_us = dc;
-			srv->step_max_what = what;
-		}
+		note_step(srv, what, dc);
 		if (placing)
 			size_steps(srv, n, walked ? 0 : egs_sched_progress(srv->plan) - at, dc);
 		cost = now_cpu - c0;
@@ -185,11 +200,7 @@ static void maybe_plan(struct egs_server *srv, bool force)
 	int64_t t = egs_mono_us(), c = cpu_us();
 	srv->run_begun_us = t;
 	egs_sched_begin(&srv->st, now, srv->plan);
-	int64_t begun = cpu_us() - c;
-	if (begun > srv->step_max_cpu_us) {
-		srv->step_max_cpu_us = begun;
-		srv->step_max_what = "set-up";
-	}
+	note_step(srv, "set-up", cpu_us() - c);
 	plan_slice(srv, srv->slice_gprs, c);
 	bool small = egs_queue_len(&srv->st.queue) <= PLAN_SMALL_QUEUE && srv->st.nodes.len <= PLAN_SMALL_NODES;
 	while ((force || small) && egs_sched_walking(srv->plan)) /* each call makes one step at least */

@@ -54,6 +54,7 @@ struct egs_policy; /* core/policy.h */
 struct egs_portal; /* portal.h */
 
 #define EGS_SLICE_BUCKETS 6 /* slice_hist's bounds: 1, 2, 5, 10, 20, 50 ms */
+#define EGS_SLOW_KINDS 32   /* kinds of slow_steps kept */
 
 struct egs_server {
 	struct event_base *base;
@@ -90,6 +91,12 @@ struct egs_server {
 	 * 5, 10, 20, 50 ms and above: a bench tells the stalls of a window from the counts' growth. */
 	uint64_t slice_hist[2][EGS_SLICE_BUCKETS + 1];
 	int64_t slice_sum_us[2]; /* their sums */
+	/* Steps of runs that took over 5 ms of CPU, by what they did (egs_sched_piece's static names;
+	 * /metrics egs_scheduler_slow_steps_total): a bench sees which pieces still stall. */
+	struct {
+		const char *what;
+		uint64_t n;
+	} slow_steps[EGS_SLOW_KINDS];
 	int64_t step_max_cpu_us;  /* the most CPU time one step of a run took (or its set-up) */
 	const char *step_max_what; /* what that step did (egs_sched_piece; static), NULL before any */
 	/* Totals of the scheduler runs (server.c plan driver; /metrics): the loop's CPU spent in them,
