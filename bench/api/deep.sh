@@ -223,7 +223,7 @@ run_case() { # BINARY TAG
 		'{ all = $5 - $1; loop = $6 - $2; plan = $7 - $3; commit = $8 - $4; u = r > 0 ? 1e6 / r : 0
 		   printf "%.1f us (loop: planner %.1f, commits %.1f, rest %.1f; other threads %.1f) | %d, %.0f ms",
 			all * u, plan * u, commit * u, (loop - plan - commit) * u, (all - loop) * u, n, (n > 0 ? w * 1000 / n : 0) }')
-	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $split | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $(echo "$sl0 $sl1" | awk '{ printf "%d / %d of %d", $5 - $2, $6 - $3, $4 - $1 }') | ${slow:-none} | $scrape | $bad |")
+	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $split | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $(echo "$sl0 $sl1" | awk '{ printf "%d / %d of %d", $5 - $2, $6 - $3, $4 - $1 }') | $(echo "$slow0" | awk -F '\t' 'NF == 2 { printf "%s%d %s", sep, $1, $2; sep = ", " } END { if (!sep) printf "none" }') / ${slow:-none} | $scrape | $bad |")
 	log "row: ${ROWS[-1]}"
 	kill "$EGSD_PID" 2>/dev/null || true
 	wait "$EGSD_PID" 2>/dev/null || true
@@ -239,7 +239,7 @@ if [ -n "$EGSD_BASE" ]; then run_case "$EGSD_BASE" base; fi
 	echo "$NODES nodes of $SHAPES shapes in $CLUSTERS clusters, $WORKSPACES workspaces, $DEPTH GPRs queued at priorities 1-300;"
 	echo "wrk -t$THREADS -c$CONNS -d$DURATION, creates at priorities 1-300 mixed 1:1 with status reads. $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
-	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | egsd CPU per request (all threads: the loop's planner, commits, rest; other threads) | scheduler runs ended, mean wall | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | mixed: slices over 5 ms, wall / CPU, of all | mixed: steps over 5 ms of CPU (what) | GET /metrics: loop CPU each | non-200 / socket errors |"
+	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | egsd CPU per request (all threads: the loop's planner, commits, rest; other threads) | scheduler runs ended, mean wall | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | mixed: slices over 5 ms, wall / CPU, of all | steps over 5 ms of CPU (what): fill and set-up / mixed | GET /metrics: loop CPU each | non-200 / socket errors |"
 	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 	printf '%s\n' "${ROWS[@]}"
 } | tee ${RESULTS:+"$RESULTS"}
