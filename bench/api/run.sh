@@ -17,7 +17,10 @@
 # tests against both builds, alternating their order over ROUNDS rounds (nginx once per round), so a
 # before/after comparison shares one invocation and the machine's load of the moment.  Every egsd
 # row also reports egsd's CPU time (utime + stime from /proc) per request, which moves much less
-# with other load on the machine than req/s does.
+# with other load on the machine than req/s does, wrk's own CPU per request (wrk shares the cores:
+# with its Lua response hook it spends more per request than egsd does), and how often a second the
+# server's main thread was preempted (nonvoluntary_ctxt_switches): where the p99 and max come from
+# when the cores are short.
 #
 # Environment knobs (defaults in brackets): DURATION [10s], THREADS [2], CONNS [64], NODES [8],
 # READ_IDS [16], PASSES ["quiet logged"], EGSD [build/bin/egsd], EGSD_BASE [none], ROUNDS [1; 2 with
@@ -263,6 +266,13 @@ proc_ticks() { # PID... -> their utime + stime in ticks
 	done
 	echo "$t"
 }
+nonvol() { # PID... -> the involuntary context switches of their main threads (egsd's loop, nginx's worker)
+	local p t=0
+	for p in "$@"; do
+		t=$((t + $(awk '/^nonvoluntary_ctxt_switches/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0)))
+	done
+	echo "$t"
+}
 child_ticks() { # CPU of this shell's reaped children (wrk), from `times`, in ticks; not in a subshell
 	times >"$WORK/times"
 	awk -v hz="$HZ" 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } printf "%d\n", t * hz }' "$WORK/times" >"$WORK/ticks"
@@ -286,28 +296,31 @@ run_wrk() { # PASS TEST URL SCRIPT [ARGS...]
 	shift 4
 	out=$WORK/wrk-$pass-$test-$BUILD-$ROUND.txt
 	foreign_load
-	local server=("$EGSD_PID") b0 s0 w0 t0 b1 s1 w1 t1 other
+	local server=("$EGSD_PID") b0 s0 w0 t0 b1 s1 w1 t1 other n0 n1
 	if [ "$test" = nginx-static ]; then
 		mapfile -t server < <(echo "$NGINX_PID"; pgrep -P "$NGINX_PID")
 	fi
 	log "$pass / $test${BUILD_TAG:+ ($BUILD_TAG)}: wrk -t$THREADS -c$CONNS -d$DURATION --latency -s $script $url"
 	child_ticks
+	n0=$(nonvol "${server[@]}")
 	b0=$(busy_ticks) s0=$(proc_ticks "${server[@]}") w0=$(cat "$WORK/ticks") t0=$(date +%s.%N)
 	wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H "Authorization: Bearer $ADMIN_KEY" \
 		-s "$HERE/$script" "$url" ${1:+--} "$@" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
 	child_ticks
 	b1=$(busy_ticks) s1=$(proc_ticks "${server[@]}") w1=$(cat "$WORK/ticks") t1=$(date +%s.%N)
+	n1=$(nonvol "${server[@]}")
 	# CPU (in cores) that neither the server under test nor wrk used during the test
 	other=$(awk -v b=$((b1 - b0)) -v s=$((s1 - s0)) -v w=$((w1 - w0)) -v hz="$HZ" -v t0="$t0" -v t1="$t1" \
 		'BEGIN { o = (b - s - w) / hz / (t1 - t0); if (o < 0) o = 0; printf "%.2f", o }')
 	if awk -v o="$other" 'BEGIN { exit !(o > 0.15) }'; then NOISY+=("$pass/$test ($other cores)"); fi
 	sed -e '/^BENCH /d' "$out" >&2
-	local rps p50 p99 non200 errors codes requests ratio cpu
+	local rps p50 p99 pmax non200 errors codes requests ratio cpu wcpu preempt
 	rps=$(field rps "$out")
 	[ -n "$rps" ] || die "no BENCH line in $out"
 	requests=$(field requests "$out")
 	p50=$(field p50_us "$out")
 	p99=$(field p99_us "$out")
+	pmax=$(field max_us "$out")
 	non200=$(field non200 "$out")
 	errors=$(field errors "$out")
 	codes=$(field codes "$out")
@@ -315,11 +328,14 @@ run_wrk() { # PASS TEST URL SCRIPT [ARGS...]
 	ratio=$(awk -v a="$rps" -v b="$NGINX_RPS" 'BEGIN { printf "%.1f%%", 100 * a / b }')
 	# the server's own CPU time per request (egsd, or nginx's worker and master), in microseconds
 	cpu=$(awk -v t=$((s1 - s0)) -v hz="$HZ" -v n="$requests" 'BEGIN { if (n > 0) printf "%.1f us", t * 1e6 / hz / n; else print "-" }')
+	# wrk's own CPU per request (it shares the cores), and how often the server was preempted
+	wcpu=$(awk -v t=$((w1 - w0)) -v hz="$HZ" -v n="$requests" 'BEGIN { if (n > 0) printf "%.1f us", t * 1e6 / hz / n; else print "-" }')
+	preempt=$(awk -v c=$((n1 - n0)) -v t0="$t0" -v t1="$t1" 'BEGIN { printf "%.0f/s", c / (t1 - t0) }')
 	LAST_OK=$((requests - non200))
 	if [ "$codes" = - ]; then codes=""; else codes=" (status $codes)"; fi
 	local label=$test
 	[ "$test" = nginx-static ] || [ -z "$BUILD_TAG" ] || label="$test ($BUILD_TAG)"
-	ROWS+=("| $pass | $ROUND | $label | $rps | $(ms "$p50") | $(ms "$p99") | $ratio | $cpu | $non200$codes / $errors | $other |")
+	ROWS+=("| $pass | $ROUND | $label | $rps | $(ms "$p50") | $(ms "$p99") | $(ms "$pmax") | $ratio | $cpu | $wcpu | $preempt | $non200$codes / $errors | $other |")
 	CHECK_BAD[$pass/$test/$BUILD/$ROUND]=$((non200 + errors))
 	[ "$BUILD" = new ] || [ "$test" = nginx-static ] || return 0
 	CHECK_RPS[$pass/$test]=$rps
@@ -417,8 +433,8 @@ report() {
 	echo
 	echo "egsd: $EGSD_BUILD${EGSD_BASE:+; base: $BASE_BUILD; $ROUNDS rounds, alternating their order}. Machine: $machine. wrk -t$THREADS -c$CONNS -d$DURATION --latency; nginx 1 worker$([ "$NGINX_TUNED" = 1 ] && echo ", tuned"); status body $BODY_SIZES."
 	echo
-	echo "| pass | round | test | req/s | p50 | p99 | ratio to nginx | server CPU/request | non-200 / socket errors | other CPU (cores) |"
-	echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	echo "| pass | round | test | req/s | p50 | p99 | max | ratio to nginx | server CPU/request | wrk CPU/request | server preempted | non-200 / socket errors | other CPU (cores) |"
+	echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 	printf '%s\n' "${ROWS[@]}"
 	echo
 	printf -- '- %s\n' "${NOTES[@]}"
