@@ -353,13 +353,19 @@ egsd_tests() { # PASS
 	prof_stop
 
 	# fsync count during the create test (kernel tracepoints; skipped when perf cannot count them)
-	local fsync_pid="" fsyncs="" csv=$WORK/fsync-$pass-$BUILD-$ROUND.csv
+	# (and on the loop thread alone: an fsync there holds every request, e.g. a checkpoint in a COMMIT)
+	local fsync_pid="" fsyncs="" csv=$WORK/fsync-$pass-$BUILD-$ROUND.csv loop_pid="" loop_fsyncs=""
+	local loop_csv=$WORK/fsync-loop-$pass-$BUILD-$ROUND.csv
 	if command -v perf >/dev/null &&
 		perf stat -e syscalls:sys_enter_fdatasync true >/dev/null 2>&1; then
 		perf stat -x, -e syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync -p "$EGSD_PID" \
 			-o "$csv" >/dev/null 2>&1 &
 		fsync_pid=$!
 		PIDS+=("$fsync_pid")
+		perf stat -x, -e syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync -t "$EGSD_PID" \
+			-o "$loop_csv" >/dev/null 2>&1 &
+		loop_pid=$!
+		PIDS+=("$loop_pid")
 	fi
 	check_order "$pass"
 	READ_IDS_DONE=$((READ_IDS + 3)) # set-up GPRs incl. the three of check_order
@@ -370,6 +376,8 @@ egsd_tests() { # PASS
 	if [ -n "$fsync_pid" ]; then
 		stop "$fsync_pid" INT
 		fsyncs=$(awk -F, '/sys_enter_f(data)?sync/ { n += $1 } END { print n + 0 }' "$csv")
+		stop "$loop_pid" INT
+		loop_fsyncs=$(awk -F, '/sys_enter_f(data)?sync/ { n += $1 } END { print n + 0 }' "$loop_csv")
 	fi
 
 	# Durability: SIGKILL (no shutdown path runs), then count what is on disk.
@@ -389,7 +397,7 @@ egsd_tests() { # PASS
 	if [[ $ORDER_NOTE == *VIOLATED* ]]; then BROKEN=1; fi
 	note="$pass$tag: $acked GPRs acknowledged with 200 ($READ_IDS_DONE set up + $LAST_OK by wrk), $on_disk in egs.db after SIGKILL: $status"
 	if [ -n "$fsyncs" ]; then
-		note+="; $fsyncs fsync/fdatasync calls during the create test ($(awk -v a="$LAST_OK" -v b="$fsyncs" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "n/a" }') creates per fsync)"
+		note+="; $fsyncs fsync/fdatasync calls during the create test ($(awk -v a="$LAST_OK" -v b="$fsyncs" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "n/a" }') creates per fsync), $loop_fsyncs of them on the loop thread"
 	fi
 	NOTES+=("$note" "$pass$tag: $ORDER_NOTE")
 	if [ "$pass" = logged ]; then
