@@ -238,7 +238,8 @@ struct egs_gpr {
 			      * none; persisted */
 	size_t heap_idx;   /* position in the queue heap, SIZE_MAX when not queued */
 	uint64_t queue_stamp; /* the queue's stamp of its last push or priority change (core/queue.h) */
-	uint64_t view_stamp;  /* moved with anything its wire view shows (egs_state_restamp) */
+	uint64_t view_stamp;  /* moved with anything its wire view shows (egs_state_restamp); 0: never
+			       * in the state */
 	int64_t held_until; /* released early: the planner holds its capacity until then (core/held.h) */
 	bool held_lifted;   /* its hold is lifted for a trial walk */
 	bool aging_listed;  /* finished and in st->finished, the list the age sweep walks (core/aging.h) */

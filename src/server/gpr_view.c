@@ -18,7 +18,8 @@
  *     shape shows at once, and the cost of a running GPR moves with time);
  *   - egs_now() is the same second, or, for a view that counts nothing from now (no wait to an
  *     estimate in the future, no remaining duration), any later second;
- *   - the GPR is the live one (an aged GPR read from the store, server/aged.h, is built each time).
+ *   - the GPR is in the state: every GPR that enters it gets a stamp (> 0), and one that never did
+ *     (an aged GPR read from the store, server/aged.h, stamp 0) is built each time.
  *
  * So a view survives every change of other GPRs, nodes and workspaces that does not move what it
  * shows: a create behind it, a heartbeat, a commit turn.  Reads while a turn has pending changes are
@@ -183,7 +184,7 @@ void egs_gpr_view_reply(struct egs_req *r, const struct egs_gpr *g)
 		egs_reply_ok(r, egs_json_gpr(srv, g));
 		return;
 	}
-	if (egs_state_gpr(&srv->st, g->id) != g) { /* an aged GPR: built each time */
+	if (!g->view_stamp) { /* never in the state (an aged GPR read from the store): built each time */
 		struct view_bytes *b = build(srv, g, now, cost);
 		egs_reply_json_ref(r, b->data, b->len, reply_done, b);
 		return;
