@@ -1,5 +1,5 @@
 """The kept status views of GET /api/v1/gpr?gprId= (src/server/gpr_view.c): a status read is answered
-from bytes kept since the last change of anything, so each kind of change must show at once.  Before
+from bytes kept since the last change of what the view shows, so each kind of change must show at once.  Before
 every change the view is read until egsd serves it from its kept bytes (egs_gpr_views_total{result=
 "kept"} moves), then the change is made and the next status read must equal the view that
 GET /api/v1/gpr/list builds afresh, and show the change itself."""
