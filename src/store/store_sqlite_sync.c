@@ -23,11 +23,12 @@
  *
  * The WAL is restarted (written again from its start) only by a commit that begins when every frame
  * was copied; with commits coming while each checkpoint runs, that may not happen for as long as
- * creates keep coming, and the WAL would grow.  So once it is RESTART_FRAMES long, the durability
- * thread, after an fdatasync, has the checkpoint thread copy what is left before it publishes:
- * no commit is made meanwhile (the loop commits only when no fdatasync is in flight, durable.c),
- * so the next commit restarts the WAL.  That catch-up copies at most the pages written since the
- * last checkpoint and delays one turn's replies by it, once per RESTART_FRAMES pages.
+ * creates keep coming, and the WAL would grow.  So once it is RESTART_PARTS * CKPT_FRAMES long and
+ * the concurrent checkpoints left little to copy (must_catch_up), the durability thread, after an
+ * fdatasync, has the checkpoint thread copy what is left before it publishes: no commit is made
+ * meanwhile (the loop commits only when no fdatasync is in flight, durable.c), so the next commit
+ * restarts the WAL.  That catch-up copies a few dozen pages and delays one turn's replies by it,
+ * once per RESTART_PARTS * CKPT_FRAMES pages.
  *
  * Shared state, all under mu: requested, durable, failed, stop, and the checkpoint's frames,
  * copied, ckpt_asked, ckpt_done, ckpt_ended.  The loop learns of progress from an eventfd the
@@ -73,6 +74,7 @@ struct egs_sqlite_sync {
 	int ckpt_frames;     /* CKPT_FRAMES, or EGS_TEST_CHECKPOINT_FRAMES */
 	uint64_t ckpt_asked, ckpt_done; /* catch-ups asked for, and checkpoints begun after one was */
 	bool ckpt_ended;     /* the checkpoint thread has ended: nobody answers a catch-up */
+	bool ckpt_running;   /* a checkpoint is copying now */
 	int tried;           /* frames when the last checkpoint began: one that copied nothing waits for more */
 	int caught;          /* frames at the last catch-up: the next waits for CKPT_FRAMES more */
 	uint64_t checkpoints, catchups;
@@ -98,11 +100,18 @@ static int sync_wal(struct egs_sqlite_sync *y)
 	return fdatasync(y->wal_fd) == 0 ? 0 : errno;
 }
 
-/* Whether the WAL is long enough that it must be copied out before the next commit (under mu). */
+/* Whether the WAL is long enough that it must be copied out before the next commit (under mu).
+ * Only what is left after the concurrent checkpoints (a quarter of CKPT_FRAMES at most, none
+ * running) is caught up, so that the replies wait for a few pages' copy; past twice the length,
+ * whatever is left. */
 static bool must_catch_up(const struct egs_sqlite_sync *y)
 {
-	return !y->ckpt_ended && !y->failed && y->frames >= RESTART_PARTS * y->ckpt_frames &&
-	       y->copied < y->frames && (y->frames < y->caught || y->frames - y->caught >= y->ckpt_frames);
+	int left = y->frames - y->copied, small = y->ckpt_frames / 4 > 1 ? y->ckpt_frames / 4 : 1;
+	if (y->ckpt_ended || y->failed || y->frames < RESTART_PARTS * y->ckpt_frames || left <= 0)
+		return false;
+	if (y->frames >= y->caught && y->frames - y->caught < y->ckpt_frames)
+		return false; /* one catch-up per CKPT_FRAMES pages, if a restart did not come of the last */
+	return y->frames >= 2 * RESTART_PARTS * y->ckpt_frames || (left <= small && !y->ckpt_running);
 }
 
 /* After an fdatasync (mu held): a WAL grown too long is copied out before the publish, while no
@@ -217,10 +226,12 @@ static void *ckpt_main(void *arg)
 			break;
 		uint64_t asked = y->ckpt_asked;
 		y->tried = y->frames;
+		y->ckpt_running = true;
 		pthread_mutex_unlock(&y->mu);
 		int log, copied;
 		int rc = checkpoint(y, &log, &copied);
 		pthread_mutex_lock(&y->mu);
+		y->ckpt_running = false;
 		y->checkpoints++;
 		if (copied >= 0) /* a restart meanwhile makes this an estimate: the next hook corrects it */
 			y->copied = copied < y->frames ? copied : y->frames;

@@ -202,8 +202,9 @@ static void test_checkpoint_off_the_commit(void **state)
 	tmp_remove(&t);
 }
 
-/* Under a stream of commits the WAL stays about RESTART_PARTS (8) times the checkpoint's pages long:
- * it is copied out and written again from its start, not grown. */
+/* Under a stream of commits the WAL stays bounded: copied out and written again from its start once
+ * it is RESTART_PARTS (8) times the checkpoint's pages long and the concurrent checkpoints left
+ * little to copy, or at twice that whatever is left; not grown. */
 static void test_wal_stays_bounded(void **state)
 {
 	(void)state;
@@ -227,8 +228,8 @@ static void test_wal_stays_bounded(void **state)
 	snprintf(wal, sizeof(wal), "%s-wal", t.db);
 	struct stat st;
 	assert_int_equal(stat(wal, &st), 0);
-	print_message("WAL %lld bytes\n", (long long)st.st_size);
-	assert_true(st.st_size < 48 * (4096 + 24) + 32); /* 16 pages, and what came while it was copied */
+	/* 32 pages at most before a catch-up, and what came while it was copied; 300 without one */
+	assert_true(st.st_size < 64 * (4096 + 24) + 32);
 	egs_store_free(s);
 	tmp_remove(&t);
 }
