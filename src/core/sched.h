@@ -91,7 +91,7 @@ int64_t egs_sched_run(struct egs_state *st, int64_t now, struct egs_plan *keep);
  * egs_state_del unlinked are freed at egs_state_clear_changes): egs_sched_abort drops it first.
  */
 void egs_sched_begin(struct egs_state *st, int64_t now, struct egs_plan *keep);
-/* The first steps (unless max is SIZE_MAX) only take the queue's order, in pieces of at most 8,192
+/* The first steps (unless max is SIZE_MAX) only take the queue's order, in pieces of at most 4,096
  * queued GPRs (sched_order.c). */
 bool egs_sched_step(struct egs_plan *keep, size_t max);
 bool egs_sched_end(struct egs_plan *keep, int64_t *next);

@@ -14,9 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Entries of the queue's order one piece merges: at most 8,192 x 48 bytes of memory written, a
- * few hundred microseconds even where each fresh page costs 15-20 us. */
-#define ORDER_PIECE 8192
+/* Entries of the queue's order one piece merges: at most 4,096 x 48 bytes of memory written, 48
+ * pages.  With 8,192 a piece took 3-5.8 ms of CPU in bench/api/deep.sh when the queue's merge
+ * buffer was fresh (it grows by half as the queue does: 93 faults in one piece at 20-35 us each). */
+#define ORDER_PIECE 4096
 
 static struct egs_queue_slot key_of(const struct egs_gpr *g)
 {

@@ -41,7 +41,7 @@ struct egs_state_config {
 	size_t plan_snap_every;       /* GPRs between the kept plan's snapshots (0: 2,048; tests take
 				       * fewer, to resume walks from many places in a short queue) */
 	size_t plan_order_piece;      /* queued GPRs one step of a sliced run takes into its order (0:
-				       * 8,192; tests take fewer, to change the queue while it is taken) */
+				       * 4,096; tests take fewer, to change the queue while it is taken) */
 	size_t plan_slots_piece;      /* nodes one piece of a sliced first state's slots sees (0:
 				       * 2,048; tests take fewer) */
 	size_t plan_sort_piece;       /* node moves one piece of a first state's name sort makes (0:

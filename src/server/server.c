@@ -47,7 +47,7 @@ static void arm_plan_timer(struct egs_server *srv, int64_t delay_us)
  * queue (GPRs that place at once) then meeting a costly one (backfill searches) overshoots by a
  * fraction of a slice, not by tens of milliseconds.  A step that places no GPR (the first state,
  * freeing the last plan: bounded pieces, core/sched.h) begins a slice of its own, except the
- * pieces of the queue's order (at most 8,192 queued GPRs each), which go on in a slice as steps
+ * pieces of the queue's order (at most 4,096 queued GPRs each), which go on in a slice as steps
  * of GPRs do.  The first slice
  * runs in the commit turn that found the plan due: a small queue is planned in it at once, as
  * before.  A run that requests made stale on the way is due again when it ends (coalescing every
