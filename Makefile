@@ -159,6 +159,11 @@ $(BUILD)/bench/bench_plan: $(call obj,bench/planner/bench_plan.c) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# How far the thread CPU clock egsd times its slices with can be trusted here (cpu_clock.c).
+$(BUILD)/bench/cpu_clock: $(call obj,bench/planner/cpu_clock.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 bench-planner: deps-check $(BUILD)/bench/bench_plan
 	$(BUILD)/bench/bench_plan
 	$(BUILD)/bench/bench_plan 10000 100000 20 1
