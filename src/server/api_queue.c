@@ -28,17 +28,7 @@ static bool visible(struct egs_req *r, const struct egs_gpr *g)
 
 static json_t *entry(struct egs_req *r, const struct egs_gpr *g, size_t pos, size_t gpos)
 {
-	json_t *o = egs_json_gpr(r->srv, g);
-	json_t *keep = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "gprId",
-				 json_object_get(o, "gprId"), "gprName", json_object_get(o, "gprName"), "sliceName",
-				 json_object_get(o, "sliceName"), "clusterName", json_object_get(o, "clusterName"),
-				 "gpuShape", json_object_get(o, "gpuShape"), "instanceType",
-				 json_object_get(o, "instanceType"), "numberOfGPUNodes",
-				 json_object_get(o, "numberOfGPUNodes"), "numberOfGPUs", json_object_get(o, "numberOfGPUs"),
-				 "priority", json_object_get(o, "priority"), "estimatedStartTime",
-				 json_object_get(o, "estimatedStartTime"), "estimatedWaitTime",
-				 json_object_get(o, "estimatedWaitTime"));
-	json_object_set(keep, "provisioningStatus", json_object_get(json_object_get(o, "status"), "provisioningStatus"));
+	json_t *keep = egs_json_gpr_queued(g, egs_now(r->srv));
 	json_object_set_new(keep, "position", pos ? json_integer((json_int_t)pos) : json_null());
 	json_object_set_new(keep, "positionInGroup", gpos ? json_integer((json_int_t)gpos) : json_null());
 	if (g->pending_reason)
@@ -47,7 +37,6 @@ static json_t *entry(struct egs_req *r, const struct egs_gpr *g, size_t pos, siz
 	 * queued, decayed to now. */
 	json_object_set_new(keep, "workspaceRecentGpuHours",
 			    json_real(egs_fair_decayed(&r->srv->st, g->fair, egs_now(r->srv))));
-	json_decref(o);
 	return keep;
 }
 

@@ -378,6 +378,11 @@ void egs_new_id(const char *prefix, char out[EGS_ID_MAX]);
 
 /* ---- JSON views of objects ---- */
 json_t *egs_json_gpr(struct egs_server *srv, const struct egs_gpr *g);
+/* The part of g's view a queue entry shows (GET /api/v1/queue): gprId, gprName, sliceName,
+ * clusterName, gpuShape, instanceType, numberOfGPUNodes, numberOfGPUs, priority,
+ * estimatedStartTime, estimatedWaitTime and status.provisioningStatus as provisioningStatus, the
+ * values egs_json_gpr gives them, without building the whole view.  Returns a new reference. */
+json_t *egs_json_gpr_queued(const struct egs_gpr *g, int64_t now);
 json_t *egs_json_node(struct egs_server *srv, const struct egs_node *n);
 json_t *egs_json_workspace(const struct egs_workspace *w);
 json_t *egs_json_apikey(const struct egs_apikey *k);

@@ -162,6 +162,21 @@ json_t *egs_json_gpr_at(const struct egs_gpr *g, int64_t now, double cost_value)
 	return o;
 }
 
+json_t *egs_json_gpr_queued(const struct egs_gpr *g, int64_t now)
+{
+	struct egs_gpr_facts f;
+	egs_gpr_facts(g, now, &f);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:o, s:i, s:o, s:o, s:s}", "gprId", g->id, "gprName",
+			      g->name, "sliceName", g->workspace, "clusterName", g->cluster, "gpuShape", g->gpu_shape,
+			      "instanceType", g->instance_type, "numberOfGPUNodes", g->node_count, "numberOfGPUs",
+			      g->share_centi ? gpus_json(g->share_centi) : json_integer(g->gpus_per_node), "priority",
+			      g->priority, "estimatedStartTime", time_or_null(f.est), "estimatedWaitTime",
+			      f.has_wait ? duration(f.wait) : json_null(), "provisioningStatus",
+			      egs_gpr_state_name(g->state));
+	EGS_ASSERT(o);
+	return o;
+}
+
 /* Appends the shares n holds to alloc (one entry per shared GPR) and returns the number of n's GPUs
  * nobody holds a share of (all of them when n holds none). */
 static int shared_allocations(const struct egs_node *n, json_t *alloc)

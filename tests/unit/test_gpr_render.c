@@ -6,6 +6,7 @@
  * the future, costs from 0 to huge), egs_render_gpr's bytes equal jansson's JSON_COMPACT dump of
  * egs_json_gpr_at() byte for byte, and the reply is that dump inside the success envelope.  A field
  * written in any other way (a real trimmed, a slash escaped, a key moved) fails it at its offset.
+ * The queue's part of a view (egs_json_gpr_queued) holds the same values as the whole view.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 
 #include "core/util.h"
 #include "server/gpr_render.h"
+#include "server/server.h"
 
 #include "rng.h"
 
@@ -280,6 +282,37 @@ static void test_timestamps(void **state)
 	egs_obuf_cleanup(&b);
 }
 
+/* A queue entry's part of the view (egs_json_gpr_queued) holds the very values of the whole view,
+ * keys in the queue's order, provisioningStatus taken from the view's status. */
+static void test_queue_entry_matches_view(void **state)
+{
+	(void)state;
+	static const char *const keys[] = { "gprId", "gprName", "sliceName", "clusterName", "gpuShape", "instanceType",
+					    "numberOfGPUNodes", "numberOfGPUs", "priority", "estimatedStartTime",
+					    "estimatedWaitTime", "provisioningStatus" };
+	rng_seed(300);
+	for (unsigned iter = 0; iter < 2000; iter++) {
+		int64_t now = 1790000000LL + rng_range(-1000000, 1000000);
+		struct egs_gpr g;
+		gen_gpr(&g, now);
+		json_t *view = egs_json_gpr_at(&g, now, 0), *q = egs_json_gpr_queued(&g, now);
+		assert_int_equal(json_object_size(q), EGS_ARRAY_LEN(keys));
+		size_t i = 0;
+		const char *k;
+		json_t *v;
+		json_object_foreach(q, k, v) {
+			assert_string_equal(k, keys[i++]);
+			json_t *want = strcmp(k, "provisioningStatus") ? json_object_get(view, k)
+								       : json_object_get(json_object_get(view, "status"), k);
+			if (!json_equal(v, want))
+				fail_msg("GPR %u: queue entry's %s differs from the view's", iter, k);
+		}
+		json_decref(view);
+		json_decref(q);
+		free_gpr(&g);
+	}
+}
+
 /* Fixed cases whose bytes are known, so that a change in jansson and renderer alike still shows. */
 static void test_known_bytes(void **state)
 {
@@ -310,6 +343,7 @@ int main(void)
 		cmocka_unit_test(test_generated_gprs_match_jansson),
 		cmocka_unit_test(test_every_share_count),
 		cmocka_unit_test(test_timestamps),
+		cmocka_unit_test(test_queue_entry_matches_view),
 		cmocka_unit_test(test_known_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
