@@ -77,7 +77,6 @@ struct egs_sqlite_sync {
 	bool ckpt_running;   /* a checkpoint is copying now */
 	int tried;           /* frames when the last checkpoint began: one that copied nothing waits for more */
 	int caught;          /* frames at the last catch-up: the next waits for CKPT_FRAMES more */
-	uint64_t checkpoints, catchups;
 	long delay_ms;       /* EGS_TEST_FSYNC_DELAY_MS: sleep before each fdatasync (tests only) */
 	char *fail_path;     /* EGS_TEST_FSYNC_FAIL_IF_EXISTS: an fdatasync fails (EIO) while this file exists */
 	char *hold_path;     /* EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS: checkpoints wait while this file exists */
@@ -122,7 +121,6 @@ static void catch_up(struct egs_sqlite_sync *y)
 		return;
 	uint64_t want = ++y->ckpt_asked;
 	y->caught = y->frames;
-	y->catchups++;
 	pthread_cond_signal(&y->ckpt_wake);
 	while (y->ckpt_done < want && !y->ckpt_ended)
 		pthread_cond_wait(&y->ckpt_news, &y->mu);
@@ -232,7 +230,6 @@ static void *ckpt_main(void *arg)
 		int rc = checkpoint(y, &log, &copied);
 		pthread_mutex_lock(&y->mu);
 		y->ckpt_running = false;
-		y->checkpoints++;
 		if (copied >= 0) /* a restart meanwhile makes this an estimate: the next hook corrects it */
 			y->copied = copied < y->frames ? copied : y->frames;
 		if (rc && !y->failed) {
