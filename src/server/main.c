@@ -5,6 +5,7 @@
 #include "server/server.h"
 
 #include "core/util.h"
+#include "server/json_alloc.h"
 #include "server/portal.h"
 
 #include <getopt.h>
@@ -94,6 +95,7 @@ int main(int argc, char **argv)
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	mallopt(M_TOP_PAD, 4 << 20);
 	mallopt(M_MMAP_THRESHOLD, 4 << 20);
+	egs_json_alloc_install(); /* jansson's blocks kept on this, the loop's thread: before any jansson call */
 	const char *listen = "127.0.0.1:8080", *data = "./var", *portal_dir = NULL;
 	bool dev_clock = false;
 	struct egs_server srv;

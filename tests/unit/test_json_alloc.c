@@ -1,0 +1,110 @@
+/*
+ * test_json_alloc.c: jansson's allocations through server/json_alloc.h: freed blocks are kept per
+ * size class on the installing thread and handed out again, up to the cap; larger blocks are not
+ * kept; blocks cross threads both ways; and jansson's trees built and freed through it stay whole.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/json_alloc.h"
+
+#include <jansson.h>
+
+/* A string of 100 characters: jansson copies it into a 101-byte block (the 97..120 class), its
+ * struct goes to a smaller class. */
+#define S100 "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"
+
+static void test_kept_and_reused(void **unused)
+{
+	(void)unused;
+	json_t *s = json_string(S100);
+	size_t before = egs_json_alloc_kept(101);
+	json_decref(s);
+	assert_int_equal(egs_json_alloc_kept(101), before + 1);
+	json_t *t = json_string(S100);
+	assert_int_equal(egs_json_alloc_kept(101), before); /* the kept block was handed out again */
+	assert_string_equal(json_string_value(t), S100);
+	json_decref(t);
+
+	/* A tree built and dumped through the lists reads back whole. */
+	json_t *o = json_object();
+	for (int i = 0; i < 300; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "k%d", i);
+		json_object_set_new(o, k, i % 2 ? json_integer(i) : json_string(k));
+	}
+	char *text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_t *back = json_loads(text, 0, NULL);
+	assert_true(json_equal(o, back));
+	free(text); /* json_dumps's text is a plain malloc block, as egsd frees it */
+	json_decref(o);
+	json_decref(back);
+}
+
+static void test_large_blocks_not_kept(void **unused)
+{
+	(void)unused;
+	char big[600]; /* over the largest class */
+	memset(big, 'b', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	json_t *s = json_string(big);
+	json_decref(s);
+	assert_int_equal(egs_json_alloc_kept(sizeof(big)), 0);
+}
+
+static void test_cap(void **unused)
+{
+	(void)unused;
+	enum { N = EGS_JSON_ALLOC_KEEP + 50 };
+	static json_t *v[N];
+	for (int i = 0; i < N; i++)
+		v[i] = json_string("twenty-four bytes......"); /* a 24-byte copy: the 17..32 class */
+	for (int i = 0; i < N; i++)
+		json_decref(v[i]);
+	assert_int_equal(egs_json_alloc_kept(24), EGS_JSON_ALLOC_KEEP);
+}
+
+static void *free_elsewhere(void *arg)
+{
+	json_decref(arg); /* a block of the installing thread, freed here: to malloc's free */
+	assert_int_equal(egs_json_alloc_kept(101), 0); /* this thread keeps nothing */
+	return json_string(S100 "x"); /* made here by malloc: 102 bytes, the same class */
+}
+
+static void test_other_threads(void **unused)
+{
+	(void)unused;
+	pthread_t t;
+	void *made;
+	json_decref(json_string(S100)); /* at least one kept block of the class */
+	size_t kept = egs_json_alloc_kept(101);
+	json_t *here = json_string(S100); /* takes it */
+	assert_int_equal(egs_json_alloc_kept(101), kept - 1);
+	assert_int_equal(pthread_create(&t, NULL, free_elsewhere, here), 0);
+	assert_int_equal(pthread_join(t, &made), 0);
+	assert_int_equal(egs_json_alloc_kept(101), kept - 1); /* not given back to this thread's list */
+	assert_string_equal(json_string_value(made), S100 "x");
+	json_decref(made); /* freed on the installing thread: kept by its usable size */
+	assert_int_equal(egs_json_alloc_kept(101), kept);
+}
+
+int main(void)
+{
+	egs_json_alloc_install(); /* before the first jansson call */
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kept_and_reused),
+		cmocka_unit_test(test_large_blocks_not_kept),
+		cmocka_unit_test(test_cap),
+		cmocka_unit_test(test_other_threads),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
