@@ -12,8 +12,8 @@
  * may be freed on another thread than the one that made it.
  *
  * Install before the process's first jansson call (jansson's json_set_alloc_funcs).  A kept block is
- * not freed as far as ASan can tell: a use after free of a jansson block on the loop thread would
- * show as a use of another value.
+ * not freed as far as ASan can tell, so under ASan it is poisoned while kept: a use after free of a
+ * jansson block on the loop thread is still reported, as a use of poisoned memory.
  */
 #ifndef EGS_JSON_ALLOC_H
 #define EGS_JSON_ALLOC_H
