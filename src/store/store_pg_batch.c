@@ -276,21 +276,8 @@ static bool batch_sql(struct egs_sqlbuf *q, const PGresult *types, const char *t
 	egs_sql_str(q, ") SELECT ");
 	if (!add_arrays(q, types, table, cols, false, oids))
 		return false;
-	if (mode == 'i')
-		return true;
-	egs_sql_str(q, " ON CONFLICT(");
-	egs_sql_add(q, cols, keylen);
-	egs_sql_str(q, ") DO UPDATE SET ");
-	for (const char *p = cols + keylen; *p;) {
-		p++; /* the comma */
-		size_t len = strcspn(p, ",");
-		if (p != cols + keylen + 1)
-			egs_sql_str(q, ",");
-		egs_sql_add(q, p, len);
-		egs_sql_str(q, "=excluded.");
-		egs_sql_add(q, p, len);
-		p += len;
-	}
+	if (mode != 'i')
+		egs_sql_upsert_tail(q, cols);
 	return true;
 }
 

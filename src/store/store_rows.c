@@ -437,3 +437,21 @@ void egs_sql_str(struct egs_sqlbuf *q, const char *s)
 {
 	egs_sql_add(q, s, strlen(s));
 }
+
+void egs_sql_upsert_tail(struct egs_sqlbuf *q, const char *cols)
+{
+	size_t keylen = strcspn(cols, ",");
+	egs_sql_str(q, " ON CONFLICT(");
+	egs_sql_add(q, cols, keylen);
+	egs_sql_str(q, ") DO UPDATE SET ");
+	for (const char *p = cols + keylen; *p;) {
+		p++; /* the comma */
+		size_t len = strcspn(p, ",");
+		if (p != cols + keylen + 1)
+			egs_sql_str(q, ",");
+		egs_sql_add(q, p, len);
+		egs_sql_str(q, "=excluded.");
+		egs_sql_add(q, p, len);
+		p += len;
+	}
+}

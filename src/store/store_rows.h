@@ -149,5 +149,8 @@ struct egs_sqlbuf {
 };
 void egs_sql_add(struct egs_sqlbuf *q, const char *s, size_t len);
 void egs_sql_str(struct egs_sqlbuf *q, const char *s);
+/* Appends " ON CONFLICT(key) DO UPDATE SET c2=excluded.c2, .." for the comma-separated cols, whose
+ * first column is the key: the upsert both stores write (same syntax in SQLite and PostgreSQL). */
+void egs_sql_upsert_tail(struct egs_sqlbuf *q, const char *cols);
 
 #endif

@@ -37,7 +37,6 @@ struct egs_sqlite_put {
  * DO UPDATE SET c2=excluded.c2, .. for every other column. */
 static void put_sql(struct egs_sqlbuf *q, const char *table, const char *cols, int rows, bool upsert)
 {
-	size_t keylen = strcspn(cols, ",");
 	int ncols = 1;
 	for (const char *p = cols; *p; p++)
 		ncols += *p == ',';
@@ -53,21 +52,8 @@ static void put_sql(struct egs_sqlbuf *q, const char *table, const char *cols, i
 			egs_sql_str(q, i ? ",?" : "?");
 		egs_sql_str(q, ")");
 	}
-	if (!upsert)
-		return;
-	egs_sql_str(q, " ON CONFLICT(");
-	egs_sql_add(q, cols, keylen);
-	egs_sql_str(q, ") DO UPDATE SET ");
-	for (const char *p = cols + keylen; *p;) {
-		p++; /* the comma */
-		size_t len = strcspn(p, ",");
-		if (p != cols + keylen + 1)
-			egs_sql_str(q, ",");
-		egs_sql_add(q, p, len);
-		egs_sql_str(q, "=excluded.");
-		egs_sql_add(q, p, len);
-		p += len;
-	}
+	if (upsert)
+		egs_sql_upsert_tail(q, cols);
 }
 
 struct egs_sqlite_put *egs__sqlite_put_new(sqlite3 *db, const char *table, const char *cols, bool upsert,

@@ -31,34 +31,9 @@
 #include "store/store.h"
 
 #include "pgtest.h"
+#include "tmpdb.h"
 
 /* ---- temporary database files ---- */
-
-struct tmpdb {
-	char dir[256];
-	char path[320];
-};
-
-static void tmpdb_init(struct tmpdb *t)
-{
-	const char *base = getenv("TMPDIR");
-	if (!base || !*base)
-		base = "/tmp";
-	snprintf(t->dir, sizeof(t->dir), "%.200s/egs-test-store-XXXXXX", base);
-	assert_non_null(mkdtemp(t->dir));
-	snprintf(t->path, sizeof(t->path), "%s/egs.db", t->dir);
-}
-
-static void tmpdb_cleanup(struct tmpdb *t)
-{
-	char p[400];
-	unlink(t->path);
-	snprintf(p, sizeof(p), "%s-wal", t->path);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s-shm", t->path);
-	unlink(p);
-	rmdir(t->dir);
-}
 
 /* Runs SQL on the file behind the store's back (to corrupt it or read pragmas). */
 static void raw_exec(const char *path, const char *sql)
@@ -130,7 +105,7 @@ static void reload(const char *path, struct egs_state *st, const struct egs_stat
 /* The set-up most tests share: a fresh temporary database, opened, and *st initialised empty. */
 static struct egs_store *open_fresh(struct tmpdb *t, struct egs_state *st)
 {
-	tmpdb_init(t);
+	tmpdb_make(t, "egs-test-store");
 	struct egs_store *s = open_store(t->path);
 	egs_state_init(st, NULL);
 	return s;
@@ -541,7 +516,7 @@ static void test_migrate_empty_file(void **unused)
 {
 	(void)unused;
 	struct tmpdb t;
-	tmpdb_init(&t);
+	tmpdb_make(&t, "egs-test-store");
 	struct egs_store *s = open_store(t.path);
 	assert_true(egs_store_schema_version() >= 1);
 	assert_int_equal(raw_int(t.path, "PRAGMA user_version"), egs_store_schema_version());
@@ -566,7 +541,7 @@ static void test_migrate_empty_file(void **unused)
 	tmpdb_cleanup(&t);
 
 	/* A zero-length file (e.g. touched by an installer) is an empty database. */
-	tmpdb_init(&t);
+	tmpdb_make(&t, "egs-test-store");
 	FILE *f = fopen(t.path, "w");
 	assert_non_null(f);
 	fclose(f);
@@ -581,7 +556,7 @@ static void test_refuse_future_version(void **unused)
 	(void)unused;
 	struct tmpdb t;
 	char sql[64];
-	tmpdb_init(&t);
+	tmpdb_make(&t, "egs-test-store");
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", egs_store_schema_version() + 1);
 	raw_exec(t.path, sql);
 	struct egs_store *s = (struct egs_store *)&t; /* must be reset to NULL */
@@ -593,7 +568,7 @@ static void test_refuse_future_version(void **unused)
 	tmpdb_cleanup(&t);
 
 	/* A file that is not a database at all is an error too, not a crash. */
-	tmpdb_init(&t);
+	tmpdb_make(&t, "egs-test-store");
 	FILE *f = fopen(t.path, "w");
 	assert_non_null(f);
 	fputs("this is not an SQLite database, just some text that is long enough to have a header....", f);
@@ -990,7 +965,7 @@ static void test_meta(void **unused)
 	(void)unused;
 	struct tmpdb t;
 	char *v = (char *)"sentinel";
-	tmpdb_init(&t);
+	tmpdb_make(&t, "egs-test-store");
 	struct egs_store *s = open_store(t.path);
 	assert_int_equal(egs_store_meta_get(s, "token_secret", &v), EGS_OK);
 	assert_null(v);
@@ -1166,7 +1141,7 @@ static void test_crash_kill9(void **unused)
 	struct tmpdb t;
 	unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
 	int64_t acked = 0, total = 0;
-	tmpdb_init(&t);
+	tmpdb_make(&t, "egs-test-store");
 	printf("store: crash test seed %u\n", seed);
 	for (int round = 0; round < CRASH_ROUNDS; round++) {
 		int fds[2];
@@ -1217,7 +1192,7 @@ static void test_pg_schema_version(void **unused)
 	(void)unused;
 	struct tmpdb t;
 	char url[768], sql[160];
-	tmpdb_init(&t);
+	tmpdb_make(&t, "egs-test-store");
 	struct egs_store *s = open_store(t.path);
 	assert_string_equal(egs_store_kind(s), "postgres");
 	egs_store_free(s);

@@ -20,30 +20,7 @@
 
 #include "core/state.h"
 #include "store/store.h"
-
-struct tmpdb {
-	char dir[256];
-	char path[320];
-};
-
-static void tmpdb_init(struct tmpdb *t)
-{
-	const char *base = getenv("TMPDIR");
-	snprintf(t->dir, sizeof(t->dir), "%.200s/egs-test-store-write-XXXXXX", base && *base ? base : "/tmp");
-	assert_non_null(mkdtemp(t->dir));
-	snprintf(t->path, sizeof(t->path), "%s/egs.db", t->dir);
-}
-
-static void tmpdb_cleanup(struct tmpdb *t)
-{
-	char p[400];
-	unlink(t->path);
-	snprintf(p, sizeof(p), "%s-wal", t->path);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s-shm", t->path);
-	unlink(p);
-	rmdir(t->dir);
-}
+#include "tmpdb.h"
 
 /* SQLite's allocation statistics are off once a store was opened: with them on, every SQLite
  * allocation and free took a global mutex (~3,200 instructions a create).  The setting is made
@@ -54,7 +31,7 @@ static void test_memstatus_off(void **unused)
 	(void)unused;
 	struct tmpdb t;
 	struct egs_store *s = NULL;
-	tmpdb_init(&t);
+	tmpdb_make(&t, "egs-test-store-write");
 	assert_int_equal(egs_store_open(t.path, &s), EGS_OK);
 	assert_int_equal(sqlite3_memory_used(), 0);
 	assert_int_equal(sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 1), SQLITE_MISUSE);
@@ -184,7 +161,7 @@ static void test_kept_parameters(void **unused)
 	struct egs_state st;
 	struct egs_store *s = NULL;
 	memset(long_text, 'z', sizeof(long_text) - 1);
-	tmpdb_init(&t);
+	tmpdb_make(&t, "egs-test-store-write");
 	assert_int_equal(egs_store_open(t.path, &s), EGS_OK);
 	egs_state_init(&st, NULL);
 	for (int turn = 0, i = 0; i < NSPECS; turn++) {
@@ -295,7 +272,7 @@ static void test_batched_turns(void **unused)
 	struct egs_state st;
 	struct egs_store *s = NULL;
 	memset(long_text, 'z', sizeof(long_text) - 1);
-	tmpdb_init(&t);
+	tmpdb_make(&t, "egs-test-store-write");
 	assert_int_equal(egs_store_open(t.path, &s), EGS_OK);
 	egs_state_init(&st, NULL);
 	for (int i = 0; i < FIRST; i++)
@@ -370,7 +347,7 @@ static void test_batched_failure(void **unused)
 	struct tmpdb t;
 	struct egs_state st;
 	struct egs_store *s = NULL;
-	tmpdb_init(&t);
+	tmpdb_make(&t, "egs-test-store-write");
 	assert_int_equal(egs_store_open(t.path, &s), EGS_OK);
 	egs_state_init(&st, NULL);
 	for (int i = 0; i < 5; i++)
