@@ -23,31 +23,27 @@
 
 #include "store/store.h"
 
+#include "tmpdb.h"
+
+/* A store file's directory (tmpdb.h) and the test knobs' files beside it. */
 struct tmp {
-	char dir[64];
-	char db[96];
-	char flag[96];
-	char hold[96];
+	struct tmpdb d;
+	char flag[400]; /* EGS_TEST_FSYNC_FAIL_IF_EXISTS */
+	char hold[400]; /* EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS */
 };
 
 static void tmp_make(struct tmp *t)
 {
-	snprintf(t->dir, sizeof(t->dir), "/tmp/egs-test-sync-XXXXXX");
-	assert_non_null(mkdtemp(t->dir));
-	snprintf(t->db, sizeof(t->db), "%s/egs.db", t->dir);
-	snprintf(t->flag, sizeof(t->flag), "%s/fail", t->dir);
-	snprintf(t->hold, sizeof(t->hold), "%s/hold", t->dir);
+	tmpdb_make(&t->d, "egs-test-sync");
+	snprintf(t->flag, sizeof(t->flag), "%s/fail", t->d.dir);
+	snprintf(t->hold, sizeof(t->hold), "%s/hold", t->d.dir);
 }
 
 static void tmp_remove(struct tmp *t)
 {
-	char p[128];
-	const char *names[] = { "egs.db", "egs.db-wal", "egs.db-shm", "fail", "hold" };
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		snprintf(p, sizeof(p), "%s/%s", t->dir, names[i]);
-		unlink(p);
-	}
-	rmdir(t->dir);
+	unlink(t->flag);
+	unlink(t->hold);
+	tmpdb_cleanup(&t->d);
 }
 
 /* Waits (up to 10 s) for the sync descriptor, then takes its news. */
@@ -65,7 +61,7 @@ static void test_sync_moves_durable(void **state)
 	struct tmp t;
 	struct egs_store *s = NULL;
 	tmp_make(&t);
-	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK);
+	assert_int_equal(egs_store_open_sqlite(t.d.path, &s), EGS_OK);
 	uint64_t w0 = egs_store_written(s);
 	assert_int_equal(egs_store_durable(s), 0);
 	assert_int_equal(egs_store_meta_set(s, "k", "v"), EGS_OK);
@@ -86,7 +82,7 @@ static void test_requests_coalesce_and_wait_blocks(void **state)
 	struct egs_store *s = NULL;
 	tmp_make(&t);
 	setenv("EGS_TEST_FSYNC_DELAY_MS", "200", 1);
-	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK);
+	assert_int_equal(egs_store_open_sqlite(t.d.path, &s), EGS_OK);
 	unsetenv("EGS_TEST_FSYNC_DELAY_MS");
 	assert_int_equal(egs_store_meta_set(s, "a", "1"), EGS_OK);
 	egs_store_sync(s); /* the thread takes this one and sleeps 200 ms before its fdatasync */
@@ -117,7 +113,7 @@ static void test_failed_fdatasync_is_sticky(void **state)
 	struct egs_store *s = NULL;
 	tmp_make(&t);
 	setenv("EGS_TEST_FSYNC_FAIL_IF_EXISTS", t.flag, 1);
-	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK);
+	assert_int_equal(egs_store_open_sqlite(t.d.path, &s), EGS_OK);
 	unsetenv("EGS_TEST_FSYNC_FAIL_IF_EXISTS");
 	assert_int_equal(egs_store_meta_set(s, "a", "1"), EGS_OK);
 	assert_int_equal(egs_store_sync_wait(s), EGS_OK);
@@ -166,15 +162,15 @@ static void test_checkpoint_off_the_commit(void **state)
 	struct tmp t;
 	struct egs_store *s = NULL;
 	tmp_make(&t);
-	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK); /* the schema, checkpointed at close */
+	assert_int_equal(egs_store_open_sqlite(t.d.path, &s), EGS_OK); /* the schema, checkpointed at close */
 	egs_store_free(s);
 	touch(t.hold);
 	setenv("EGS_TEST_CHECKPOINT_FRAMES", "4", 1);
 	setenv("EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS", t.hold, 1);
-	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK);
+	assert_int_equal(egs_store_open_sqlite(t.d.path, &s), EGS_OK);
 	unsetenv("EGS_TEST_CHECKPOINT_FRAMES");
 	unsetenv("EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS");
-	uint64_t before = file_sum(t.db);
+	uint64_t before = file_sum(t.d.path);
 	char key[16];
 	for (int i = 0; i < 6; i++) { /* > 4 pages into the WAL: a checkpoint is due, and held */
 		snprintf(key, sizeof(key), "k%d", i);
@@ -182,17 +178,17 @@ static void test_checkpoint_off_the_commit(void **state)
 		assert_int_equal(egs_store_sync_wait(s), EGS_OK);
 	}
 	assert_int_equal(egs_store_durable(s), egs_store_written(s));
-	assert_true(file_sum(t.db) == before); /* nothing copied while held */
+	assert_true(file_sum(t.d.path) == before); /* nothing copied while held */
 	unlink(t.hold);
 	bool copied = false;
 	for (int i = 0; i < 1000 && !copied; i++) { /* up to 10 s on a loaded machine */
 		struct timespec ts = { 0, 10 * 1000000L };
 		nanosleep(&ts, NULL);
-		copied = file_sum(t.db) != before;
+		copied = file_sum(t.d.path) != before;
 	}
 	assert_true(copied);
 	egs_store_free(s);
-	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK);
+	assert_int_equal(egs_store_open_sqlite(t.d.path, &s), EGS_OK);
 	char *v = NULL;
 	assert_int_equal(egs_store_meta_get(s, "k5", &v), EGS_OK);
 	assert_non_null(v);
@@ -211,12 +207,12 @@ static void test_wal_stays_bounded(void **state)
 	struct tmp t;
 	struct egs_store *s = NULL;
 	tmp_make(&t);
-	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK); /* the schema, checkpointed at close */
+	assert_int_equal(egs_store_open_sqlite(t.d.path, &s), EGS_OK); /* the schema, checkpointed at close */
 	egs_store_free(s);
 	setenv("EGS_TEST_CHECKPOINT_FRAMES", "2", 1);
-	assert_int_equal(egs_store_open_sqlite(t.db, &s), EGS_OK);
+	assert_int_equal(egs_store_open_sqlite(t.d.path, &s), EGS_OK);
 	unsetenv("EGS_TEST_CHECKPOINT_FRAMES");
-	char key[16], wal[128];
+	char key[16], wal[400];
 	for (int i = 0; i < 150; i++) { /* each commit adds a page at least: 150 pages without checkpoints */
 		snprintf(key, sizeof(key), "k%d", i);
 		assert_int_equal(egs_store_meta_set(s, key, "v"), EGS_OK);
@@ -225,7 +221,7 @@ static void test_wal_stays_bounded(void **state)
 			assert_int_equal(egs_store_sync_wait(s), EGS_OK);
 	}
 	assert_int_equal(egs_store_sync_wait(s), EGS_OK);
-	snprintf(wal, sizeof(wal), "%s-wal", t.db);
+	snprintf(wal, sizeof(wal), "%s-wal", t.d.path);
 	struct stat st;
 	assert_int_equal(stat(wal, &st), 0);
 	/* 32 pages at most before a catch-up, and what came while it was copied; 300 without one */
