@@ -190,9 +190,11 @@ void egs_gpr_clear_check_runs(struct egs_gpr *g);
 enum { EGS_MARK_IDLE_WARNED = 1u << 4, EGS_MARK_EXIT_WARNED = 1u << 5 };
 
 struct egs_gpr {
-	/* First, together: what the planner's walk reads of every queued GPR (core/sched_place.c,
-	 * sched.c walk_step).  Spread over the struct they cost five cache lines a GPR, and at
-	 * 100,000 queued the walk waits on memory more than it computes (issue 16). */
+	/* First, together, up to `id`: what the planner's walk reads and writes of every queued GPR
+	 * (core/sched_place.c, sched.c walk_step; view_stamp moves with a new estimate).  Spread over
+	 * the struct they cost five cache lines a GPR, and at 100,000 queued the walk waits on memory
+	 * more than it computes (issue 16); the walk prefetches this block a few GPRs ahead
+	 * (egs__gpr_prefetch in core/sched_int.h: at most 128 bytes). */
 	enum egs_gpr_state state;
 	int node_count;
 	int64_t exit_duration_s;
@@ -205,6 +207,8 @@ struct egs_gpr {
 	uint64_t match_mask;   /* the planner's cache: the pools it matches in pool layout... */
 	uint64_t match_layout; /* ...match_layout (core/sched_place.c); 0 = none: reset it when its shape changes */
 	struct egs_strlist preferred_clusters;
+	uint64_t view_stamp;  /* moved with anything its wire view shows (egs_state_restamp); 0: never
+			       * in the state */
 
 	char id[EGS_ID_MAX];
 	char name[EGS_NAME_MAX];
@@ -238,8 +242,6 @@ struct egs_gpr {
 			      * none; persisted */
 	size_t heap_idx;   /* position in the queue heap, SIZE_MAX when not queued */
 	uint64_t queue_stamp; /* the queue's stamp of its last push or priority change (core/queue.h) */
-	uint64_t view_stamp;  /* moved with anything its wire view shows (egs_state_restamp); 0: never
-			       * in the state */
 	int64_t held_until; /* released early: the planner holds its capacity until then (core/held.h) */
 	bool held_lifted;   /* its hold is lifted for a trial walk */
 	bool aging_listed;  /* finished and in st->finished, the list the age sweep walks (core/aging.h) */

@@ -503,6 +503,7 @@ static bool walk_step(struct egs_plan *p, size_t max)
 	size_t snap_at = p->keep ? (p->cursor + every - 1) / every * every : SIZE_MAX; /* no division a GPR */
 	for (size_t i = p->cursor; i < end && !adopted; i++) {
 		struct egs_gpr *g = p->order[i];
+		egs__gpr_prefetch(p->order, i, end);
 		if (i == snap_at) {
 			egs__snap_take(p, i);
 			snap_at += every;

@@ -226,6 +226,7 @@ void egs__adopt_step(struct egs_plan *p, size_t end)
 	struct adoption *a = p->adopting;
 	for (size_t i = p->cursor; i < end; i++) {
 		struct egs_gpr *g = p->order[i];
+		egs__gpr_prefetch(p->order, i, end);
 		bool starts = a->next < p->nstarted && p->started[a->next].pos == i;
 		if (starts) {
 			memcpy(p->chosen, a->nodes + a->off, (size_t)g->node_count * sizeof(*p->chosen));
@@ -339,6 +340,7 @@ void egs__trial_step(struct egs_plan *p, size_t max)
 	bool later = false;
 	for (; t->cursor < end && !later; t->cursor++) {
 		struct egs_gpr *g = t->order[t->cursor];
+		egs__gpr_prefetch(t->order, t->cursor, end);
 		int64_t tb = t->kept_base ? (g->est_start ? g->est_start : EGS_NEVER) : EGS_NEVER;
 		if (!t->kept_base)
 			tb = egs__place_dry(&t->base, g);

@@ -244,6 +244,7 @@ static bool estimate_kept(struct egs_plan *kept, const struct egs_gpr *const *pr
 	}
 	for (size_t i = s->pos; i < lo; i++) {
 		struct egs_gpr *g = kept->order[i];
+		egs__gpr_prefetch(kept->order, i, lo);
 		if (g->state != EGS_GPR_PROVISIONING)
 			egs__place_dry(&q, g);
 	}
@@ -264,8 +265,10 @@ void egs_sched_estimates(struct egs_state *st, const struct egs_gpr *const *prob
 	egs__plan_init(&p, st, now);
 	size_t nq;
 	struct egs_gpr **order = egs__plan_order(st, &nq, NULL);
-	for (size_t i = 0; i < nq && before_probe(order[i], probes[0]->priority, fair); i++)
+	for (size_t i = 0; i < nq && before_probe(order[i], probes[0]->priority, fair); i++) {
+		egs__gpr_prefetch(order, i, nq);
 		egs__place_dry(&p, order[i]);
+	}
 	free(order);
 	place_probes(&p, probes, n, now, out, clusters);
 	egs__plan_cleanup(&p);
@@ -291,6 +294,7 @@ static bool dry_walk(struct egs_state *st, int64_t now, int64_t *out, struct egs
 	struct egs_gpr **o = egs__plan_order(st, &n, NULL);
 	bool later = false;
 	for (size_t i = 0, k = 0; i < n && !later; i++) {
+		egs__gpr_prefetch(o, i, n);
 		int64_t t = egs__place_dry(&p, o[i]); /* ghosts too: they reserve, and are not reported */
 		if (o[i]->ghost)
 			continue;
