@@ -13,7 +13,10 @@
 # (egs_scheduler_slice_seconds: the maxima above count since egsd started, the fill included),
 # and its steps over 5 ms of CPU by what they did (egs_scheduler_slow_steps_total);
 # and the loop's CPU per GET /metrics, timed after the mixed phase (the bench's own scrapes all
-# come before or after wrk, never inside its window).  With EGSD_BASE=path, the same case runs against
+# come before or after wrk, never inside its window); for the mixed phase also egsd's own view of its
+# latency (requests over 25 and 50 ms, egs_api_request_duration_seconds: wrk's max includes wrk's own
+# waits for a core) and the store's (egs_store_*: fdatasyncs of the WAL over 5 and 20 ms,
+# checkpoints over 20 ms, catch-ups and WAL restarts, with the longest of each since egsd started).  With EGSD_BASE=path, the same case runs against
 # that binary too, in the same invocation (a baseline; compare ratios, the machine is shared).
 #
 #   ./bench/api/deep.sh            (or `make bench-deep`, which builds first)
@@ -109,6 +112,32 @@ scrape_cpu() {
 	c1=$(proc_cpu "/proc/$EGSD_PID/task/$EGSD_PID/stat")
 	awk -v a="$c0" -v b="$c1" -v n="$SCRAPES" 'BEGIN { printf "%.1f ms", (b - a) * 1000 / n }'
 }
+# egsd's requests and the store's timings (histograms of /metrics): eleven counts, 0 for a build
+# without them: requests to /api/v1/gpr (wrk's, not the bench's scrapes), over 25 ms, over 50 ms; fdatasyncs, over 5 ms, over 20 ms; checkpoints,
+# over 20 ms; catch-ups, their ms; WAL restarts
+store_counts() {
+	curl -s -H "Authorization: Bearer $ADMIN_KEY" "$URL/metrics" | awk '
+		function le(n, b) { return $1 ~ ("^" n "_bucket\\{(.*,)?le=\"" b "\"\\}$") }
+		$1 ~ /^egs_api_request_duration_seconds_count/ && index($1, "route=\"/api/v1/gpr\"") { r += $2 }
+		le("egs_api_request_duration_seconds", "0.025") && index($1, "route=\"/api/v1/gpr\"") { r25 += $2 }
+		le("egs_api_request_duration_seconds", "0.05") && index($1, "route=\"/api/v1/gpr\"") { r50 += $2 }
+		$1 == "egs_store_fsync_seconds_count" { f = $2; has = 1 }
+		le("egs_store_fsync_seconds", "0.005") { f5 = $2 }
+		le("egs_store_fsync_seconds", "0.02") { f20 = $2 }
+		$1 == "egs_store_checkpoint_seconds_count" { c = $2 }
+		le("egs_store_checkpoint_seconds", "0.02") { c20 = $2 }
+		$1 == "egs_store_catch_up_seconds_count" { k = $2 }
+		$1 == "egs_store_catch_up_seconds_sum" { ks = $2 * 1000 }
+		$1 == "egs_store_wal_restarts_total" { w = $2 }
+		END { printf "%d %d %d %d %d %d %d %d %d %.1f %d\n", r, r - r25, r - r50, f, f - f5, f - f20, c, c - c20, k, ks, w }'
+}
+# The mixed phase's store figures from two store_counts lines (before, after) and the maxima since
+# start: "fdatasyncs N (over 5 ms / 20 ms; longest) | checkpoints ... | catch-ups ... | restarts"
+store_cell() {
+	echo "$1 $2 $(metric egs_store_fsync_max_seconds) $(metric egs_store_checkpoint_max_seconds) $(metric egs_store_catch_up_max_seconds)" |
+		awk '{ printf "%d fdatasyncs (%d / %d over 5 / 20 ms; longest %.1f ms), %d checkpoints (%d over 20 ms; longest %.1f ms), %d catch-ups (%.1f ms in all; longest %.1f ms), %d WAL restarts",
+			$15 - $4, $16 - $5, $17 - $6, $23 * 1000, $18 - $7, $19 - $8, $24 * 1000, $20 - $9, $21 - $10, $25 * 1000, $22 - $11 }'
+}
 metric() { # NAME -> the sum of its samples in /metrics
 	curl -s -H "Authorization: Bearer $ADMIN_KEY" "$URL/metrics" |
 		awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $2 } END { print s + 0 }'
@@ -181,7 +210,8 @@ run_case() { # BINARY TAG
 	queued=$(metric egs_gpr_queue_length)
 	log "$tag: $filled GPRs stored, $queued waiting, after $rounds rounds"
 	out=$WORK/wrk-$tag-mixed.txt
-	local cpu0 runs0 wall0 sl0 slow0
+	local cpu0 runs0 wall0 sl0 slow0 sc0 sc1
+	sc0=$(store_counts)
 	sl0=$(slices)
 	slow0=$(slow_steps)
 	cpu0=$(cpu_split)
@@ -197,6 +227,7 @@ run_case() { # BINARY TAG
 	after=$(gprs_stored)
 	local cpu1 runs1 wall1 sl1 scrape slow
 	cpu1=$(cpu_split)
+	sc1=$(store_counts)
 	sl1=$(slices)
 	# the mixed phase's steps over 5 ms: the counts' growth, by piece
 	slow=$( (echo "$slow0" | sed 's/^/-/'; slow_steps) | awk -F '\t' 'NF == 2 { n[$2] += $1 }
@@ -223,7 +254,7 @@ run_case() { # BINARY TAG
 		'{ all = $5 - $1; loop = $6 - $2; plan = $7 - $3; commit = $8 - $4; u = r > 0 ? 1e6 / r : 0
 		   printf "%.1f us (loop: planner %.1f, commits %.1f, rest %.1f; other threads %.1f) | %d, %.0f ms",
 			all * u, plan * u, commit * u, (loop - plan - commit) * u, (all - loop) * u, n, (n > 0 ? w * 1000 / n : 0) }')
-	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $split | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $(echo "$sl0 $sl1" | awk '{ printf "%d / %d of %d", $5 - $2, $6 - $3, $4 - $1 }') | $(echo "$slow0" | awk -F '\t' 'NF == 2 { printf "%s%d %s", sep, $1, $2; sep = ", " } END { if (!sep) printf "none" }') / ${slow:-none} | $scrape | $bad |")
+	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $split | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $(echo "$sl0 $sl1" | awk '{ printf "%d / %d of %d", $5 - $2, $6 - $3, $4 - $1 }') | $(echo "$slow0" | awk -F '\t' 'NF == 2 { printf "%s%d %s", sep, $1, $2; sep = ", " } END { if (!sep) printf "none" }') / ${slow:-none} | $scrape | $bad | $(echo "$sc0 $sc1" | awk '{ printf "%d / %d of %d", $13 - $2, $14 - $3, $12 - $1 }') | $(store_cell "$sc0" "$sc1") |")
 	log "row: ${ROWS[-1]}"
 	kill "$EGSD_PID" 2>/dev/null || true
 	wait "$EGSD_PID" 2>/dev/null || true
@@ -239,7 +270,7 @@ if [ -n "$EGSD_BASE" ]; then run_case "$EGSD_BASE" base; fi
 	echo "$NODES nodes of $SHAPES shapes in $CLUSTERS clusters, $WORKSPACES workspaces, $DEPTH GPRs queued at priorities 1-300;"
 	echo "wrk -t$THREADS -c$CONNS -d$DURATION, creates at priorities 1-300 mixed 1:1 with status reads. $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
-	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | egsd CPU per request (all threads: the loop's planner, commits, rest; other threads) | scheduler runs ended, mean wall | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | mixed: slices over 5 ms, wall / CPU, of all | steps over 5 ms of CPU (what): fill and set-up / mixed | GET /metrics: loop CPU each | non-200 / socket errors |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | egsd CPU per request (all threads: the loop's planner, commits, rest; other threads) | scheduler runs ended, mean wall | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | mixed: slices over 5 ms, wall / CPU, of all | steps over 5 ms of CPU (what): fill and set-up / mixed | GET /metrics: loop CPU each | non-200 / socket errors | mixed, egsd's view: requests over 25 / 50 ms, of all | mixed: the store's fdatasyncs, checkpoints, catch-ups (longest: since start) |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 	printf '%s\n' "${ROWS[@]}"
 } | tee ${RESULTS:+"$RESULTS"}

@@ -489,6 +489,37 @@ static void histogram(struct out *b, const char *name, const char *labels, const
 			    (unsigned long long)count);
 }
 
+/* One of the store's timings: a histogram in seconds and its maximum since egsd started. */
+static void store_timing(struct out *b, const char *name, const char *max_name, const char *help,
+			 const struct egs_store_timing *t)
+{
+	double le[EGS_STORE_TIME_BUCKETS];
+	for (size_t i = 0; i < EGS_STORE_TIME_BUCKETS; i++)
+		le[i] = (double)egs_store_time_le_us[i] / 1e6;
+	head(b, name, "histogram", help);
+	histogram(b, name, "", le, EGS_STORE_TIME_BUCKETS, t->buckets, (double)t->sum_us / 1e6, t->count);
+	head(b, max_name, "gauge", "The longest of them since egsd started.");
+	out_printf(b, "%s %.6f\n", max_name, (double)t->max_us / 1e6);
+}
+
+/* The store's own timings (SQLite's durability and checkpoint threads; none for PostgreSQL). */
+static void store_series(struct egs_server *srv, struct out *b)
+{
+	struct egs_store_stats st;
+	if (!egs_store_stats(srv->store, &st))
+		return;
+	store_timing(b, "egs_store_fsync_seconds", "egs_store_fsync_max_seconds",
+		     "fdatasyncs of the store's WAL (its durability thread): an acknowledged write waits for one.",
+		     &st.fsync);
+	store_timing(b, "egs_store_checkpoint_seconds", "egs_store_checkpoint_max_seconds",
+		     "Checkpoints copying the WAL into the database file (the store's checkpoint thread).", &st.checkpoint);
+	store_timing(b, "egs_store_catch_up_seconds", "egs_store_catch_up_max_seconds",
+		     "Catch-ups of a long WAL: each held one fdatasync's replies for that long.", &st.catch_up);
+	head(b, "egs_store_wal_restarts_total", "counter",
+	     "Commits that wrote the WAL again from its start (each fsyncs the WAL's header on the loop).");
+	out_printf(b, "egs_store_wal_restarts_total %llu\n", (unsigned long long)st.wal_restarts);
+}
+
 static void control_series(struct egs_server *srv, struct out *b)
 {
 	struct egs_obs *ob = srv->obs;
@@ -570,6 +601,7 @@ static void control_series(struct egs_server *srv, struct out *b)
 	head(b, "egs_store_commit_cpu_seconds_total", "counter",
 	     "CPU time of the loop thread spent committing the turns' changes to the store (not the fsyncs).");
 	out_printf(b, "egs_store_commit_cpu_seconds_total %.6f\n", (double)srv->commit_cpu_us / 1e6);
+	store_series(srv, b);
 	head(b, "egs_scheduler_runs_total", "counter",
 	     "Scheduler runs ended, by walk: resumed from the kept plan's snapshot, or full.");
 	out_printf(b, "egs_scheduler_runs_total{walk=\"full\"} %llu\n",

@@ -190,6 +190,29 @@ enum egs_err egs_store_sync_wait(struct egs_store *s)
 	return err;
 }
 
+const int64_t egs_store_time_le_us[EGS_STORE_TIME_BUCKETS] = { 1000, 2000, 5000, 10000, 20000, 50000, 100000 };
+
+void egs_store_timing_add(struct egs_store_timing *t, int64_t us)
+{
+	size_t b = 0;
+	while (b < EGS_STORE_TIME_BUCKETS && us > egs_store_time_le_us[b])
+		b++;
+	t->buckets[b]++;
+	t->count++;
+	t->sum_us += us;
+	if (us > t->max_us)
+		t->max_us = us;
+}
+
+bool egs_store_stats(struct egs_store *s, struct egs_store_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s->ops->stats)
+		return false;
+	s->ops->stats(s, out);
+	return true;
+}
+
 enum egs_err egs_store_commit_changes(struct egs_store *s, struct egs_state *st)
 {
 	if (!egs_state_has_changes(st))

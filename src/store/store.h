@@ -155,6 +155,29 @@ enum egs_err egs_store_sync_done(struct egs_store *s);
 /* Blocks until every write so far is durable (start-up, shutdown); errors as above. */
 enum egs_err egs_store_sync_wait(struct egs_store *s);
 
+/* ---- the store's own timings (/metrics; docs/internals/store.md, "What /metrics shows") ----
+ * How long the durability thread's fdatasyncs, the checkpoints and the catch-ups took, so that a reply's
+ * wait can be told apart from the loop's: SQLite only. */
+#define EGS_STORE_TIME_BUCKETS 7 /* upper bounds 1, 2, 5, 10, 20, 50, 100 ms, then +Inf */
+struct egs_store_timing {
+	uint64_t count;
+	uint64_t buckets[EGS_STORE_TIME_BUCKETS + 1]; /* not cumulative; the last is +Inf */
+	int64_t sum_us, max_us;
+};
+struct egs_store_stats {
+	struct egs_store_timing fsync;      /* fdatasyncs of the WAL: each acknowledged write waits for one */
+	struct egs_store_timing checkpoint; /* checkpoints: the WAL's pages copied into the database file */
+	struct egs_store_timing catch_up;   /* fdatasyncs' publishes held for a catch-up of a long WAL */
+	uint64_t wal_restarts;              /* commits that wrote the WAL again from its start */
+};
+/* Upper bounds of the buckets above, in microseconds. */
+extern const int64_t egs_store_time_le_us[EGS_STORE_TIME_BUCKETS];
+/* Copies the store's timings into *out and returns true; false (and *out zeroed) for a store that
+ * has none (PostgreSQL: its COMMIT answers when durable).  Loop thread. */
+bool egs_store_stats(struct egs_store *s, struct egs_store_stats *out);
+/* Adds one duration to a timing (the store's threads, under their lock). */
+void egs_store_timing_add(struct egs_store_timing *t, int64_t us);
+
 /* Small key/value settings that must survive restarts (e.g. the token-signing secret). */
 enum egs_err egs_store_meta_get(struct egs_store *s, const char *key, char **value /* caller frees; NULL if absent */);
 enum egs_err egs_store_meta_set(struct egs_store *s, const char *key, const char *value); /* own transaction */

@@ -45,6 +45,7 @@ struct egs_store_ops {
 	int (*sync_fd)(struct egs_store *s);
 	enum egs_err (*sync_poll)(struct egs_store *s, uint64_t *durable);
 	enum egs_err (*sync_wait)(struct egs_store *s, uint64_t upto, uint64_t *durable);
+	void (*stats)(struct egs_store *s, struct egs_store_stats *out); /* NULL: none (store.h) */
 };
 
 /* The first member of every implementation's handle (so a handle converts to and from it). */

@@ -30,8 +30,9 @@
  * restarts the WAL.  That catch-up copies a few dozen pages and delays one turn's replies by it,
  * once per RESTART_PARTS * CKPT_FRAMES pages.
  *
- * Shared state, all under mu: requested, durable, failed, stop, and the checkpoint's frames,
- * copied, ckpt_asked, ckpt_done, ckpt_ended.  The loop learns of progress from an eventfd the
+ * Shared state, all under mu: requested, durable, failed, stop, the checkpoint's frames,
+ * copied, ckpt_asked, ckpt_done, ckpt_ended, and the timings /metrics shows (stats: how long each
+ * fdatasync, checkpoint and catch-up took, and the WAL's restarts, which the WAL hook sees).  The loop learns of progress from an eventfd the
  * durability thread writes after each fdatasync (egs__sqlite_sync_fd).  A failed checkpoint (an I/O
  * error writing or fsyncing the database file) counts as a failed fdatasync.
  */
@@ -80,7 +81,15 @@ struct egs_sqlite_sync {
 	long delay_ms;       /* EGS_TEST_FSYNC_DELAY_MS: sleep before each fdatasync (tests only) */
 	char *fail_path;     /* EGS_TEST_FSYNC_FAIL_IF_EXISTS: an fdatasync fails (EIO) while this file exists */
 	char *hold_path;     /* EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS: checkpoints wait while this file exists */
+	struct egs_store_stats stats;
 };
+
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 /* One fdatasync of the WAL, on the thread.  Returns 0 or an errno. */
 static int sync_wal(struct egs_sqlite_sync *y)
@@ -120,10 +129,12 @@ static void catch_up(struct egs_sqlite_sync *y)
 	if (!must_catch_up(y))
 		return;
 	uint64_t want = ++y->ckpt_asked;
+	int64_t t0 = mono_us();
 	y->caught = y->frames;
 	pthread_cond_signal(&y->ckpt_wake);
 	while (y->ckpt_done < want && !y->ckpt_ended)
 		pthread_cond_wait(&y->ckpt_news, &y->mu);
+	egs_store_timing_add(&y->stats.catch_up, mono_us() - t0);
 }
 
 static void *sync_main(void *arg)
@@ -138,8 +149,11 @@ static void *sync_main(void *arg)
 			break; /* stopping with nothing left to sync, or a failure already told */
 		uint64_t upto = y->requested;
 		pthread_mutex_unlock(&y->mu);
+		int64_t t0 = mono_us();
 		int rc = sync_wal(y);
+		int64_t took = mono_us() - t0;
 		pthread_mutex_lock(&y->mu);
+		egs_store_timing_add(&y->stats.fsync, took);
 		if (!rc)
 			catch_up(y);
 		if (rc)
@@ -169,8 +183,10 @@ static int on_wal(void *arg, sqlite3 *db, const char *name, int n)
 	(void)name;
 	struct egs_sqlite_sync *y = arg;
 	pthread_mutex_lock(&y->mu);
-	if (n < y->frames)
-		y->copied = 0; /* the WAL was restarted: written again from its start */
+	if (n < y->frames) { /* the WAL was restarted: written again from its start */
+		y->copied = 0;
+		y->stats.wal_restarts++;
+	}
 	y->frames = n;
 	if (n - y->copied >= y->ckpt_frames)
 		pthread_cond_signal(&y->ckpt_wake);
@@ -201,11 +217,13 @@ static void hold(struct egs_sqlite_sync *y)
 
 /* One PASSIVE checkpoint on the thread's connection (mu not held): copies every frame no reader
  * still needs, without waiting for the loop's writes.  Returns 0 or an errno. */
-static int checkpoint(struct egs_sqlite_sync *y, int *log, int *copied)
+static int checkpoint(struct egs_sqlite_sync *y, int *log, int *copied, int64_t *took_us)
 {
 	hold(y);
 	*log = *copied = -1;
+	int64_t t0 = mono_us();
 	int rc = sqlite3_wal_checkpoint_v2(y->ckdb, NULL, SQLITE_CHECKPOINT_PASSIVE, log, copied);
+	*took_us = mono_us() - t0;
 	if (rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
 		return 0; /* busy: a reader or the loop's restart held a lock; the next one copies it */
 	fprintf(stderr, "store: checkpoint of the WAL failed: %s\n", sqlite3_errmsg(y->ckdb));
@@ -227,9 +245,11 @@ static void *ckpt_main(void *arg)
 		y->ckpt_running = true;
 		pthread_mutex_unlock(&y->mu);
 		int log, copied;
-		int rc = checkpoint(y, &log, &copied);
+		int64_t took;
+		int rc = checkpoint(y, &log, &copied, &took);
 		pthread_mutex_lock(&y->mu);
 		y->ckpt_running = false;
+		egs_store_timing_add(&y->stats.checkpoint, took);
 		if (copied >= 0) /* a restart meanwhile makes this an estimate: the next hook corrects it */
 			y->copied = copied < y->frames ? copied : y->frames;
 		if (rc && !y->failed) {
@@ -388,4 +408,11 @@ enum egs_err egs__sqlite_sync_wait(struct egs_sqlite_sync *y, uint64_t upto, uin
 		pthread_cond_wait(&y->done, &y->mu);
 	pthread_mutex_unlock(&y->mu);
 	return egs__sqlite_sync_poll(y, durable);
+}
+
+void egs__sqlite_sync_stats(struct egs_sqlite_sync *y, struct egs_store_stats *out)
+{
+	pthread_mutex_lock(&y->mu);
+	*out = y->stats;
+	pthread_mutex_unlock(&y->mu);
 }

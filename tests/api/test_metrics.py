@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from conftest import H100, ROOT, T4, Cluster
+from conftest import H100, ROOT, STORE, T4, Cluster
 from fakeagent import FakeAgent, provisioned
 
 LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})? (\S+)$')
@@ -129,6 +129,16 @@ def test_control_plane_series(cluster):
     assert find(text, "egs_scheduler_cpu_seconds_total")[0][1] > 0
     assert find(text, "egs_scheduler_run_seconds_total")[0][1] >= find(text, "egs_scheduler_run_max_seconds")[0][1] > 0
     assert find(text, "egs_store_commit_cpu_seconds_total")[0][1] > 0
+    # SQLite's durability thread: each create above waited for an fdatasync, each one in a bucket.
+    # PostgreSQL has no such thread (its COMMIT answers when durable): no store timings.
+    fsyncs = find(text, "egs_store_fsync_seconds_count")
+    if STORE == "sqlite":
+        assert fsyncs[0][1] >= 3 and find(text, "egs_store_fsync_seconds_bucket", le="+Inf")[0][1] == fsyncs[0][1]
+        assert find(text, "egs_store_fsync_max_seconds")[0][1] > 0
+        assert find(text, "egs_store_catch_up_seconds_count")[0][1] == 0  # a short WAL
+        assert find(text, "egs_store_wal_restarts_total")
+    else:
+        assert not fsyncs and not find(text, "egs_store_wal_restarts_total")
     cluster.gpr(sliceName="c", gpuShape=H100["gpuModel"], clusterName="c1", priority=200)  # before the others
     assert sum(v for _, v in find(scrape(cluster.admin), "egs_scheduler_runs_total")) > runs
     # Unknown paths share one series, so callers cannot create series at will.

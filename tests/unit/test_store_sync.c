@@ -4,7 +4,8 @@
  * descriptor is readable, coalescing of requests made during a (slowed) fdatasync, the blocking
  * wait, a failed fdatasync that is sticky (EGS_TEST_FSYNC_FAIL_IF_EXISTS), and checkpoints made by the
  * store's own thread, not inside the caller's commit (EGS_TEST_CHECKPOINT_FRAMES and
- * EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS), that keep the WAL bounded.
+ * EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS), that keep the WAL bounded; and the timings of each that
+ * /metrics shows (egs_store_stats).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -71,6 +72,15 @@ static void test_sync_moves_durable(void **state)
 	while (egs_store_durable(s) < egs_store_written(s))
 		assert_int_equal(await_sync(s), EGS_OK);
 	assert_int_equal(egs_store_durable(s), w0 + 1);
+	struct egs_store_stats st;
+	assert_true(egs_store_stats(s, &st));
+	assert_true(st.fsync.count >= 1);
+	uint64_t in_buckets = 0;
+	for (int i = 0; i <= EGS_STORE_TIME_BUCKETS; i++)
+		in_buckets += st.fsync.buckets[i];
+	assert_int_equal(in_buckets, st.fsync.count);
+	assert_true(st.fsync.max_us <= st.fsync.sum_us);
+	assert_int_equal(st.catch_up.count, 0); /* a short WAL is never caught up */
 	egs_store_free(s);
 	tmp_remove(&t);
 }
@@ -102,6 +112,13 @@ static void test_requests_coalesce_and_wait_blocks(void **state)
 	assert_int_equal(egs_store_meta_set(s, "c", "3"), EGS_OK);
 	assert_int_equal(egs_store_sync_wait(s), EGS_OK);
 	assert_int_equal(egs_store_durable(s), egs_store_written(s));
+	/* Each fdatasync was slowed by 200 ms, and its timing says so: all over the last bound (100 ms). */
+	struct egs_store_stats st;
+	assert_true(egs_store_stats(s, &st));
+	assert_true(st.fsync.count >= 2 && st.fsync.count <= 7);
+	assert_int_equal(st.fsync.buckets[EGS_STORE_TIME_BUCKETS], st.fsync.count);
+	assert_true(st.fsync.max_us >= 200000);
+	assert_true(st.fsync.sum_us >= (int64_t)st.fsync.count * 200000);
 	egs_store_free(s);
 	tmp_remove(&t);
 }
@@ -226,6 +243,12 @@ static void test_wal_stays_bounded(void **state)
 	assert_int_equal(stat(wal, &st), 0);
 	/* 32 pages at most before a catch-up, and what came while it was copied; 300 without one */
 	assert_true(st.st_size < 64 * (4096 + 24) + 32);
+	/* and /metrics' timings saw the checkpoints and the restarts that kept it so */
+	struct egs_store_stats ss;
+	assert_true(egs_store_stats(s, &ss));
+	assert_true(ss.checkpoint.count >= 2);
+	assert_true(ss.wal_restarts >= 1);
+	assert_true(ss.fsync.count >= 50);
 	egs_store_free(s);
 	tmp_remove(&t);
 }
