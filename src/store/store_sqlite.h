@@ -88,4 +88,12 @@ enum egs_err egs__sqlite_sync_wait(struct egs_sqlite_sync *y, uint64_t upto, uin
 /* Copies the threads' timings (store.h's egs_store_stats). */
 void egs__sqlite_sync_stats(struct egs_sqlite_sync *y, struct egs_store_stats *out);
 
+/* The loop connection's VFS (store_sqlite_vfs.c): the default VFS, with a WAL file that writes a
+ * transaction's frames as one write (at its commit frame) instead of two per frame.  Returns its
+ * name for sqlite3_open_v2, registered on the first call (not as the default); NULL (printed) when
+ * it could not be: the caller then opens with the default VFS.  Any thread. */
+const char *egs__sqlite_vfs(void);
+/* Process-wide counts, for tests: writes SQLite asked of such WAL files, and writes they made. */
+void egs__sqlite_vfs_counts(unsigned long long *asked, unsigned long long *made);
+
 #endif
