@@ -73,11 +73,12 @@ static int64_t cpu_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Notes a piece of planning that held the loop from wall time t0 and CPU time c0. */
-static void note_slice(struct egs_server *srv, int64_t t0, int64_t c0)
+/* Notes a piece of planning that held the loop from wall time t0 and CPU time c0 to CPU time c1
+ * (the reading its last slice ended with: plan_slice). */
+static void note_slice(struct egs_server *srv, int64_t t0, int64_t c0, int64_t c1)
 {
 	static const int64_t le_us[EGS_SLICE_BUCKETS] = { 1000, 2000, 5000, 10000, 20000, 50000 };
-	int64_t wall = egs_mono_us() - t0, cpu = cpu_us() - c0;
+	int64_t wall = egs_mono_us() - t0, cpu = c1 - c0;
 	size_t bw = 0, bc = 0;
 	while (bw < EGS_SLICE_BUCKETS && wall > le_us[bw])
 		bw++;
@@ -151,15 +152,18 @@ static void size_steps(struct egs_server *srv, size_t n, size_t dg, int64_t dt)
 }
 
 /* Walks one slice of the run in progress, begun at the loop thread's CPU time c0 (the run's
- * set-up, when it came in this slice, included): steps of srv->slice_gprs GPRs (max at most) until
- * about PLAN_SLICE_US of CPU have passed.  CPU, not wall time: on a loaded machine the wall clock
- * also counts other processes' turns, and slices cut by it left even a small queue's run unplaced
- * for several slices (a create or an early release then waited milliseconds for its placement).
- * Arms the next slice, or takes the run's end.  Notes the longest single step and what it did
- * (egs_sched_piece) for /metrics. */
-static void plan_slice(struct egs_server *srv, size_t max, int64_t c0)
+ * set-up, when it came in this slice, included) and called at CPU time c: steps of
+ * srv->slice_gprs GPRs (max at most) until about PLAN_SLICE_US of CPU have passed.  CPU, not wall
+ * time: on a loaded machine the wall clock also counts other processes' turns, and slices cut by it
+ * left even a small queue's run unplaced for several slices (a create or an early release then
+ * waited milliseconds for its placement).  Arms the next slice, or takes the run's end.  Notes the
+ * longest single step and what it did (egs_sched_piece) for /metrics.  Returns the CPU time it
+ * ended at.  The thread's CPU clock is a system call (no vDSO path; ~2.5 us on this kind of
+ * virtual machine), so it is read once per step boundary: one step's end is the next one's start,
+ * and the slice's last reading is its caller's too. */
+static int64_t plan_slice(struct egs_server *srv, size_t max, int64_t c0, int64_t c)
 {
-	int64_t cost = cpu_us() - c0, next;
+	int64_t cost = c - c0, next;
 	bool walked = false;
 	while (!walked && cost < PLAN_SLICE_US) {
 		const char *what = egs_sched_piece(srv->plan);
@@ -170,20 +174,23 @@ static void plan_slice(struct egs_server *srv, size_t max, int64_t c0)
 		if (!bounded && cost > PLAN_SLICE_US / PLAN_STEP_PARTS)
 			break; /* a piece placing no GPR takes a slice of its own */
 		size_t n = max < srv->slice_gprs ? max : srv->slice_gprs, at = egs_sched_progress(srv->plan);
-		int64_t c = cpu_us();
 		walked = egs_sched_step(srv->plan, n);
 		int64_t now_cpu = cpu_us(), dc = now_cpu - c;
 		note_step(srv, what, dc);
 		if (placing)
 			size_steps(srv, n, walked ? 0 : egs_sched_progress(srv->plan) - at, dc);
-		cost = now_cpu - c0;
+		c = now_cpu;
+		cost = c - c0;
 	}
 	bool more = !walked || !egs_sched_end(srv->plan, &next); /* not done, or preemption began another walk */
-	srv->plan_cpu_us += cpu_us() - c0;
+	if (walked)
+		c = cpu_us(); /* the run's end (egs_sched_end) counts in the planner's CPU */
+	srv->plan_cpu_us += c - c0;
 	if (more)
 		arm_slice_timer(srv, PLAN_DUTY * (cost > 250 ? cost : 250));
 	else
 		plan_ended(srv, next);
+	return c;
 }
 
 /* Begins a scheduler run when one is due (or force) and none is in progress, and walks its first
@@ -200,13 +207,14 @@ static void maybe_plan(struct egs_server *srv, bool force)
 	int64_t t = egs_mono_us(), c = cpu_us();
 	srv->run_begun_us = t;
 	egs_sched_begin(&srv->st, now, srv->plan);
-	note_step(srv, "set-up", cpu_us() - c);
-	plan_slice(srv, srv->slice_gprs, c);
+	int64_t c1 = cpu_us();
+	note_step(srv, "set-up", c1 - c);
+	c1 = plan_slice(srv, srv->slice_gprs, c, c1);
 	bool small = egs_queue_len(&srv->st.queue) <= PLAN_SMALL_QUEUE && srv->st.nodes.len <= PLAN_SMALL_NODES;
 	while ((force || small) && egs_sched_walking(srv->plan)) /* each call makes one step at least */
-		plan_slice(srv, SIZE_MAX, cpu_us());
+		c1 = plan_slice(srv, SIZE_MAX, c1, c1);
 	if (!force) /* the set-up and the first slice (a small run: all of it) hold the loop together */
-		note_slice(srv, t, c);
+		note_slice(srv, t, c, c1);
 }
 
 /* Called for a turn's changes before they are freed: a walk in progress holds pointers into the
@@ -235,8 +243,7 @@ static void on_slice(evutil_socket_t fd, short what, void *arg)
 	if (!egs_sched_walking(srv->plan))
 		return;
 	int64_t t = egs_mono_us(), c = cpu_us();
-	plan_slice(srv, SIZE_MAX, c);
-	note_slice(srv, t, c);
+	note_slice(srv, t, c, plan_slice(srv, SIZE_MAX, c, c));
 	egs_server_changed(srv); /* commit what the slice changed (starts, estimates) */
 }
 
