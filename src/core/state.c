@@ -629,6 +629,8 @@ void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj)
 	if (kind == EGS_KIND_GPR) {
 		egs_state_restamp(st, obj); /* before the early return: a second change in a turn shows too */
 		egs_aging_note(st, obj);    /* a GPR that just finished starts to age */
+	} else {
+		st->view_clock++; /* the change clock (state.h): a node's shape moves a cost a view shows */
 	}
 	bool *d = dirty_flag(kind, obj);
 	if (*d)
@@ -642,6 +644,7 @@ void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj)
 void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj)
 {
 	st->generation++;
+	st->view_clock++; /* the change clock (state.h) */
 	st->inventory_gen += inventory_kind(kind) || kind == EGS_KIND_NODE;
 	switch (kind) {
 	case EGS_KIND_PROJECT: egs_map_del(&st->projects, ((struct egs_project *)obj)->name); break;

@@ -75,7 +75,12 @@ struct egs_state {
 	uint64_t next_seq;
 	int64_t next_event_id;
 	uint64_t generation; /* bumped on every change that can move the plan */
-	uint64_t view_clock; /* the last view stamp given out (egs_state_restamp) */
+	/* The model's change clock: moved by every egs_state_touch and egs_state_del (of any kind), every
+	 * egs_state_restamp (the last value is the last view stamp given out) and egs_state_shown_change.
+	 * A change made at clock c is in every commit made once the clock is c or more: server/durable.c
+	 * pairs the clock at each commit with the commit's write number, so a status view whose inputs
+	 * all changed at or before a durable commit's clock goes out without waiting for an fsync. */
+	uint64_t view_clock;
 	/* Queued creates since the planner last took them (egs_gpr_submit notes them): the generation
 	 * bumps they made, and the queue key of the one that goes first.  When they are the only
 	 * changes since its kept plan, the planner walks from that GPR's place (core/sched_kept.c).
@@ -143,8 +148,8 @@ struct egs_apikey *egs_state_apikey(const struct egs_state *st, const char *id);
 struct egs_apikey *egs_state_apikey_by_hash(const struct egs_state *st, const unsigned char hash[32]);
 struct egs_doc *egs_state_doc(const struct egs_state *st, enum egs_kind kind, const char *name);
 
-/* Marks obj (of kind) changed in this turn; idempotent within a turn.  Bumps generation, and
- * restamps a GPR on every call (not only the turn's first). */
+/* Marks obj (of kind) changed in this turn; idempotent within a turn.  Bumps generation and the
+ * change clock, and restamps a GPR on every call (not only the turn's first). */
 void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj);
 /* Gives g a view stamp never given out before by st: server/gpr_view.c serves a GPR's kept status
  * view only while its stamp is the one the view was built at.  egs_state_touch and
@@ -153,6 +158,12 @@ void egs_state_touch(struct egs_state *st, enum egs_kind kind, void *obj);
 static inline void egs_state_restamp(struct egs_state *st, struct egs_gpr *g)
 {
 	g->view_stamp = ++st->view_clock;
+}
+/* Something a view shows changed outside the model (the prices of server/api_usage.c): moves the
+ * change clock, so that views built from now on count as showing it (server/durable.c). */
+static inline void egs_state_shown_change(struct egs_state *st)
+{
+	st->view_clock++;
 }
 /* Unlinks obj and records its deletion; it is freed by egs_state_clear_changes(). */
 void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj);

@@ -31,12 +31,25 @@
  * that succeeds proves nothing about them (the kernel may have dropped the failed pages), so it
  * exits 70 at once without sending what waits, as PostgreSQL does after an fsync failure; the
  * restart loads what the disk holds.
+ *
+ * Shown: a status read whose reply shows only durable changes goes out at once, even while other
+ * changes wait for their commit or fsync (docs/internals/http.md, "Reads").  Every change of the
+ * model moves the state's change clock (state.h view_clock), and a commit takes every change made
+ * before it; so egs_durable_mark pairs the clock at each commit with its write number, and once the
+ * store says that write is durable, every change made at or before that clock is on disk: that
+ * clock is srv->shown.upto.  A kept view (gpr_view.c) knows the clock of the last change it shows;
+ * at or below upto, it waits for nothing.  The pairs are made only for a commit that took the
+ * turn's changes and succeeded (so they rise in both numbers), are dropped when a turn sent to the
+ * store fails (egs_durable_forget: PostgreSQL then counts the lost write ended), and start again
+ * when the model is replaced (egs_durable_shown_reset: a reloaded model's clock starts again, and
+ * what it holds is durable once the writes made so far are).
  */
 #include "server/server.h"
 
 #include "server/observe.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 void egs_durable_failed(struct egs_server *srv)
@@ -120,4 +133,56 @@ void egs_durable_stop(struct egs_server *srv)
 	if (srv->durable_ev)
 		event_free(srv->durable_ev);
 	srv->durable_ev = NULL;
+}
+
+/* Appends the pair (clock, write): the ring is short (a mark waits for one fsync, or one PostgreSQL
+ * turn, and the next commit waits for that), so when full the newest pair replaces the last one,
+ * which only makes reads wait for a later write. */
+static void mark_push(struct egs_server *srv, uint64_t clock, uint64_t write)
+{
+	size_t n = srv->shown.len;
+	if (n == EGS_SHOWN_MARKS)
+		n--;
+	srv->shown.mark[n].clock = clock;
+	srv->shown.mark[n].write = write;
+	srv->shown.len = n + 1;
+}
+
+void egs_durable_mark(struct egs_server *srv)
+{
+	mark_push(srv, srv->st.view_clock, egs_store_written(srv->store));
+}
+
+void egs_durable_forget(struct egs_server *srv, uint64_t after)
+{
+	while (srv->shown.len && srv->shown.mark[srv->shown.len - 1].write > after)
+		srv->shown.len--;
+}
+
+void egs_durable_shown_reset(struct egs_server *srv)
+{
+	srv->shown.len = 0;
+	srv->shown.upto = 0;
+	mark_push(srv, srv->st.view_clock, egs_store_written(srv->store));
+}
+
+uint64_t egs_durable_shown(struct egs_server *srv)
+{
+	if (srv->follower || srv->stepped_down)
+		return 0;
+	uint64_t durable = egs_store_durable(srv->store);
+	size_t i = 0;
+	while (i < srv->shown.len && srv->shown.mark[i].write <= durable)
+		srv->shown.upto = srv->shown.mark[i++].clock;
+	if (i) {
+		srv->shown.len -= i;
+		memmove(srv->shown.mark, srv->shown.mark + i, srv->shown.len * sizeof(srv->shown.mark[0]));
+	}
+	/* Nothing waits for a commit or an fsync: the model is what the disk holds (finish_buf's rule
+	 * for every reply), so every change made so far counts. */
+	if (durable == egs_store_written(srv->store) && !srv->held.len && !egs_state_has_changes(&srv->st)) {
+		srv->shown.upto = srv->st.view_clock;
+		srv->shown.len = 0;
+	}
+	return srv->shown.upto;
 }

@@ -24,9 +24,14 @@
  * So a view survives every change of other GPRs, nodes and workspaces that does not move what it
  * shows: a create behind it, a heartbeat, a commit turn.  Reads while a turn has pending changes are
  * served the same way: the view shows the GPR as it is now (its stamp moved with any pending change
- * of it), and the reply is held for the commit like any other (http.c); a failed commit swaps the
- * model, which drops every kept view.  Access checks are not cached: the caller's role and scope
- * are checked on every read before the kept bytes are sent.
+ * of it); a failed commit swaps the model, which drops every kept view.  Access checks are not
+ * cached: the caller's role and scope are checked on every read before the kept bytes are sent.
+ *
+ * Durability: a view also keeps the change clock (state.h view_clock) of the last change it shows:
+ * the GPR's stamp, or, for a view that shows a cost (a GPR that holds GPUs: prices and node shapes
+ * change without restamping it), the clock when it was built.  Its reply goes out at once when every
+ * change up to that clock is durable (egs_reply_view_ref, durable.c "Shown"), and waits for the
+ * commit or fsync otherwise, as any reply does (http.c).
  *
  * EGSD_VIEW_CHECK=1 in egsd's environment (the API tests set it) renders every kept view again when
  * it is served and aborts if the bytes differ: a missed restamp fails the test that shows it.
@@ -42,6 +47,7 @@
 #include "server/server.h"
 
 #include "server/gpr_render.h"
+#include "server/observe.h"
 
 #include "core/util.h"
 
@@ -65,6 +71,7 @@ struct view_slot {
 	int64_t now;
 	bool timed; /* it shows a duration counted from now */
 	double cost;
+	uint64_t shows; /* the change clock of the last change it shows (state.h view_clock) */
 	struct view_bytes *kept; /* one reference; NULL = empty */
 };
 
@@ -112,6 +119,7 @@ void egs_views_free(struct egs_views *v)
 void egs_views_changed(struct egs_server *srv)
 {
 	srv->view_epoch++;
+	egs_durable_shown_reset(srv); /* what the new model shows is durable once the writes so far are */
 }
 
 static struct view_slot *slot_of(struct egs_views *v, const char *id)
@@ -136,6 +144,16 @@ static struct view_bytes *build(struct egs_server *srv, const struct egs_gpr *g,
 	return b;
 }
 
+/* The change clock of the last change a view of g built now shows: g's own fields changed at its
+ * stamp at the latest (every change of them restamps it); a cost, when it shows one, moves with the
+ * prices and the shape of g's first node, which change without restamping g, so then the clock of
+ * now.  egs_gpr_cost is 0, whatever those are, when g holds no GPUs. */
+static uint64_t shown_clock(const struct egs_server *srv, const struct egs_gpr *g, int64_t now)
+{
+	int64_t from, to;
+	return srv->obs && egs_gpr_held(g, now, &from, &to) ? srv->st.view_clock : g->view_stamp;
+}
+
 /* Builds g's reply into s and keys it by what it was built from.  The bytes s kept before stay with
  * the replies that still reference them. */
 static void render(struct egs_server *srv, struct view_slot *s, const struct egs_gpr *g, int64_t now, double cost)
@@ -151,6 +169,7 @@ static void render(struct egs_server *srv, struct view_slot *s, const struct egs
 	s->now = now;
 	s->timed = f.timed;
 	s->cost = cost;
+	s->shows = shown_clock(srv, g, now);
 }
 
 /* Whether s holds g's view as a build now would write it (the file comment's rules). */
@@ -199,7 +218,7 @@ void egs_gpr_view_reply(struct egs_req *r, const struct egs_gpr *g)
 		render(srv, s, g, now, cost);
 	}
 	s->kept->refs++; /* the reply's reference, released by reply_done once the front is done with it */
-	egs_reply_json_ref(r, s->kept->data, s->kept->len, reply_done, s->kept);
+	egs_reply_view_ref(r, s->kept->data, s->kept->len, s->shows, reply_done, s->kept);
 }
 
 /* evbuffer's cleanup of a list's reply: its bytes were the caller's buffer. */

@@ -7,7 +7,8 @@
  * once per loop turn after all ready requests: it runs the scheduler if needed and commits the turn
  * in one transaction.  The turn's replies then wait in srv->waiting for the fsync that covers the
  * commit (durable.c), while the loop reads the next turn; a reply that changes nothing but may show
- * a committed, not yet durable change waits there too.
+ * a committed, not yet durable change waits there too.  A kept status view knows the last change it
+ * shows (egs_reply_view_ref): when that is durable it goes out at once, whatever else waits.
  */
 #include "server/server.h"
 
@@ -191,15 +192,19 @@ static void dump_json(json_t *v, struct evbuffer *out)
 	EGS_ASSERT(evbuffer_add(out, d.b, d.n) == 0);
 }
 
-/* Sends the serialized envelope buf (taken) with status now, or holds it for the turn's commit. */
-static void finish_buf(struct egs_req *r, int status, struct evbuffer *buf)
+#define SHOWS_ANY UINT64_MAX /* a reply that may show any change made so far */
+
+/* Sends the serialized envelope buf (taken) with status now, or holds it for the turn's commit.
+ * shows: the change clock of the last change the reply shows (a kept status view), or SHOWS_ANY. */
+static void finish_buf(struct egs_req *r, int status, struct evbuffer *buf, uint64_t shows)
 {
 	struct egs_server *srv = r->srv;
 	egs_hreq_content_type(r->hq, "application/json");
 	r->status = status;
 	uint64_t written = egs_store_written(srv->store);
 	bool turn = egs_state_has_changes(&srv->st) || srv->held.len;
-	if (turn || written > egs_store_durable(srv->store)) {
+	bool durable = shows != SHOWS_ANY && shows <= egs_durable_shown(srv); /* all it shows is on disk */
+	if ((turn || written > egs_store_durable(srv->store)) && !durable) {
 		struct held_reply *hr = egs_malloc(sizeof(*hr));
 		hr->hq = r->hq;
 		hr->status = status;
@@ -229,7 +234,7 @@ static void finish(struct egs_req *r, int status, json_t *envelope)
 	dump_json(envelope, buf);
 	egs_audit_answer(r, status, envelope); /* an audited write joins the turn: its reply waits for it */
 	json_decref(envelope);
-	finish_buf(r, status, buf);
+	finish_buf(r, status, buf, SHOWS_ANY);
 }
 
 void egs_reply_json_ref(struct egs_req *r, const char *json, size_t len,
@@ -238,7 +243,16 @@ void egs_reply_json_ref(struct egs_req *r, const char *json, size_t len,
 	EGS_ASSERT(r->method == EVHTTP_REQ_GET); /* never audited: reads only */
 	struct evbuffer *buf = evbuffer_new();
 	EGS_ASSERT(buf && evbuffer_add_reference(buf, json, len, release, arg) == 0);
-	finish_buf(r, 200, buf);
+	finish_buf(r, 200, buf, SHOWS_ANY);
+}
+
+void egs_reply_view_ref(struct egs_req *r, const char *json, size_t len, uint64_t shows,
+			void (*release)(const void *json, size_t len, void *arg), void *arg)
+{
+	EGS_ASSERT(r->method == EVHTTP_REQ_GET && shows != SHOWS_ANY);
+	struct evbuffer *buf = evbuffer_new();
+	EGS_ASSERT(buf && evbuffer_add_reference(buf, json, len, release, arg) == 0);
+	finish_buf(r, 200, buf, shows);
 }
 
 /* The success envelope is the same bytes around every data: those are written as they are and only
@@ -260,7 +274,7 @@ void egs_reply_ok(struct egs_req *r, json_t *data)
 		json_decref(env);
 	}
 	json_decref(data);
-	finish_buf(r, 200, buf);
+	finish_buf(r, 200, buf, SHOWS_ANY);
 }
 
 void egs_reply_ok_str(struct egs_req *r, const char *key, const char *value)
@@ -277,7 +291,7 @@ void egs_reply_ok_str(struct egs_req *r, const char *key, const char *value)
 		   evbuffer_add(buf, "\"}}", 3) == 0);
 	if (r->method != EVHTTP_REQ_GET)
 		egs_audit_answer_target(r, 200, value);
-	finish_buf(r, 200, buf);
+	finish_buf(r, 200, buf, SHOWS_ANY);
 }
 
 /* The error envelope; msg and field are UTF-8 sanitised copies. */

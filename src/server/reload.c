@@ -142,6 +142,7 @@ static void fail_replies(struct egs_server *srv, enum egs_err err, bool waiting,
 
 void egs_server_turn_failed(struct egs_server *srv, enum egs_err err, uint64_t after)
 {
+	egs_durable_forget(srv, after); /* no read may count the lost writes' changes durable */
 	fail_replies(srv, err, true, after);
 	egs_server_store_failed(srv, err);
 	if (egs_store_deposed(srv->store)) {

@@ -281,6 +281,7 @@ static void commit_turn(struct egs_server *srv)
 			if (srv->stepped_down)
 				return;
 		} else {
+			egs_durable_mark(srv); /* once this write is durable, so is every change so far */
 			egs_obs_committed(srv); /* observability: stream and notify the committed events */
 			plan_drop_on_delete(srv);
 			egs_state_clear_changes(&srv->st);

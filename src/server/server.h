@@ -55,6 +55,7 @@ struct egs_portal; /* portal.h */
 
 #define EGS_SLICE_BUCKETS 6 /* slice_hist's bounds: 1, 2, 5, 10, 20, 50 ms */
 #define EGS_SLOW_KINDS 32   /* kinds of slow_steps kept */
+#define EGS_SHOWN_MARKS 8   /* commits not yet durable kept for the shown clock (durable.c) */
 
 struct egs_server {
 	struct event_base *base;
@@ -77,6 +78,16 @@ struct egs_server {
 	struct egs_vec waiting;  /* struct held_reply*, committed, waiting for the fsync (durable.c) */
 	struct event *durable_ev; /* the store's sync descriptor is readable: an fsync ended (durable.c) */
 	bool turn_deferred;       /* a commit turn waits for the fsync in flight to end (server.c, durable.c) */
+	/* Status views that show only durable changes go out at once (durable.c, "Shown"): the change
+	 * clock (state.h view_clock) at each commit not yet durable, with the commit's write number,
+	 * oldest first, and the clock up to which every change is durable. */
+	struct {
+		struct {
+			uint64_t clock, write;
+		} mark[EGS_SHOWN_MARKS];
+		size_t len;
+		uint64_t upto;
+	} shown;
 	struct egs_vec polls;    /* struct egs_poll*, agents' long polls */
 	struct egs_plan *plan;   /* the last walk, for cheap appends */
 	struct egs_gpr *aged_read; /* the finished GPR last read back from the store (server/aged.h), owned */
@@ -179,6 +190,12 @@ void egs_reply_raw(struct egs_req *r, int status, struct evbuffer *body);
  * through egs_reply_ok, which audits it. */
 void egs_reply_json_ref(struct egs_req *r, const char *json, size_t len,
 			void (*release)(const void *json, size_t len, void *arg), void *arg);
+/* egs_reply_json_ref for a reply that shows no change made after change clock shows (state.h
+ * view_clock; a kept status view, gpr_view.c): it goes out at once when every change up to shows is
+ * durable (egs_durable_shown), even while other changes wait for their commit or fsync; otherwise it
+ * waits as any reply does. */
+void egs_reply_view_ref(struct egs_req *r, const char *json, size_t len, uint64_t shows,
+			void (*release)(const void *json, size_t len, void *arg), void *arg);
 /* Adds a response header (before replying). */
 void egs_reply_header(struct egs_req *r, const char *name, const char *value);
 /* The request's first header field named name (case-insensitive), or NULL.  Borrowed until the
@@ -271,6 +288,19 @@ bool egs_durable_turn_leaves(const struct egs_server *srv);
  * without sending the waiting replies; the restart loads what the disk holds. */
 void egs_durable_failed(struct egs_server *srv) __attribute__((noreturn));
 void egs_durable_stop(struct egs_server *srv);
+/* After a turn's commit (sent, with PostgreSQL): pairs the change clock with the commit's write
+ * number, so that once that write is durable every change made so far counts durable. */
+void egs_durable_mark(struct egs_server *srv);
+/* A turn sent to the store failed: forgets the marks of writes after write number after (the store
+ * counts them ended, but they are lost). */
+void egs_durable_forget(struct egs_server *srv, uint64_t after);
+/* The model was replaced or changed in bulk without touches (a reload, a follower's load or sync, a
+ * takeover): nothing of it counts durable until every write made so far is. */
+void egs_durable_shown_reset(struct egs_server *srv);
+/* The change clock up to which every change of the model is durable: the clock of the last mark
+ * whose write is durable, or the clock now when nothing waits for a commit or an fsync.  0 on a
+ * follower or after stepping down (their replies keep the rule of finish_buf, http.c). */
+uint64_t egs_durable_shown(struct egs_server *srv);
 /* Notes that the turn made changes: arms the commit event. */
 void egs_server_changed(struct egs_server *srv);
 /* Makes sure the scheduler runs again at t (UNIX seconds) at the latest. */
