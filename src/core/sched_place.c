@@ -278,17 +278,26 @@ static void start_shared(struct egs_plan *p, struct egs_gpr *g, struct wsinfo *w
  * is kept latest end first: a scan for a GPR that must end by e stops at the first hole ending
  * before (most holes of a long walk lie far behind the times it places at); which holes a GPR
  * takes never depends on their order in the list.
+ * hole_insert puts [s, e) of slot into v (n entries, room for one more) at its place in that order.
  */
-static void hole_add(struct hole *v, size_t *n, size_t cap, int64_t s, int64_t e, uint32_t slot, struct egs_plan *p)
+static __attribute__((noinline)) void hole_insert(struct hole *v, size_t *n, int64_t s, int64_t e, uint32_t slot,
+						     struct egs_plan *p)
 {
-	if (e <= s || e <= p->now || *n == cap) /* empty, past, or no room: the time is not offered */
-		return;
 	size_t i = (*n)++;
 	for (; i > 0 && v[i - 1].e < e; i--)
 		v[i] = v[i - 1];
 	v[i] = (struct hole){ s, e, slot };
 	if (e < p->hole_end_min)
 		p->hole_end_min = e;
+}
+
+/* (Its tests inline: every reservation of a long walk calls it twice, and most lists are full.) */
+static inline void hole_add(struct hole *v, size_t *n, size_t cap, int64_t s, int64_t e, uint32_t slot,
+			    struct egs_plan *p)
+{
+	if (e <= s || e <= p->now || *n == cap) /* empty, past, or no room: the time is not offered */
+		return;
+	hole_insert(v, n, s, e, slot, p);
 }
 
 /* Takes [t, end) out of the hole of v (of `slot`) that holds t, keeping what is left on each side. */
@@ -505,9 +514,6 @@ static uint64_t match_mask(const struct egs_plan *p, struct egs_gpr *g)
 	return g->match_mask;
 }
 
-/* Finds g's earliest start over the clusters it may use; on success returns the time and leaves
- * the chosen nodes in p->chosen[0 .. node_count).  w is g's workspace entry; cached (may be NULL)
- * is g's match_mask when the plan has at most 64 pools. */
 /* One cluster's turn in egs__place: its pools that match g are m[0 .. nm), the first of them
  * p->pools[a].  Keeps the earliest start in *best (a preferred cluster breaks a tie, *best_rank)
  * and its nodes in p->chosen. */
@@ -536,6 +542,9 @@ static void place_cluster(struct egs_plan *p, const struct egs_gpr *g, const str
 	}
 }
 
+/* Finds g's earliest start over the clusters it may use; on success returns the time and leaves
+ * the chosen nodes in p->chosen[0 .. node_count).  w is g's workspace entry; cached (may be NULL)
+ * is g's match_mask when the plan has at most 64 pools. */
 int64_t egs__place(struct egs_plan *p, const struct egs_gpr *g, struct wsinfo *w, const uint64_t *cached)
 {
 	if (g->share_centi)
