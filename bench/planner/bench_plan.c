@@ -1,8 +1,11 @@
 /*
  * bench_plan.c: times the scheduler's full walk and a wait-time query on a big synthetic inventory,
  * through the real core.  Usage: bench_plan [nodes] [queued GPRs] [pools] [backfill: 0 or 1] [workspaces]
- * Defaults: 10,000 nodes in 20 pools over 4 clusters, 100,000 queued GPRs in 1,000 workspaces
- * (bench/api/deep.sh's egsd has 16).
+ * [step runs] [creates a run].  Defaults: 10,000 nodes in 20 pools over 4 clusters, 100,000 queued
+ * GPRs in 1,000 workspaces (bench/api/deep.sh's egsd has 16).  With step runs N > 0 it makes the
+ * first walk, then only N runs after C creates each (64), in steps of at most 256 GPRs (egsd's largest), one
+ * egs_sched_step a call of one_step(), printing each step's piece: bench/planner/steps.sh has
+ * callgrind count every step's instructions apart.
  */
 #include "core/gpr.h"
 #include "core/sched.h"
@@ -127,6 +130,40 @@ static __attribute__((noipa)) double run_after_64(struct egs_state *st, struct e
 	return sliced_run(st, plan, now, 2000, pc);
 }
 
+/* One step of a run in slices under its own name: steps.sh has callgrind dump each call apart
+ * (--toggle-collect=one_step --dump-after=one_step). */
+static __attribute__((noipa)) bool one_step(struct egs_plan *plan, size_t max)
+{
+	return egs_sched_step(plan, max);
+}
+
+static struct egs_gpr *random_gpr(long i, long pools, long workspaces);
+
+/* The step-runs mode (above): runs after `creates` creates at random priorities, in steps of 256
+ * GPRs, as egsd walks them under deep.sh's creates; prints "step <n> <piece>" for each step, in
+ * order. */
+static void step_runs(struct egs_state *st, struct egs_plan *plan, int64_t now, long runs, long creates, long gprs,
+		      long pools, long workspaces)
+{
+	long next_id = gprs, n = 0;
+	for (long r = 0; r < runs; r++) {
+		for (long k = 0; k < creates; k++)
+			egs_gpr_submit(st, random_gpr(next_id++, pools, workspaces), now + 1);
+		egs_sched_begin(st, now + 1, plan);
+		int64_t next;
+		do {
+			for (bool walked = false; !walked;) {
+				size_t at = egs_sched_progress(plan);
+				const char *what = egs_sched_piece(plan);
+				walked = one_step(plan, 256);
+				bool placed = egs_sched_progress(plan) != at && strstr(what, "walk") && !strstr(what, "resumed");
+				printf("step %ld %s\n", ++n, placed ? "walk: a step of GPRs" : what);
+			}
+		} while (!egs_sched_end(plan, &next));
+		egs_state_clear_changes(st);
+	}
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -173,6 +210,7 @@ int main(int argc, char **argv)
 	long pools = argc > 3 ? strtol(argv[3], NULL, 10) : 20;
 	int backfill = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 0;
 	const long clusters = 4, workspaces = argc > 5 ? strtol(argv[5], NULL, 10) : 1000;
+	long step_mode = argc > 6 ? strtol(argv[6], NULL, 10) : 0, creates = argc > 7 ? strtol(argv[7], NULL, 10) : 64;
 	const int64_t now = 1800000000;
 	struct egs_state_config cfg = { .heartbeat_timeout_s = 1000000000, .event_retention = 16, .backfill = backfill };
 	struct egs_state st;
@@ -209,6 +247,12 @@ int main(int argc, char **argv)
 	double first = secs() - t0;
 	uint64_t sum = checksum(&st, gprs);
 	egs_state_clear_changes(&st);
+	if (step_mode > 0) {
+		step_runs(&st, plan, now, step_mode, creates, gprs, pools, workspaces);
+		egs_plan_free(plan);
+		egs_state_cleanup(&st);
+		return 0;
+	}
 	double best = 1e9;
 	double best_cpu = 1e9;
 	for (int rep = 0; rep < 5; rep++) {
