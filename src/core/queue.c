@@ -23,6 +23,7 @@ void egs_queue_cleanup(struct egs_queue *q)
 	free(q->spare);
 	free(q->merge.added);
 	free(q->merge.gone);
+	free(q->merge.tmp);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -226,12 +227,6 @@ static void sort_all(const struct egs_queue *q, struct egs_gpr **out)
 	free(count);
 }
 
-static int cmp_entry(const void *a, const void *b)
-{
-	const struct egs_queue_entry *x = a, *y = b;
-	return slot_before(&x->key, &y->key) ? -1 : slot_before(&y->key, &x->key) ? 1 : 0;
-}
-
 bool egs_queue_key_before(const struct egs_queue_slot *a, const struct egs_queue_slot *b)
 {
 	return slot_before(a, b);
@@ -264,6 +259,7 @@ static void merge_drop(struct egs_queue *q)
 		q->order_ok = false;
 	m->nadded = m->ngone = 0;
 	m->ticket = 0;
+	m->sorting = 0;
 }
 
 /* The queue's order sorted afresh into the kept order (the one place that reads every GPR);
@@ -297,6 +293,21 @@ static void list_swap(struct egs_queue_entry **a, size_t *na, size_t *capa, stru
 	*b = v, *nb = n, *capb = cap;
 }
 
+/* Starts the sort of the list `which` (1 added, 2 gone; n entries) in pieces: tmp gets room for
+ * n entries (kept between orders: no fresh pages each time). */
+static void sort_start(struct egs_queue_merge *m, int which, size_t n)
+{
+	if (m->captmp < n) {
+		m->captmp = n + n / 2 + 64;
+		free(m->tmp);
+		m->tmp = egs_malloc(m->captmp * sizeof(*m->tmp));
+	}
+	m->sorting = which;
+	m->w = 1;
+	m->lo = 0;
+	m->merging = false;
+}
+
 uint64_t egs_queue_order_begin(struct egs_queue *q)
 {
 	struct egs_queue_merge *m = &q->merge;
@@ -304,6 +315,7 @@ uint64_t egs_queue_order_begin(struct egs_queue *q)
 	m->i = m->a = m->j = m->n = m->served = 0;
 	m->len = q->len;
 	m->ticket = ++q->tickets;
+	m->sorting = 0;
 	if (!q->order_ok || !q->len) {
 		sort_fresh(q);
 		m->fresh = true;
@@ -314,16 +326,78 @@ uint64_t egs_queue_order_begin(struct egs_queue *q)
 	list_swap(&m->added, &m->nadded, &m->capadded, &q->added, &q->nadded, &q->capadded);
 	list_swap(&m->gone, &m->ngone, &m->capgone, &q->gone, &q->ngone, &q->capgone);
 	q->nadded = q->ngone = 0;
-	if (m->nadded > 1)
-		qsort(m->added, m->nadded, sizeof(*m->added), cmp_entry);
-	if (m->ngone > 1)
-		qsort(m->gone, m->ngone, sizeof(*m->gone), cmp_entry);
+	/* The lists are sorted by egs_queue_order_sort, in pieces: at 100,000 queued under creates
+	 * at random priorities a run takes thousands of changes, and one qsort of them was a piece
+	 * of its own that no slice bounded. */
+	sort_start(m, 1, m->nadded);
 	if (q->capspare < q->len + 1) { /* the last order's buffer, reused: no fresh pages each time */
 		q->capspare = q->len + q->len / 2 + 64;
 		free(q->spare);
 		q->spare = egs_malloc(q->capspare * sizeof(*q->spare));
 	}
 	return m->ticket;
+}
+
+/* Swaps the list (*v, *cap) with the merge's tmp (room for as many entries: begin's). */
+static void tmp_swap(struct egs_queue_merge *m, struct egs_queue_entry **v, size_t *cap)
+{
+	struct egs_queue_entry *t = *v;
+	size_t c = *cap;
+	*v = m->tmp, *cap = m->captmp;
+	m->tmp = t, m->captmp = c;
+}
+
+/* Merges runs of the list being sorted (added, then gone) for at most *budget element moves (a
+ * merge stops anywhere and goes on at the next piece; every pass copies all n entries into tmp,
+ * so the list holds every entry at any stop: a drop gives them all back); true when that list
+ * is sorted.  Stable. */
+static bool sort_list(struct egs_queue_merge *m, struct egs_queue_entry **v, size_t *cap, size_t n, size_t *budget)
+{
+	while (m->w < n && *budget) {
+		if (!m->merging) {
+			if (m->lo >= n) { /* a pass is done: the next one merges runs twice as long */
+				tmp_swap(m, v, cap);
+				m->w *= 2;
+				m->lo = 0;
+				continue;
+			}
+			m->ia = m->k = m->lo;
+			m->ib = m->lo + m->w < n ? m->lo + m->w : n;
+			m->merging = true;
+		}
+		const struct egs_queue_entry *a = *v;
+		size_t mid = m->lo + m->w < n ? m->lo + m->w : n, hi = m->lo + 2 * m->w < n ? m->lo + 2 * m->w : n;
+		for (; *budget && m->k < hi; (*budget)--) {
+			if (m->ib >= hi || (m->ia < mid && !slot_before(&a[m->ib].key, &a[m->ia].key)))
+				m->tmp[m->k++] = a[m->ia++];
+			else
+				m->tmp[m->k++] = a[m->ib++];
+		}
+		if (m->k == hi) {
+			m->merging = false;
+			m->lo = hi;
+		}
+	}
+	return m->w >= n;
+}
+
+bool egs_queue_order_sort(struct egs_queue *q, uint64_t ticket, size_t max)
+{
+	struct egs_queue_merge *m = &q->merge;
+	size_t budget = max ? max : 1;
+	if (!ticket || ticket != m->ticket)
+		return true; /* dropped: egs_queue_order_step says so */
+	if (m->sorting == 1) {
+		if (!sort_list(m, &m->added, &m->capadded, m->nadded, &budget))
+			return false;
+		sort_start(m, 2, m->ngone); /* tmp may be added's old buffer now, smaller */
+	}
+	if (m->sorting == 2) {
+		if (!sort_list(m, &m->gone, &m->capgone, m->ngone, &budget))
+			return false;
+		m->sorting = 0;
+	}
+	return true;
 }
 
 /* Merges at most max more entries of the order in progress into q->spare: the kept order and
@@ -384,6 +458,8 @@ size_t egs_queue_order_step(struct egs_queue *q, uint64_t ticket, size_t max, co
 		return SIZE_MAX; /* dropped (another order began): begin again */
 	if (!max)
 		max = 1;
+	if (m->sorting) /* a caller that took no sort pieces: the rest of the sort in one go */
+		egs_queue_order_sort(q, ticket, SIZE_MAX);
 	if (!m->fresh)
 		merge_some(q, max);
 	size_t made = m->fresh ? m->len : m->n, k = made - m->served < max ? made - m->served : max;

@@ -38,6 +38,13 @@ struct egs_queue_merge {
 	size_t served;  /* entries handed out (egs_queue_order_step) */
 	bool fresh;     /* the order was sorted afresh at its beginning: it is all in q->order */
 	uint64_t ticket; /* 0: none in progress */
+	/* The sort of added, then of gone, in pieces (egs_queue_order_sort): a list in runs of w
+	 * sorted entries, merged pairwise into tmp (room for captmp); the pair at lo is merged up to
+	 * ia, ib (its two runs' next) and k (the output's next).  sorting: 0 done, 1 added, 2 gone. */
+	struct egs_queue_entry *tmp;
+	size_t captmp, w, lo, ia, ib, k;
+	int sorting;
+	bool merging;
 };
 
 struct egs_queue {
@@ -94,9 +101,12 @@ void egs_queue_sorted(struct egs_queue *q, struct egs_gpr **out);
 
 /*
  * The same order taken in pieces, so that no piece holds a caller (egsd's loop) for long at a deep
- * queue: egs_queue_order_begin takes the queue as it stands (sorting only the changes noted since
- * the last order, O(c log c); a fresh O(n log n) sort the first time) and returns a ticket (never
- * 0); each egs_queue_order_step under it merges at most max more entries and sets *span to them
+ * queue: egs_queue_order_begin takes the queue as it stands (the changes noted since the last
+ * order, O(1); a fresh O(n log n) sort the first time) and returns a ticket (never 0);
+ * egs_queue_order_sort sorts those changes (O(c log c) in all) in pieces of at most max element
+ * moves, true once they are sorted (or when the ticket is not the current one); each
+ * egs_queue_order_step under it (the first finishes the sort in one go if it is not done)
+ * merges at most max more entries and sets *span to them
  * (borrowed: valid until the next call on q that changes it) and returns how many, 0 once the
  * order is complete (it is then the kept order for the next call).  The entries are in queue
  * order and carry their GPR (key.g) as it was queued at the beginning: pushes, removals and
@@ -105,6 +115,7 @@ void egs_queue_sorted(struct egs_queue *q, struct egs_gpr **out);
  * to the lists, nothing is lost), whose next step then returns SIZE_MAX (begin again).
  */
 uint64_t egs_queue_order_begin(struct egs_queue *q);
+bool egs_queue_order_sort(struct egs_queue *q, uint64_t ticket, size_t max);
 size_t egs_queue_order_step(struct egs_queue *q, uint64_t ticket, size_t max, const struct egs_queue_entry **span);
 /* The number of entries the order begun under q's current ticket has in all. */
 static inline size_t egs_queue_order_len(const struct egs_queue *q) { return q->merge.len; }

@@ -78,6 +78,11 @@ bool egs__order_step(struct egs_plan *p, size_t max)
 		piece = SIZE_MAX; /* the whole order in one step */
 	if (!p->ordering)
 		order_begin(p);
+	/* The changes since the queue's last order sorted, in pieces of their own: thousands of
+	 * creates come between two runs under load, and their sort in one go was a step no slice
+	 * bounded (a dropped order says so at the next egs_queue_order_step, below). */
+	if (piece != SIZE_MAX && !egs_queue_order_sort(q, p->order_ticket, piece))
+		return false;
 	for (;;) {
 		const struct egs_queue_entry *span = NULL;
 		size_t k = egs_queue_order_step(q, p->order_ticket, piece, &span);

@@ -1,7 +1,8 @@
 /*
- * test_queue_pieces.c: the queue's order taken in pieces (egs_queue_order_begin/step, core/queue.h)
- * against a fresh sort. Random pushes, removals and priority changes run between the pieces of an
- * order in progress, with pieces of 1 to 40 entries: every order, once complete, must be exactly
+ * test_queue_pieces.c: the queue's order taken in pieces (egs_queue_order_begin/sort/step,
+ * core/queue.h) against a fresh sort. Random pushes, removals and priority changes run between the
+ * pieces of an order in progress, the sort of the changes it took in pieces of 1 to 16 element
+ * moves (or left to its first step), then pieces of 1 to 40 entries: every order, once complete, must be exactly
  * the queue as it stood at its beginning (the GPRs and their keys then, sorted afresh), and every
  * egs_queue_sorted (a merge of the kept order with all the changes since) the queue as it stands.
  * An order dropped by another beginning or by egs_queue_sorted must say so (its next step returns
@@ -75,6 +76,24 @@ static void change(struct egs_queue *q, struct egs_gpr *pool, size_t n)
 }
 
 /*
+ * Someone else takes an order (a whole one, or begins one): the order under ticket t is dropped,
+ * and its next step must say so.
+ */
+static void drop(struct egs_queue *q, uint64_t t, size_t piece)
+{
+	const struct egs_queue_entry *span;
+	if (rng_below(2)) {
+		struct egs_gpr **all = malloc((egs_queue_len(q) + 1) * sizeof(*all));
+		egs_queue_sorted(q, all);
+		free(all);
+	} else {
+		egs_queue_order_begin(q);
+	}
+	assert_true(egs_queue_order_sort(q, t, piece)); /* nothing to sort under a dropped ticket */
+	assert_int_equal(egs_queue_order_step(q, t, piece, &span), SIZE_MAX);
+}
+
+/*
  * One order in pieces with changes between them; true when it completed (false: dropped).
  */
 static bool order_in_pieces(struct egs_queue *q, struct egs_gpr *pool, size_t n, struct egs_queue_slot *want,
@@ -85,21 +104,23 @@ static bool order_in_pieces(struct egs_queue *q, struct egs_gpr *pool, size_t n,
 	assert_true(t != 0);
 	assert_int_equal(egs_queue_order_len(q), nwant);
 	const struct egs_queue_entry *span;
+	size_t sort_piece = 1 + rng_below(16);
+	while (rng_below(4) && !egs_queue_order_sort(q, t, sort_piece)) { /* else its first step sorts */
+		for (size_t c = rng_below(3); c > 0; c--)
+			change(q, pool, n);
+		if (rng_below(60) == 0) {
+			drop(q, t, piece);
+			return false;
+		}
+	}
 	while ((k = egs_queue_order_step(q, t, piece, &span)) != 0) {
 		assert_true(k <= piece && ngot + k <= nwant);
 		for (size_t i = 0; i < k; i++)
 			got[ngot++] = span[i].key;
 		for (size_t c = rng_below(6); c > 0; c--)
 			change(q, pool, n);
-		if (rng_below(50) == 0) { /* someone else takes an order: this one is dropped */
-			if (rng_below(2)) {
-				struct egs_gpr **all = malloc((egs_queue_len(q) + 1) * sizeof(*all));
-				egs_queue_sorted(q, all);
-				free(all);
-			} else {
-				egs_queue_order_begin(q);
-			}
-			assert_int_equal(egs_queue_order_step(q, t, piece, &span), SIZE_MAX);
+		if (rng_below(50) == 0) {
+			drop(q, t, piece);
 			return false;
 		}
 	}
