@@ -179,6 +179,7 @@ static void prices_put(struct egs_req *r)
 	json_decref(srv->obs->prices);
 	srv->obs->prices = next;
 	egs_state_shown_change(&srv->st); /* a cost a status view shows may move (durable.c, "Shown") */
+	srv->shown.prices = srv->st.view_clock;
 	egs_state_event(&srv->st, now, "Normal", "PriceChanged", "GPUShape", shape, NULL,
 			"price of %s set to %.4f %s per GPU-hour", shape, json_number_value(pv), currency(srv));
 	egs_reply_ok(r, json_pack("{s:s, s:f, s:s, s:o}", "gpuShape", shape, "pricePerGpuHour", json_number_value(pv),

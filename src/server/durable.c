@@ -163,6 +163,7 @@ void egs_durable_shown_reset(struct egs_server *srv)
 {
 	srv->shown.len = 0;
 	srv->shown.upto = 0;
+	srv->shown.prices = 0; /* an older change, of a write the mark below covers */
 	mark_push(srv, srv->st.view_clock, egs_store_written(srv->store));
 }
 

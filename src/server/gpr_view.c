@@ -28,8 +28,9 @@
  * cached: the caller's role and scope are checked on every read before the kept bytes are sent.
  *
  * Durability: a view also keeps the change clock (state.h view_clock) of the last change it shows:
- * the GPR's stamp, or, for a view that shows a cost (a GPR that holds GPUs: prices and node shapes
- * change without restamping it), the clock when it was built.  Its reply goes out at once when every
+ * the GPR's stamp, or, for a view that shows a cost (a GPR that holds GPUs), the later of it and the
+ * last price change (or, when the GPR names no GPU shape, its first node's shape gives the price:
+ * the clock when the view was built).  Its reply goes out at once when every
  * change up to that clock is durable (egs_reply_view_ref, durable.c "Shown"), and waits for the
  * commit or fsync otherwise, as any reply does (http.c).
  *
@@ -145,13 +146,18 @@ static struct view_bytes *build(struct egs_server *srv, const struct egs_gpr *g,
 }
 
 /* The change clock of the last change a view of g built now shows: g's own fields changed at its
- * stamp at the latest (every change of them restamps it); a cost, when it shows one, moves with the
- * prices and the shape of g's first node, which change without restamping g, so then the clock of
- * now.  egs_gpr_cost is 0, whatever those are, when g holds no GPUs. */
+ * stamp at the latest (every change of them restamps it).  A cost, when it shows one (egs_gpr_cost
+ * is 0 whatever else holds while g holds no GPUs), also moves with the prices, which change at
+ * srv->shown.prices, and, for a GPR that names no GPU shape, with the shape of its first node, which
+ * changes without restamping g: for that one, the clock of now. */
 static uint64_t shown_clock(const struct egs_server *srv, const struct egs_gpr *g, int64_t now)
 {
 	int64_t from, to;
-	return srv->obs && egs_gpr_held(g, now, &from, &to) ? srv->st.view_clock : g->view_stamp;
+	if (!srv->obs || !egs_gpr_held(g, now, &from, &to))
+		return g->view_stamp;
+	if (!g->gpu_shape[0])
+		return srv->st.view_clock;
+	return g->view_stamp > srv->shown.prices ? g->view_stamp : srv->shown.prices;
 }
 
 /* Builds g's reply into s and keys it by what it was built from.  The bytes s kept before stay with

@@ -87,6 +87,7 @@ struct egs_server {
 		} mark[EGS_SHOWN_MARKS];
 		size_t len;
 		uint64_t upto;
+		uint64_t prices; /* the change clock of the last price change (api_usage.c); 0 after a reset */
 	} shown;
 	struct egs_vec polls;    /* struct egs_poll*, agents' long polls */
 	struct egs_plan *plan;   /* the last walk, for cheap appends */

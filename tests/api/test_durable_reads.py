@@ -15,9 +15,12 @@ import time
 
 import pytest
 
-from conftest import H100, Egsd, sqlite_only, wait_for
+from conftest import H100, Cluster, Egsd, sqlite_only, wait_for
+from fakeagent import FakeAgent, provisioned
 from test_http_framing import parse_responses
 from test_durable_overlap import DELAY, gpr, knobs, post, slow_egsd  # noqa: F401 (knobs: a fixture)
+
+SHAPE = H100["gpuModel"]
 
 
 def call(port, key, method, path, body=None, timeout=30):
@@ -226,3 +229,41 @@ def test_failed_commit_refuses_the_reads_that_showed_it(tmpdir_path, knobs):
         assert admin.get("/api/v1/gpr?gprId=" + a)["priority"] == 101
     finally:
         egsd.stop()
+
+
+@sqlite_only
+def test_a_running_gprs_cost_waits_only_for_a_price_change(tmpdir_path, knobs):
+    """A GPR that holds GPUs shows a cost, which moves with the (real) clock, so its view is built again
+    each second: while another create waits for its fsync that view still goes out at once (the GPR
+    names its GPU shape, so only its own changes and a price change move what it shows); after a price
+    change whose fsync is held back, a read a second later shows the new price and waits for that fsync."""
+    held = 2.0  # each fdatasync held back this long: a read a second after a change still overlaps its fsync
+    c = Cluster(tmpdir_path)
+    try:
+        agent = FakeAgent(c, "c1", ["n1", "n2"])
+        c.workspace("w", ["c1"])
+        c.admin.ok("PUT", "/api/v1/prices", {"gpuShape": SHAPE, "pricePerGpuHour": 3600})  # 1 a GPU-second
+        gid = provisioned(c, agent, sliceName="w", numberOfGPUs=4, gpuShape=SHAPE, exitDuration="4h")["gprId"]
+        c.egsd.stop()
+        knobs("EGS_TEST_FSYNC_DELAY_MS", str(int(held * 1000)))
+        c.egsd.dev_clock = False
+        c.egsd.start()  # the same store, real time, its fsyncs held back from now on
+        st, before, secs, t0 = status_of(c.egsd, gid)
+        assert st == 200 and before["status"]["provisioningStatus"] == "Provisioned" and secs < held / 2, before
+
+        b = Background(c.egsd, "POST", "/api/v1/gpr", gpr("b"))
+        time.sleep(max(held / 4, t0 + 1.1 - time.monotonic()))
+        st, later, secs, at = status_of(c.egsd, gid)  # a second later: its cost moved, the view is built again
+        assert st == 200 and float(later["status"]["cost"]) > float(before["status"]["cost"]), (before, later)
+        assert secs < held / 2, "a view showing only durable changes waited %.2f s for another GPR's fsync" % secs
+        b.join()
+        assert at < b.answered
+
+        price = Background(c.egsd, "PUT", "/api/v1/prices", {"gpuShape": SHAPE, "pricePerGpuHour": 36000})
+        time.sleep(1.1)
+        st, priced, _, at = status_of(c.egsd, gid)
+        price.join()
+        assert st == 200 and float(priced["status"]["cost"]) > float(later["status"]["cost"]), priced
+        assert at - price.sent >= held * 0.95, "a read showed a cost from a price change not yet durable"
+    finally:
+        c.close()
