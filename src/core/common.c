@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static const char *const err_names[] = {
 	[EGS_OK] = "ok",
@@ -71,6 +72,18 @@ void *egs_realloc(void *p, size_t n)
 {
 	void *q = realloc(p, n ? n : 1);
 	return q ? q : oom(n);
+}
+
+void *egs_pages_zeroed(size_t n)
+{
+	void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p != MAP_FAILED ? p : oom(n);
+}
+
+void egs_pages_free(void *p, size_t n)
+{
+	if (p)
+		munmap(p, n ? n : 1);
 }
 
 char *egs_strdup(const char *s)

@@ -27,6 +27,11 @@ void *egs_realloc(void *p, size_t n);
 char *egs_strdup(const char *s);        /* egs_strdup(NULL) returns NULL */
 char *egs_strndup(const char *s, size_t n);
 #define egs_free free
+/* n zeroed bytes in pages of their own (mmap), whose pages fault in as they are first touched,
+ * where calloc may zero all of a large block at once (glibc does, from the heap, once a large free
+ * raised its mmap threshold); freed with egs_pages_free(p, n), the same n. */
+void *egs_pages_zeroed(size_t n);
+void egs_pages_free(void *p, size_t n); /* NULL is a no-op */
 
 /* Copies src into dst of size dstsz, always NUL-terminating and never cutting a UTF-8 sequence in
  * half.  Returns false when src was cut. */

@@ -20,8 +20,12 @@ struct egs_map_entry {
 struct egs_map {
 	struct egs_map_entry *slots;
 	size_t cap;  /* power of two */
-	size_t len;  /* live entries */
-	size_t used; /* live + tombstones */
+	size_t len;  /* live entries, in both tables */
+	size_t used; /* live + tombstones in slots */
+	/* A growth in progress (map.c): the previous table, whose entries move into slots a few per
+	 * insert; slots [0, moved) of it are moved.  NULL when none. */
+	struct egs_map_entry *old;
+	size_t oldcap, oldlen, moved;
 };
 
 void egs_map_init(struct egs_map *m);
@@ -36,7 +40,11 @@ bool egs_map_add(struct egs_map *m, const char *key, void *value);
 /* Removes key; returns the value it held or NULL. */
 void *egs_map_del(struct egs_map *m, const char *key);
 
-/* Iteration: for (size_t i = 0; egs_map_next(m, &i, &k, &v);) { ... }  Do not mutate while iterating. */
+/* Iteration: for (size_t i = 0; egs_map_next(m, &i, &k, &v);) { ... }  Do not mutate while iterating.
+ * A pass spread over several loop turns (metrics.c) starts again when m->slots or m->moved changed:
+ * a growth's moves carry entries across the cursor. */
 bool egs_map_next(const struct egs_map *m, size_t *iter, const char **key, void **value);
+/* The end of the iteration's index space: *iter >= egs_map_span(m) when a pass is done. */
+size_t egs_map_span(const struct egs_map *m);
 
 #endif

@@ -185,7 +185,7 @@ bool egs__plan_slots_piece(struct egs_plan *p, size_t max)
 		if (egs_node_schedulable(st, n, p->now))
 			slot_add(p, n);
 	}
-	return p->slots_at >= st->nodes.cap;
+	return p->slots_at >= egs_map_span(&st->nodes);
 }
 
 /* The workspaces' free times: their active GPRs and held releases. */

@@ -306,6 +306,7 @@ struct scrape {
 	struct out node[2]; /* the nodes' egs_node_healthy and egs_node_gpus lines so far */
 	struct event *ev;   /* the next piece */
 	const void *gtab, *ntab; /* the maps' tables when their passes began */
+	size_t gmoved, nmoved;   /* and how far a growth of each had moved (map.h) */
 	size_t git, nit;
 	bool gdone, ndone;
 	struct shape_wait *w;
@@ -362,8 +363,9 @@ static size_t shape_index(struct scrape *sc, const char *s)
 static bool gprs_piece(struct scrape *sc, size_t *budget)
 {
 	struct egs_map *m = &sc->srv->st.gprs;
-	if (sc->gtab != m->slots) { /* rehashed (or the first piece): from the start */
+	if (sc->gtab != m->slots || sc->gmoved != m->moved) { /* rehashed, or moving (map.h), or the first piece: from the start */
 		sc->gtab = m->slots;
+		sc->gmoved = m->moved;
 		sc->git = sc->nw = 0;
 		memset(sc->idx, 0, sc->idxcap * sizeof(*sc->idx));
 		memset(sc->by_state, 0, sizeof(sc->by_state));
@@ -380,7 +382,7 @@ static bool gprs_piece(struct scrape *sc, size_t *budget)
 		if (sc->now - g->created_at > w->oldest)
 			w->oldest = sc->now - g->created_at;
 	}
-	return sc->git >= m->cap;
+	return sc->git >= egs_map_span(m);
 }
 
 /* Queue length and oldest wait per shape, and GPRs by state, from sc's pass. */
@@ -435,8 +437,9 @@ static bool nodes_piece(struct scrape *sc, size_t *budget)
 {
 	struct egs_server *srv = sc->srv;
 	struct egs_map *m = &srv->st.nodes;
-	if (sc->ntab != m->slots) { /* rehashed (or the first piece): from the start */
+	if (sc->ntab != m->slots || sc->nmoved != m->moved) { /* rehashed, or moving (map.h), or the first piece: from the start */
 		sc->ntab = m->slots;
+		sc->nmoved = m->moved;
 		sc->nit = 0;
 		for (int k = 0; k < 2; k++) {
 			out_flush(&sc->node[k]);
@@ -455,7 +458,7 @@ static bool nodes_piece(struct scrape *sc, size_t *budget)
 		out_int(&sc->node[1], n->gpu_count);
 		out_mem(&sc->node[1], "\n", 1);
 	}
-	return sc->nit >= m->cap;
+	return sc->nit >= egs_map_span(m);
 }
 
 /* The nodes' series from sc's pass. */

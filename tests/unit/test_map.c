@@ -2,7 +2,9 @@
  * test_map.c: the string-keyed hash map of core/map.h: put, get, del and overwrite; iteration
  * visits every live entry exactly once; 100k random operations against a reference (a plain array
  * indexed by key number); deletes followed by re-inserts (tombstones must neither hide entries nor
- * pile up); growth from empty to 100k keys; keys compared by content, not by pointer.
+ * pile up); growth from empty to 100k keys; a large table's growth moved a few slots per insert,
+ * with gets, overwrites, adds, deletes and iteration right while it moves; keys compared by
+ * content, not by pointer.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -66,8 +68,10 @@ static void check_full(const struct egs_map *m, const struct keys *ks, void *con
 	if (m->cap) {
 		assert_int_equal(m->cap & (m->cap - 1), 0);
 		assert_true(m->used * 4 < m->cap * 3);
-		assert_true(m->len <= m->used);
+		assert_true(m->len <= m->used + m->oldlen); /* the rest still in a growth's old table */
 	}
+	if (!m->old)
+		assert_int_equal(m->oldlen, 0);
 	unsigned char *seen = calloc(ks->n + 1, 1);
 	assert_non_null(seen);
 	size_t visited = 0;
@@ -357,6 +361,53 @@ static void test_growth(void **state)
 	fx_cleanup(&f);
 }
 
+/* A large table grows a few slots per insert (map.c's MOVE_STEP), not in one go: the growth that
+ * moved 200,000 GPRs at once held egsd's loop 168 ms (issue 16).  While it moves, every operation
+ * sees each key in exactly one of the two tables. */
+static void test_growth_moves_a_few_at_a_time(void **state)
+{
+	(void)state;
+	enum { N = 40000 };
+	struct fixture f;
+	fx_init(&f, N, 7);
+	size_t i = 0;
+	while (!f.m.old || f.m.oldcap < 8192) /* a growth of 8,192 slots or more: moved in steps */
+		fx_put(&f, i++, 1);
+	assert_true(i < N);
+	assert_true(f.m.moved <= 64); /* the insert that grew it moved one step, not the whole table */
+	assert_true(f.m.oldlen > 0);
+	check_full(&f.m, &f.ks, f.ref); /* gets and iteration across both tables */
+	/* Keys still in the old table (the iteration's indexes from cap on): overwritten, refused by
+	 * add, deleted (none of which moves anything); each stays in one table. */
+	size_t olds[300], nold = 0;
+	const char *key;
+	void *v;
+	for (size_t it = f.m.cap; nold < 300 && egs_map_next(&f.m, &it, &key, &v);)
+		olds[nold++] = (size_t)(((uintptr_t)v & ~(1ULL << 62)) >> 16);
+	assert_int_equal(nold, 300);
+	for (size_t j = 0; j < nold; j++) {
+		size_t k = olds[j], before = f.m.len;
+		if (k % 3 == 0) {
+			fx_put(&f, k, 2);
+			assert_int_equal(f.m.len, before); /* replaced, wherever it was */
+		} else if (k % 3 == 1) {
+			assert_false(egs_map_add(&f.m, f.ks.k[k], val(k, 9)));
+		} else {
+			fx_del(&f, k);
+			assert_int_equal(f.m.len, before - 1);
+		}
+	}
+	check_full(&f.m, &f.ks, f.ref);
+	/* More inserts finish the move well before the new table would need to grow. */
+	size_t cap = f.m.cap;
+	while (f.m.old)
+		fx_put(&f, i++, 1);
+	assert_int_equal(f.m.cap, cap);
+	assert_int_equal(f.m.oldlen, 0);
+	check_full(&f.m, &f.ks, f.ref);
+	fx_cleanup(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -366,6 +417,7 @@ int main(void)
 		cmocka_unit_test(test_random_against_reference),
 		cmocka_unit_test(test_tombstones),
 		cmocka_unit_test(test_growth),
+		cmocka_unit_test(test_growth_moves_a_few_at_a_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
