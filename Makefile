@@ -30,7 +30,7 @@ LIBAGENT  := $(BUILD)/lib/libegsagent.a
 BINS      := $(BUILD)/bin/egsd $(BUILD)/bin/egs-agent $(BUILD)/bin/egsctl
 UNITS     := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all deps test unit api run clean format install portal portal-test bench-portal bench bench-tls bench-deep bench-pg bench-ha bench-planner bench-queue bench-mem egs-sim sim bench-slurm
+.PHONY: all deps test unit api run clean format install portal portal-test bench-portal bench bench-tls bench-deep bench-pg bench-ha bench-planner bench-queue bench-map bench-mem egs-sim sim bench-slurm
 all: deps-check $(BINS) $(BUILD)/bench/egs-sim
 
 deps-check:
@@ -188,6 +188,13 @@ $(BUILD)/bench/bench_queue: $(call obj,bench/queue/bench_queue.c) $(LIBCORE)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 bench-queue: deps-check $(BUILD)/bench/bench_queue
 	$(BUILD)/bench/bench_queue
+
+# The longest single insert into the hash map, where a growth happens (bench/map/bench_map.c).
+$(BUILD)/bench/bench_map: $(call obj,bench/map/bench_map.c) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+bench-map: deps-check $(BUILD)/bench/bench_map
+	$(BUILD)/bench/bench_map
 
 # `make install` (PREFIX=/usr/local, DESTDIR for packaging): the three programs, the docs, bash
 # completion and the systemd units (their ExecStart points at $(PREFIX)/bin); docs/kubernetes-install.md.
