@@ -415,13 +415,15 @@ static size_t candidates(struct egs_plan *p, const struct wsinfo *w, struct pool
 		if (x_ >= lo && x_ < T)                 \
 			c[nc++] = x_;                   \
 	} while (0)
-	CAND(now);
-	CAND(w->until);
-	for (size_t i = 0; i < k; i++)
-		CAND(p->tmp[i]->free_at);
-	for (size_t i = 0; i < w->nholes; i++)
-		if (w->holes[i].e - (w->holes[i].s < now ? now : w->holes[i].s) >= d)
-			CAND(w->holes[i].s);
+	if (lo < T) { /* else no time qualifies (most GPRs deep in a queue: the workspace decides) */
+		CAND(now);
+		CAND(w->until);
+		for (size_t i = 0; i < k; i++)
+			CAND(p->tmp[i]->free_at);
+		for (size_t i = 0; i < w->nholes; i++)
+			if (w->holes[i].e - (w->holes[i].s < now ? now : w->holes[i].s) >= d)
+				CAND(w->holes[i].s);
+	}
 	size_t nhok = 0;
 	for (size_t j = 0; j < nm; j++) { /* locals: the stores below may alias what the loop reads */
 		struct hole *h = m[j]->holes, *end = h + m[j]->nholes;
