@@ -13,6 +13,7 @@
  */
 #include "core/map.h"
 
+#include <endian.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +42,68 @@ static void table_free(struct egs_map_entry *t, size_t cap)
 		free(t);
 }
 
-static unsigned char hash_key[crypto_shorthash_KEYBYTES];
+static uint64_t hash_key[2];
 static int hash_key_ready;
 
+static inline uint64_t rotl(uint64_t x, int b)
+{
+	return (x << b) | (x >> (64 - b));
+}
+
+#define SIPROUND                                                                                   \
+	do {                                                                                       \
+		v0 += v1, v1 = rotl(v1, 13), v1 ^= v0, v0 = rotl(v0, 32);                          \
+		v2 += v3, v3 = rotl(v3, 16), v3 ^= v2;                                             \
+		v0 += v3, v3 = rotl(v3, 21), v3 ^= v0;                                             \
+		v2 += v1, v1 = rotl(v1, 17), v1 ^= v2, v2 = rotl(v2, 32);                          \
+	} while (0)
+
+/* SipHash-c-d of in[0..n) under the key (k0, k1), as its reference (little-endian words).  Inline
+ * with constant rounds, so that the compiler unrolls them. */
+static inline uint64_t siphash(const unsigned char *in, size_t n, uint64_t k0, uint64_t k1, int c, int d)
+{
+	uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1;
+	uint64_t v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
+	uint64_t m, b = (uint64_t)n << 56;
+	const unsigned char *end = in + (n & ~(size_t)7);
+	for (; in != end; in += 8) {
+		memcpy(&m, in, 8);
+		m = le64toh(m);
+		v3 ^= m;
+		for (int r = 0; r < c; r++)
+			SIPROUND;
+		v0 ^= m;
+	}
+	switch (n & 7) { /* the tail's bytes, as the reference takes them */
+	case 7: b |= (uint64_t)in[6] << 48; /* fall through */
+	case 6: b |= (uint64_t)in[5] << 40; /* fall through */
+	case 5: b |= (uint64_t)in[4] << 32; /* fall through */
+	case 4: b |= (uint64_t)in[3] << 24; /* fall through */
+	case 3: b |= (uint64_t)in[2] << 16; /* fall through */
+	case 2: b |= (uint64_t)in[1] << 8;  /* fall through */
+	case 1: b |= (uint64_t)in[0]; break;
+	default: break;
+	}
+	v3 ^= b;
+	for (int r = 0; r < c; r++)
+		SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	for (int r = 0; r < d; r++)
+		SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t egs__map_siphash(const void *in, size_t n, const unsigned char key[16], int c, int d)
+{
+	uint64_t k[2];
+	memcpy(k, key, sizeof(k));
+	return siphash(in, n, le64toh(k[0]), le64toh(k[1]), c, d);
+}
+
+/* SipHash-1-3, the variant Rust's and CPython's (3.11+) hash tables use: the same keyed hash against
+ * flooding as SipHash-2-4 with fewer rounds, which an index of names needs no more than they do
+ * (-2-4 by libsodium was ~160 instructions a key, ~17 keys hashed a create: issue 16). */
 static uint64_t hash_str(const char *s)
 {
 	if (!hash_key_ready) {
@@ -54,11 +114,7 @@ static uint64_t hash_str(const char *s)
 		randombytes_buf(hash_key, sizeof(hash_key));
 		hash_key_ready = 1;
 	}
-	unsigned char out[crypto_shorthash_BYTES];
-	crypto_shorthash(out, (const unsigned char *)s, strlen(s), hash_key);
-	uint64_t h;
-	memcpy(&h, out, sizeof(h));
-	return h;
+	return siphash((const unsigned char *)s, strlen(s), hash_key[0], hash_key[1], 1, 3);
 }
 
 void egs_map_init(struct egs_map *m)

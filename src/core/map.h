@@ -1,7 +1,7 @@
 /*
  * map.h: a string-keyed hash map of borrowed pointers (open addressing, linear probing, tombstones).
  *
- * Keys are hashed with SipHash-2-4 under a per-process random key, so names chosen by API callers
+ * Keys are hashed with SipHash-1-3 under a per-process random key, so names chosen by API callers
  * cannot be crafted to collide.  The map borrows both keys and values: a key must stay valid while
  * its entry exists (callers key an object by a string stored inside the object).
  * Why not a library: glib's GHashTable would pull glib into every binary for ~150 lines.
@@ -39,6 +39,10 @@ void egs_map_put(struct egs_map *m, const char *key, void *value);
 bool egs_map_add(struct egs_map *m, const char *key, void *value);
 /* Removes key; returns the value it held or NULL. */
 void *egs_map_del(struct egs_map *m, const char *key);
+
+/* SipHash-c-d (c rounds a word, d at the end) of in[0..n) under key, as the reference computes it:
+ * for the unit test, which holds -2-4 to libsodium's.  The map hashes with c = 1, d = 3. */
+uint64_t egs__map_siphash(const void *in, size_t n, const unsigned char key[16], int c, int d);
 
 /* Iteration: for (size_t i = 0; egs_map_next(m, &i, &k, &v);) { ... }  Do not mutate while iterating.
  * A pass spread over several loop turns (metrics.c) starts again when m->slots or m->moved changed:
