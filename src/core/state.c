@@ -412,6 +412,7 @@ void egs_state_cleanup(struct egs_state *st)
 	free_map(&st->clusters, EGS_KIND_CLUSTER);
 	free_map(&st->nodes, EGS_KIND_NODE);
 	free_map(&st->workspaces, EGS_KIND_WORKSPACE);
+	st->ws_last = NULL;
 	free_map(&st->gprs, EGS_KIND_GPR);
 	free_map(&st->apikeys, EGS_KIND_APIKEY);
 	free_map(&st->templates, EGS_KIND_TEMPLATE);
@@ -573,7 +574,13 @@ struct egs_node *egs_state_node(const struct egs_state *st, const char *cluster,
 
 struct egs_workspace *egs_state_workspace(const struct egs_state *st, const char *name)
 {
-	return egs_map_get(&st->workspaces, name);
+	struct egs_workspace *w = st->ws_last;
+	if (w && strcmp(w->name, name) == 0)
+		return w;
+	w = egs_map_get(&st->workspaces, name);
+	if (w)
+		((struct egs_state *)st)->ws_last = w; /* the cache (state.h), never const storage */
+	return w;
 }
 
 struct egs_gpr *egs_state_gpr(const struct egs_state *st, const char *id)
@@ -650,7 +657,11 @@ void egs_state_del(struct egs_state *st, enum egs_kind kind, void *obj)
 	case EGS_KIND_PROJECT: egs_map_del(&st->projects, ((struct egs_project *)obj)->name); break;
 	case EGS_KIND_CLUSTER: egs_map_del(&st->clusters, ((struct egs_cluster *)obj)->name); break;
 	case EGS_KIND_NODE: egs_map_del(&st->nodes, ((struct egs_node *)obj)->key); break;
-	case EGS_KIND_WORKSPACE: egs_map_del(&st->workspaces, ((struct egs_workspace *)obj)->name); break;
+	case EGS_KIND_WORKSPACE:
+		egs_map_del(&st->workspaces, ((struct egs_workspace *)obj)->name);
+		if (st->ws_last == obj)
+			st->ws_last = NULL;
+		break;
 	case EGS_KIND_GPR:
 		egs_state_count_gpr(st, obj, -1);
 		egs_queue_remove(&st->queue, obj);

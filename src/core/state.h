@@ -63,6 +63,10 @@ struct egs_state {
 	struct egs_map endpoints; /* struct egs_doc named by id: inference endpoints (server/inference.h) */
 	struct egs_map apikeys_by_hash; /* hex of the key hash -> egs_apikey */
 	struct egs_map fair;            /* workspace name -> its usage key (core/fair.h) */
+	/* The workspace egs_state_workspace found last: a lookup cache, not state (a create looks its
+	 * workspace up five times, by five modules; each was a SipHash and a probe).  NULL or a live
+	 * member of workspaces: egs_state_del clears it.  One thread per state, as everything here. */
+	struct egs_workspace *ws_last;
 	struct egs_queue queue;         /* GPRs in EGS_GPR_QUEUED */
 	struct egs_vec active;          /* GPRs in Provisioning, Provisioned or Releasing */
 	struct egs_vec held;            /* GPRs released early whose capacity is held (core/held.h) */
