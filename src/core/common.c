@@ -182,6 +182,10 @@ void egs_utf8_sanitize(char *s)
 bool egs_text_clean(const char *s)
 {
 	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		if (*p >= 0x20 && *p < 0x7f) { /* printable ASCII, the common case, without utf8_seq's call */
+			p++;
+			continue;
+		}
 		size_t n = utf8_seq(p);
 		if (!n || *p < 0x20 || *p == 0x7f)
 			return false;

@@ -601,18 +601,19 @@ void egs__http_on_request(struct egs_hreq *hq, void *arg)
 		goto out;
 	}
 	for (struct evkeyval *kv = r.query.tqh_first; kv; kv = kv->next.tqe_next) {
-		char shown[64];
-		egs_strlcpy(shown, kv->key, sizeof(shown));
-		egs_utf8_sanitize(shown);
-		if (!egs_text_clean(kv->key) || !egs_text_clean(kv->value)) {
-			egs_reply_invalid(&r, shown, "%s must be UTF-8 text without control characters", shown);
+		const char *why = !egs_text_clean(kv->key) || !egs_text_clean(kv->value)
+					  ? "must be UTF-8 text without control characters"
+					  : NULL;
+		for (struct evkeyval *o = kv->next.tqe_next; o && !why; o = o->next.tqe_next)
+			if (strcmp(o->key, kv->key) == 0)
+				why = "is given more than once";
+		if (why) { /* the key as shown in the answer: only for an answer (it cost every read) */
+			char shown[64];
+			egs_strlcpy(shown, kv->key, sizeof(shown));
+			egs_utf8_sanitize(shown);
+			egs_reply_invalid(&r, shown, "%s %s", shown, why);
 			goto out;
 		}
-		for (struct evkeyval *o = kv->next.tqe_next; o; o = o->next.tqe_next)
-			if (strcmp(o->key, kv->key) == 0) {
-				egs_reply_invalid(&r, shown, "%s is given more than once", shown);
-				goto out;
-			}
 	}
 	if (srv->follower && egs_forward_wanted(r.method, r.path)) { /* writes go to the leader (forward.c) */
 		egs_forward(&r);

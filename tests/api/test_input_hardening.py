@@ -45,3 +45,23 @@ def test_access_log_escapes_client_bytes(cluster):
     assert not any(line.startswith(b"2026-01-01T00:00:00Z") for line in log.split(b"\n")), "a forged log line"
     assert b"path=/api/v1/%1b[31mred%0a2026" in log  # percent-encoded bytes stay encoded
     assert b"path=/x\\x22y\\x5cz" in log
+
+
+def test_query_text_is_checked_and_named(cluster):
+    """The query layer (http.c): a value with a control character, DEL or bytes that are not UTF-8
+    (a stray byte, an overlong form, a surrogate) is a 422 naming its key, a key given twice is one
+    too; valid UTF-8 passes on to the handler. The check's printable-ASCII shortcut must not change
+    which."""
+    FakeAgent(cluster, "c1", ["n1"])
+    cluster.workspace("w", ["c1"])
+    path = "/api/v1/gpr/list?sliceName=w&"
+    for q, field in (("status=Queued%01", "status"), ("status=Queued%7F", "status"), ("status=%FFx", "status"),
+                     ("status=%C0%AF", "status"), ("status=%ED%A0%80", "status"), ("limit=1&limit=2", "limit")):
+        status, doc = cluster.admin.call("GET", path + q)
+        assert status == 422 and doc["error"]["data"]["field"] == field, (q, status, doc)
+        assert ("more than once" if q.startswith("limit") else "UTF-8 text") in doc["error"]["message"], doc
+    # Printable ASCII and valid UTF-8 (here an unknown status) reach the handler, which words its own answer.
+    for q in ("status=Queued", "status=Qu%C3%A9ued", "status=%F0%9F%98%80"):
+        status, doc = cluster.admin.call("GET", path + q)
+        assert status == 200 if q == "status=Queued" else (status == 422 and doc["error"]["data"]["field"] == "status"), (q, status, doc)
+        assert status == 200 or "UTF-8 text" not in doc["error"]["message"], doc
