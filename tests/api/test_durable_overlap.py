@@ -41,6 +41,11 @@ def slow_egsd(tmpdir_path, knobs, extra_env=()):
     knobs("EGS_TEST_FSYNC_DELAY_MS", str(int(DELAY * 1000)))
     for k, v in extra_env:
         knobs(k, v)
+    return cluster_egsd(tmpdir_path)
+
+
+def cluster_egsd(tmpdir_path):
+    """egsd with cluster c1 of two 8-GPU nodes and workspace w (its fsyncs as the environment sets them)."""
     egsd = Egsd(os.path.join(tmpdir_path, "egsd")).start()
     admin = egsd.api()
     token = admin.ok("POST", "/api/v1/clusters", {"clusterName": "c1"})["agentToken"]

@@ -13,12 +13,10 @@ import socket
 import threading
 import time
 
-import pytest
-
 from conftest import H100, Cluster, Egsd, sqlite_only, wait_for
 from fakeagent import FakeAgent, provisioned
-from test_http_framing import parse_responses
-from test_durable_overlap import DELAY, gpr, knobs, post, slow_egsd  # noqa: F401 (knobs: a fixture)
+from test_http_framing import parse_responses, read_until_closed
+from test_durable_overlap import DELAY, cluster_egsd, gpr, knobs, post, slow_egsd  # noqa: F401 (knobs: a fixture)
 
 SHAPE = H100["gpuModel"]
 
@@ -58,17 +56,6 @@ class Background:
         self.th.join(30)
         assert self.status == 200, self.data
         return self.data
-
-
-def setup_egsd(tmpdir_path):
-    """slow_egsd's cluster (two nodes of 8 GPUs, workspace w) without the slow fsync."""
-    egsd = Egsd(os.path.join(tmpdir_path, "egsd")).start()
-    admin = egsd.api()
-    token = admin.ok("POST", "/api/v1/clusters", {"clusterName": "c1"})["agentToken"]
-    egsd.api(token).ok("POST", "/api/v1/agent/register", {"clusterName": "c1", "nodes": [
-        dict(name="n%d" % i, **H100) for i in range(2)]})
-    admin.ok("POST", "/api/v1/slice-workspace", {"workspaceName": "w", "clusters": ["c1"], "namespaces": ["w"]})
-    return egsd
 
 
 def big(name, priority=101):
@@ -191,12 +178,7 @@ def pipelined(port, key, requests):
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
     try:
         s.sendall(out)
-        got = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            got += b
+        got = read_until_closed(s, 30)
     finally:
         s.close()
     return [(st, json.loads(body)) for st, _, body in parse_responses(got)]
@@ -208,7 +190,7 @@ def test_failed_commit_refuses_the_reads_that_showed_it(tmpdir_path, knobs):
     nothing of the refused update stays.  Both stores (PostgreSQL fails the turn after it was sent)."""
     flag = os.path.join(tmpdir_path, "store-full")
     knobs("EGS_STORE_FAIL_IF_EXISTS", flag)
-    egsd = setup_egsd(tmpdir_path)
+    egsd = cluster_egsd(tmpdir_path)
     try:
         admin = egsd.api()
         admin.ok("POST", "/api/v1/gpr", big("r1"))

@@ -47,6 +47,21 @@ def parse_responses(data):
     return out
 
 
+def read_until_closed(s, timeout=20):
+    """The bytes s receives until the peer closes it (or resets it)."""
+    s.settimeout(timeout)
+    got = b""
+    while True:
+        try:
+            b = s.recv(65536)
+        except ConnectionResetError:
+            break
+        if not b:
+            break
+        got += b
+    return got
+
+
 def exchange(port, data, timeout=3.0):
     """Sends data; returns (responses, closed): closed is True when egsd ended the connection."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
@@ -140,12 +155,7 @@ def test_a_byte_that_cannot_start_a_method_is_refused_at_once(srv):
         for piece in (b"\r\nGE", b"T", b" /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"):
             s.sendall(piece)
             time.sleep(0.05)
-        got = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            got += b
+        got = read_until_closed(s)
     finally:
         s.close()
     assert parse_responses(got)[0][0] == 200

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import Egsd
-from test_http_framing import parse_responses
+from test_http_framing import parse_responses, read_until_closed
 
 
 @pytest.fixture(scope="module")
@@ -31,20 +31,6 @@ def srv():
                 e.stop()
     finally:
         del os.environ["EGS_TEST_HEAD_TIMEOUT_S"]
-
-
-def read_until_closed(s, timeout=20):
-    s.settimeout(timeout)
-    got = b""
-    while True:
-        try:
-            b = s.recv(65536)
-        except ConnectionResetError:
-            break
-        if not b:
-            break
-        got += b
-    return got
 
 
 def read_n(s, n, timeout=20):
