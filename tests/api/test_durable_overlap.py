@@ -55,6 +55,24 @@ def cluster_egsd(tmpdir_path):
     return egsd
 
 
+def kill_mid_fsync(egsd, pool, stop, acked, lock, what):
+    """Starts the threads of pool; once acked() (read under lock) holds 8 acknowledgement times, kills egsd
+    with SIGKILL half-way through the fsync held after the last of them; then sets stop and joins pool."""
+    for th in pool:
+        th.start()
+    try:
+        wait_for(lambda: len(acked()) >= 8, timeout=60, interval=0.01, what=what)
+        with lock:
+            last = max(acked())
+        time.sleep(max(0.0, last + DELAY / 2 - time.monotonic()))
+        egsd.proc.kill()
+    finally:
+        stop.set()
+        for th in pool:
+            th.join(30)
+        egsd.stop()
+
+
 def gpr(name):
     return {"gprName": name, "sliceName": "w", "numberOfGPUNodes": 1, "numberOfGPUs": 1, "exitDuration": "1h"}
 
@@ -129,20 +147,8 @@ def test_kill9_while_fsyncs_are_held_back_loses_only_unacknowledged(tmpdir_path,
             i += 1
 
     pool = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
-    for th in pool:
-        th.start()
-    try:
-        wait_for(lambda: len(acked) >= 8, timeout=60, interval=0.01, what="a first fsync's acknowledgements")
-        # Half-way through a held fsync: the clients' next creates are committed, not yet acknowledged.
-        with lock:
-            last = max(acked.values())
-        time.sleep(max(0.0, last + DELAY / 2 - time.monotonic()))
-        egsd.proc.kill()
-    finally:
-        stop.set()
-        for th in pool:
-            th.join(30)
-        egsd.stop()
+    # Half-way through a held fsync: the clients' next creates are committed, not yet acknowledged.
+    kill_mid_fsync(egsd, pool, stop, lambda: list(acked.values()), lock, "a first fsync's acknowledgements")
     again = Egsd(egsd.data_dir).start()
     try:
         stored = {g["gprId"] for g in again.api().get("/api/v1/gpr/list?sliceName=w")["items"]}

@@ -13,10 +13,10 @@ import socket
 import threading
 import time
 
-from conftest import H100, Cluster, Egsd, sqlite_only, wait_for
+from conftest import H100, Cluster, Egsd, sqlite_only
 from fakeagent import FakeAgent, provisioned
 from test_http_framing import parse_responses, read_until_closed
-from test_durable_overlap import DELAY, cluster_egsd, gpr, knobs, post, slow_egsd  # noqa: F401 (knobs: a fixture)
+from test_durable_overlap import DELAY, cluster_egsd, gpr, kill_mid_fsync, knobs, post, slow_egsd  # noqa: F401 (knobs: a fixture)
 
 SHAPE = H100["gpuModel"]
 
@@ -142,19 +142,7 @@ def test_kill9_loses_nothing_a_status_read_showed(tmpdir_path, knobs):
                     shown[gid] = max(shown[gid], doc["priority"])
 
     pool = [threading.Thread(target=writer, args=(g,)) for g in ids] + [threading.Thread(target=reader) for _ in range(2)]
-    for th in pool:
-        th.start()
-    try:
-        wait_for(lambda: len(acked) >= 8, timeout=60, interval=0.01, what="two rounds of acknowledged updates")
-        with lock:
-            last = max(acked)
-        time.sleep(max(0.0, last + DELAY / 2 - time.monotonic()))
-        egsd.proc.kill()
-    finally:
-        stop.set()
-        for th in pool:
-            th.join(30)
-        egsd.stop()
+    kill_mid_fsync(egsd, pool, stop, lambda: acked, lock, "two rounds of acknowledged updates")
     assert max(shown.values()) > 1, shown  # the readers saw updates
     again = Egsd(egsd.data_dir).start()
     try:
