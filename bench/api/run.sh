@@ -22,7 +22,14 @@
 # server's main thread was preempted (nonvoluntary_ctxt_switches): where the p99 and max come from
 # when the cores are short.
 #
-# Environment knobs (defaults in brackets): DURATION [10s], THREADS [2], CONNS [64], NODES [8],
+# Latency: with THREADS=2 on a 2-core machine wrk's two threads and the server's one share two cores,
+# so the p99 of every server there (nginx's too: 1.1-3.0 ms on the same runs) is mostly how long one of
+# three busy threads waits for a core.  So the status read is also run with wrk at LAT_THREADS threads
+# (default 1: wrk and the server each on a core; the same 64 connections), against nginx the same way,
+# and issue 16's read p99 (< 2 ms at 64 connections) is judged on that row; both rows are reported.
+#
+# Environment knobs (defaults in brackets): DURATION [10s], THREADS [2], LAT_THREADS [1; empty: no
+# latency rows], CONNS [64], NODES [8],
 # READ_IDS [16], PASSES ["quiet logged"], EGSD [build/bin/egsd], EGSD_BASE [none], ROUNDS [1; 2 with
 # EGSD_BASE], NGINX [nginx from PATH],
 # NGINX_TUNED [0; 1 adds open_file_cache and unlimited keep-alive requests], PROFILE [0; 1 runs
@@ -36,6 +43,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HERE=$ROOT/bench/api
 DURATION=${DURATION:-10s}
 THREADS=${THREADS:-2}
+LAT_THREADS=${LAT_THREADS-1}
+[ "$LAT_THREADS" != "$THREADS" ] || LAT_THREADS=
 CONNS=${CONNS:-64}
 NODES=${NODES:-8}
 READ_IDS=${READ_IDS:-16}
@@ -290,21 +299,22 @@ foreign_load() {
 }
 
 ROWS=()
-NGINX_RPS=
-run_wrk() { # PASS TEST URL SCRIPT [ARGS...]
-	local pass=$1 test=$2 url=$3 script=$4 out
+declare -A NGINX_RPS
+run_wrk() { # PASS TEST URL SCRIPT [ARGS...]  (WRK_T=N: wrk's threads, THREADS by default)
+	local pass=$1 test=$2 url=$3 script=$4 out threads=${WRK_T:-$THREADS}
 	shift 4
-	out=$WORK/wrk-$pass-$test-$BUILD-$ROUND.txt
+	[ "$threads" = "$THREADS" ] || test+=" (wrk -t$threads)"
+	out=$WORK/wrk-$pass-${test// /}-$BUILD-$ROUND.txt
 	foreign_load
 	local server=("$EGSD_PID") b0 s0 w0 t0 b1 s1 w1 t1 other n0 n1
-	if [ "$test" = nginx-static ]; then
+	if [[ $test == nginx-static* ]]; then
 		mapfile -t server < <(echo "$NGINX_PID"; pgrep -P "$NGINX_PID")
 	fi
-	log "$pass / $test${BUILD_TAG:+ ($BUILD_TAG)}: wrk -t$THREADS -c$CONNS -d$DURATION --latency -s $script $url"
+	log "$pass / $test${BUILD_TAG:+ ($BUILD_TAG)}: wrk -t$threads -c$CONNS -d$DURATION --latency -s $script $url"
 	child_ticks
 	n0=$(nonvol "${server[@]}")
 	b0=$(busy_ticks) s0=$(proc_ticks "${server[@]}") w0=$(cat "$WORK/ticks") t0=$(date +%s.%N)
-	wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H "Authorization: Bearer $ADMIN_KEY" \
+	wrk -t"$threads" -c"$CONNS" -d"$DURATION" --latency -H "Authorization: Bearer $ADMIN_KEY" \
 		-s "$HERE/$script" "$url" ${1:+--} "$@" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
 	child_ticks
 	b1=$(busy_ticks) s1=$(proc_ticks "${server[@]}") w1=$(cat "$WORK/ticks") t1=$(date +%s.%N)
@@ -324,8 +334,8 @@ run_wrk() { # PASS TEST URL SCRIPT [ARGS...]
 	non200=$(field non200 "$out")
 	errors=$(field errors "$out")
 	codes=$(field codes "$out")
-	if [ "$test" = nginx-static ]; then NGINX_RPS=$rps; fi
-	ratio=$(awk -v a="$rps" -v b="$NGINX_RPS" 'BEGIN { printf "%.1f%%", 100 * a / b }')
+	if [[ $test == nginx-static* ]]; then NGINX_RPS[$threads]=$rps; fi
+	ratio=$(awk -v a="$rps" -v b="${NGINX_RPS[$threads]}" 'BEGIN { printf "%.1f%%", 100 * a / b }')
 	# the server's own CPU time per request (egsd, or nginx's worker and master), in microseconds
 	cpu=$(awk -v t=$((s1 - s0)) -v hz="$HZ" -v n="$requests" 'BEGIN { if (n > 0) printf "%.1f us", t * 1e6 / hz / n; else print "-" }')
 	# wrk's own CPU per request (it shares the cores), and how often the server was preempted
@@ -334,10 +344,10 @@ run_wrk() { # PASS TEST URL SCRIPT [ARGS...]
 	LAST_OK=$((requests - non200))
 	if [ "$codes" = - ]; then codes=""; else codes=" (status $codes)"; fi
 	local label=$test
-	[ "$test" = nginx-static ] || [ -z "$BUILD_TAG" ] || label="$test ($BUILD_TAG)"
+	[[ $test == nginx-static* ]] || [ -z "$BUILD_TAG" ] || label="$test ($BUILD_TAG)"
 	ROWS+=("| $pass | $ROUND | $label | $rps | $(ms "$p50") | $(ms "$p99") | $(ms "$pmax") | $ratio | $cpu | $wcpu | $preempt | $non200$codes / $errors | $other |")
 	CHECK_BAD[$pass/$test/$BUILD/$ROUND]=$((non200 + errors))
-	[ "$BUILD" = new ] || [ "$test" = nginx-static ] || return 0
+	[ "$BUILD" = new ] || [[ $test == nginx-static* ]] || return 0
 	CHECK_RPS[$pass/$test]=$rps
 	CHECK_P99[$pass/$test]=$p99
 }
@@ -351,6 +361,7 @@ egsd_tests() { # PASS
 	prof_start quiet-read
 	run_wrk "$pass" gpr-status-read "$EGSD_URL/api/v1/gpr" read.lua "${IDS[@]}"
 	prof_stop
+	[ -z "$LAT_THREADS" ] || WRK_T=$LAT_THREADS run_wrk "$pass" gpr-status-read "$EGSD_URL/api/v1/gpr" read.lua "${IDS[@]}"
 
 	# fsync count during the create test (kernel tracepoints; skipped when perf cannot count them)
 	# (and on the loop thread alone: an fsync there holds every request, e.g. a checkpoint in a COMMIT)
@@ -423,6 +434,8 @@ for pass in $PASSES; do
 				start_nginx "$ngx_log"
 				setup_egsd
 				run_wrk "$pass" nginx-static "http://127.0.0.1:$NGINX_PORT/api/v1/gpr" read.lua "${IDS[@]}"
+				[ -z "$LAT_THREADS" ] ||
+					WRK_T=$LAT_THREADS run_wrk "$pass" nginx-static "http://127.0.0.1:$NGINX_PORT/api/v1/gpr" read.lua "${IDS[@]}"
 				stop "$NGINX_PID" QUIT
 				NGINX_PID=
 			else
@@ -439,7 +452,7 @@ report() {
 	echo
 	echo "### egsd HTTP API benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo
-	echo "egsd: $EGSD_BUILD${EGSD_BASE:+; base: $BASE_BUILD; $ROUNDS rounds, alternating their order}. Machine: $machine. wrk -t$THREADS -c$CONNS -d$DURATION --latency; nginx 1 worker$([ "$NGINX_TUNED" = 1 ] && echo ", tuned"); status body $BODY_SIZES."
+	echo "egsd: $EGSD_BUILD${EGSD_BASE:+; base: $BASE_BUILD; $ROUNDS rounds, alternating their order}. Machine: $machine. wrk -t$THREADS${LAT_THREADS:+ (status reads also -t$LAT_THREADS)} -c$CONNS -d$DURATION --latency; nginx 1 worker$([ "$NGINX_TUNED" = 1 ] && echo ", tuned"); status body $BODY_SIZES."
 	echo
 	echo "| pass | round | test | req/s | p50 | p99 | max | ratio to nginx | server CPU/request | wrk CPU/request | server preempted | non-200 / socket errors | other CPU (cores) |"
 	echo "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -461,12 +474,19 @@ report() {
 		n=${CHECK_RPS[$p/nginx-static]}
 		c=${CHECK_RPS[$p/gpr-create]}
 		p99r=${CHECK_P99[$p/gpr-status-read]}
+		local lt=${LAT_THREADS:+$p/gpr-status-read (wrk -t$LAT_THREADS)} p99t=
+		[ -z "$lt" ] || p99t=${CHECK_P99[$lt]:-}
 		p99c=${CHECK_P99[$p/gpr-create]}
 		echo
 		echo "Targets (issue 16; $p pass${EGSD_BASE:+, this build}, round $ROUNDS):"
 		echo "- reads >= 80% of nginx: $(verdict $((r * 5 >= n * 4))) ($(awk -v a="$r" -v b="$n" 'BEGIN { printf "%.1f%%", 100 * a / b }'))"
 		echo "- creates >= 20,000/s, durable: $(verdict $((c >= 20000 && BROKEN == 0))) ($c/s)"
-		echo "- p99: read < 2 ms $(verdict $((p99r < 2000))) ($(ms "$p99r")), create < 5 ms $(verdict $((p99c < 5000))) ($(ms "$p99c"))"
+		if [ -n "$p99t" ]; then
+			echo "- p99: read < 2 ms (wrk -t$LAT_THREADS, 64 connections) $(verdict $((p99t < 2000))) ($(ms "$p99t"); with wrk -t$THREADS $(ms "$p99r"), nginx's own $(ms "${CHECK_P99[$p/nginx-static]}") there), create < 5 ms $(verdict $((p99c < 5000))) ($(ms "$p99c"))"
+			p99r=$p99t
+		else
+			echo "- p99: read < 2 ms $(verdict $((p99r < 2000))) ($(ms "$p99r")), create < 5 ms $(verdict $((p99c < 5000))) ($(ms "$p99c"))"
+		fi
 		local bad=0 k
 		for k in "${!CHECK_BAD[@]}"; do bad=$((bad + CHECK_BAD[$k])); done
 		echo "- non-200 responses and socket errors, all tests: $bad"
