@@ -184,12 +184,15 @@ def test_a_follower_serves_its_old_model_while_a_full_load_waits(tmpdir_path):
         a, b = p.a, p.b
         la = a.api()
         la.ok("POST", "/api/v1/clusters", {"clusterName": "x1"})
-        loads = wait_for(lambda: caught_up(b), what="the follower to catch up")["fullLoads"]
+        bapi = b.api(a.admin_key)
+        # Caught up and showing x1: behindTurns counts from the leader's turn as the follower last read
+        # it, so right after the create it can read 0 before the follower has seen x1's turn at all.
+        loads = wait_for(lambda: "x1" in {x["clusterName"] for x in bapi.get("/api/v1/clusters")["items"]}
+                         and caught_up(b), what="the follower to catch up")["fullLoads"]
         # Every load now waits for the inference endpoints table (the leader's turns here write none).
         locker = p.locker = hold_table_lock(p.schema, "inference_endpoints", 120)
         gap_while_stopped(b, la, p.schema, ["x2", "x3"])
         wait_for(lambda: (health(b) or {}).get("loading"), what="the follower's full load to start")
-        bapi = b.api(a.admin_key)
         names = {x["clusterName"] for x in bapi.get("/api/v1/clusters")["items"]}
         gpr_list = bapi.get("/api/v1/gpr/list")
         h = health(b)
