@@ -15,7 +15,8 @@
 # and the loop's CPU per GET /metrics, timed after the mixed phase (the bench's own scrapes all
 # come before or after wrk, never inside its window); for the mixed phase also egsd's own view of its
 # latency (requests over 25 and 50 ms, egs_api_request_duration_seconds: wrk's max includes wrk's own
-# waits for a core) and the store's (egs_store_*: fdatasyncs of the WAL over 5 and 20 ms,
+# waits for a core; and creates and reads apart, the share over 1, 2.5 and 5 ms: wrk's p99 is of both
+# together, so about the creates' p98) and the store's (egs_store_*: fdatasyncs of the WAL over 5 and 20 ms,
 # checkpoints over 20 ms, catch-ups and WAL restarts, with the longest of each since egsd started).  With EGSD_BASE=path, the same case runs against
 # that binary too, in the same invocation (a baseline; compare ratios, the machine is shared).
 #
@@ -131,6 +132,29 @@ store_counts() {
 		$1 == "egs_store_wal_restarts_total" { w = $2 }
 		END { printf "%d %d %d %d %d %d %d %d %d %.1f %d\n", r, r - r25, r - r50, f, f - f5, f - f20, c, c - c20, k, ks, w }'
 }
+# egsd's view of /api/v1/gpr's latency by method (egs_api_request_duration_seconds: from the request
+# read to its reply handed to the connection, so the fsync it waited for included, the wait to be
+# read and the reply's write not): "count le-1ms le-2.5ms le-5ms" for POST (creates), then for GET
+lat_counts() {
+	curl -s -H "Authorization: Bearer $ADMIN_KEY" "$URL/metrics" | awk '
+		function hit(m, b) { return index($1, "egs_api_request_duration_seconds_" b) == 1 &&
+			index($1, "method=\"" m "\"") && index($1, "route=\"/api/v1/gpr\"") }
+		hit("POST", "count") { pc = $2 } hit("GET", "count") { gc = $2 }
+		hit("POST", "bucket") && index($1, "le=\"0.001\"") { p1 = $2 }
+		hit("POST", "bucket") && index($1, "le=\"0.0025\"") { p2 = $2 }
+		hit("POST", "bucket") && index($1, "le=\"0.005\"") { p5 = $2 }
+		hit("GET", "bucket") && index($1, "le=\"0.001\"") { g1 = $2 }
+		hit("GET", "bucket") && index($1, "le=\"0.0025\"") { g2 = $2 }
+		hit("GET", "bucket") && index($1, "le=\"0.005\"") { g5 = $2 }
+		END { printf "%d %d %d %d %d %d %d %d\n", pc, p1, p2, p5, gc, g1, g2, g5 }'
+}
+# The mixed phase's share of creates, then of reads, over 1 / 2.5 / 5 ms from two lat_counts lines
+lat_cell() {
+	echo "$1 $2" | awk 'function pct(n, all) { return all > 0 ? 100 * n / all : 0 }
+		{ pc = $9 - $1; gc = $13 - $5
+		  printf "%.1f / %.2f / %.3f%% | %.1f / %.2f / %.3f%%", pct(pc - ($10 - $2), pc), pct(pc - ($11 - $3), pc),
+			pct(pc - ($12 - $4), pc), pct(gc - ($14 - $6), gc), pct(gc - ($15 - $7), gc), pct(gc - ($16 - $8), gc) }'
+}
 # The mixed phase's store figures from two store_counts lines (before, after) and the maxima since
 # start: "fdatasyncs N (over 5 ms / 20 ms; longest) | checkpoints ... | catch-ups ... | restarts"
 store_cell() {
@@ -210,8 +234,9 @@ run_case() { # BINARY TAG
 	queued=$(metric egs_gpr_queue_length)
 	log "$tag: $filled GPRs stored, $queued waiting, after $rounds rounds"
 	out=$WORK/wrk-$tag-mixed.txt
-	local cpu0 runs0 wall0 sl0 slow0 sc0 sc1
+	local cpu0 runs0 wall0 sl0 slow0 sc0 sc1 lc0 lc1
 	sc0=$(store_counts)
+	lc0=$(lat_counts)
 	sl0=$(slices)
 	slow0=$(slow_steps)
 	cpu0=$(cpu_split)
@@ -228,6 +253,7 @@ run_case() { # BINARY TAG
 	local cpu1 runs1 wall1 sl1 scrape slow
 	cpu1=$(cpu_split)
 	sc1=$(store_counts)
+	lc1=$(lat_counts)
 	sl1=$(slices)
 	# the mixed phase's steps over 5 ms: the counts' growth, by piece
 	slow=$( (echo "$slow0" | sed 's/^/-/'; slow_steps) | awk -F '\t' 'NF == 2 { n[$2] += $1 }
@@ -254,7 +280,7 @@ run_case() { # BINARY TAG
 		'{ all = $5 - $1; loop = $6 - $2; plan = $7 - $3; commit = $8 - $4; u = r > 0 ? 1e6 / r : 0
 		   printf "%.1f us (loop: planner %.1f, commits %.1f, rest %.1f; other threads %.1f) | %d, %.0f ms",
 			all * u, plan * u, commit * u, (loop - plan - commit) * u, (all - loop) * u, n, (n > 0 ? w * 1000 / n : 0) }')
-	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $split | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $(echo "$sl0 $sl1" | awk '{ printf "%d / %d of %d", $5 - $2, $6 - $3, $4 - $1 }') | $(echo "$slow0" | awk -F '\t' 'NF == 2 { printf "%s%d %s", sep, $1, $2; sep = ", " } END { if (!sep) printf "none" }') / ${slow:-none} | $scrape | $bad | $(echo "$sc0 $sc1" | awk '{ printf "%d / %d of %d", $13 - $2, $14 - $3, $12 - $1 }') | $(store_cell "$sc0" "$sc1") |")
+	ROWS+=("| $tag | $queued | $fill_rps | $creates | $reads | $(ms "$(field p50_us "$out")") | $(ms "$(field p99_us "$out")") | $(ms "$(field max_us "$out")") | $split | $(awk -v s="$slice" -v c="$slice_cpu" 'BEGIN { printf "%.1f ms (CPU %.1f ms)", s * 1000, c * 1000 }') | ${step:--} | $(echo "$sl0 $sl1" | awk '{ printf "%d / %d of %d", $5 - $2, $6 - $3, $4 - $1 }') | $(echo "$slow0" | awk -F '\t' 'NF == 2 { printf "%s%d %s", sep, $1, $2; sep = ", " } END { if (!sep) printf "none" }') / ${slow:-none} | $scrape | $bad | $(echo "$sc0 $sc1" | awk '{ printf "%d / %d of %d", $13 - $2, $14 - $3, $12 - $1 }') | $(lat_cell "$lc0" "$lc1") | $(store_cell "$sc0" "$sc1") |")
 	log "row: ${ROWS[-1]}"
 	kill "$EGSD_PID" 2>/dev/null || true
 	wait "$EGSD_PID" 2>/dev/null || true
@@ -270,7 +296,7 @@ if [ -n "$EGSD_BASE" ]; then run_case "$EGSD_BASE" base; fi
 	echo "$NODES nodes of $SHAPES shapes in $CLUSTERS clusters, $WORKSPACES workspaces, $DEPTH GPRs queued at priorities 1-300;"
 	echo "wrk -t$THREADS -c$CONNS -d$DURATION, creates at priorities 1-300 mixed 1:1 with status reads. $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
-	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | egsd CPU per request (all threads: the loop's planner, commits, rest; other threads) | scheduler runs ended, mean wall | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | mixed: slices over 5 ms, wall / CPU, of all | steps over 5 ms of CPU (what): fill and set-up / mixed | GET /metrics: loop CPU each | non-200 / socket errors | mixed, egsd's view: requests over 25 / 50 ms, of all | mixed: the store's fdatasyncs, checkpoints, catch-ups (longest: since start) |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+	echo "| egsd | waiting after fill | fill creates/s | mixed: creates/s (stored) | reads/s | p50 | p99 | max | egsd CPU per request (all threads: the loop's planner, commits, rest; other threads) | scheduler runs ended, mean wall | longest scheduler slice: wall (CPU) | longest single step: CPU (what) | mixed: slices over 5 ms, wall / CPU, of all | steps over 5 ms of CPU (what): fill and set-up / mixed | GET /metrics: loop CPU each | non-200 / socket errors | mixed, egsd's view: requests over 25 / 50 ms, of all | mixed, egsd's view: creates over 1 / 2.5 / 5 ms | reads over 1 / 2.5 / 5 ms | mixed: the store's fdatasyncs, checkpoints, catch-ups (longest: since start) |"
+	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 	printf '%s\n' "${ROWS[@]}"
 } | tee ${RESULTS:+"$RESULTS"}
