@@ -78,6 +78,8 @@ void egs_durable_poll(struct egs_server *srv)
 		egs_store_sync(srv->store);
 		return;
 	}
+	if (egs_store_commit_held(srv->store))
+		return; /* a catch-up of the WAL runs: its end is told through the same descriptor */
 	srv->turn_deferred = false; /* the turn that gathered meanwhile: commit it now */
 	if (!event_pending(srv->commit_ev, EV_TIMEOUT, NULL))
 		event_active(srv->commit_ev, EV_TIMEOUT, 0);

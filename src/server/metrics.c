@@ -517,7 +517,7 @@ static void store_series(struct egs_server *srv, struct out *b)
 	store_timing(b, "egs_store_checkpoint_seconds", "egs_store_checkpoint_max_seconds",
 		     "Checkpoints copying the WAL into the database file (the store's checkpoint thread).", &st.checkpoint);
 	store_timing(b, "egs_store_catch_up_seconds", "egs_store_catch_up_max_seconds",
-		     "Catch-ups of a long WAL: each held one fdatasync's replies for that long.", &st.catch_up);
+		     "Catch-ups of a long WAL: each held the next commit for that long.", &st.catch_up);
 	head(b, "egs_store_wal_restarts_total", "counter",
 	     "Commits that wrote the WAL again from its start (each fsyncs the WAL's header on the loop).");
 	out_printf(b, "egs_store_wal_restarts_total %llu\n", (unsigned long long)st.wal_restarts);

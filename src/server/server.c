@@ -253,11 +253,11 @@ static void commit_turn(struct egs_server *srv)
 		egs_replica_turn(srv); /* followers plan nothing and write nothing */
 		return;
 	}
-	if (egs_store_written(srv->store) > egs_store_durable(srv->store)) {
+	if (egs_store_written(srv->store) > egs_store_durable(srv->store) || egs_store_commit_held(srv->store)) {
 		if (!srv->stopping) {
-			/* An fsync or a PostgreSQL turn is in flight: this turn goes on gathering requests, and
-			 * is committed when it ends (durable.c), so that the next commit pays for all that
-			 * came meanwhile. */
+			/* An fsync or a PostgreSQL turn is in flight (or SQLite copies a long WAL out, so that
+			 * the next commit restarts it): this turn goes on gathering requests, and is committed
+			 * when it ends (durable.c), so that the next commit pays for all that came meanwhile. */
 			srv->turn_deferred = true;
 			egs_store_sync(srv->store); /* in flight already, but for writes outside a turn (a meta set) */
 			return;

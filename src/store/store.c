@@ -190,6 +190,11 @@ enum egs_err egs_store_sync_wait(struct egs_store *s)
 	return err;
 }
 
+bool egs_store_commit_held(struct egs_store *s)
+{
+	return s->ops->commit_held && s->ops->commit_held(s);
+}
+
 const int64_t egs_store_time_le_us[EGS_STORE_TIME_BUCKETS] = { 1000, 2000, 5000, 10000, 20000, 50000, 100000 };
 
 void egs_store_timing_add(struct egs_store_timing *t, int64_t us)

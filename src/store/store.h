@@ -154,6 +154,11 @@ int egs_store_sync_fd(struct egs_store *s);
 enum egs_err egs_store_sync_done(struct egs_store *s);
 /* Blocks until every write so far is durable (start-up, shutdown); errors as above. */
 enum egs_err egs_store_sync_wait(struct egs_store *s);
+/* Whether the next commit should wait although every write is durable: SQLite copies a long WAL out
+ * (a catch-up, docs/internals/store.md) so that the next commit writes it again from its start; the
+ * descriptor of egs_store_sync_fd becomes readable when it ended.  A commit made meanwhile is safe
+ * (the WAL then grows on).  Always false for PostgreSQL. */
+bool egs_store_commit_held(struct egs_store *s);
 
 /* ---- the store's own timings (/metrics; docs/internals/store.md, "What /metrics shows") ----
  * How long the durability thread's fdatasyncs, the checkpoints and the catch-ups took, so that a reply's
@@ -167,7 +172,7 @@ struct egs_store_timing {
 struct egs_store_stats {
 	struct egs_store_timing fsync;      /* fdatasyncs of the WAL: each acknowledged write waits for one */
 	struct egs_store_timing checkpoint; /* checkpoints: the WAL's pages copied into the database file */
-	struct egs_store_timing catch_up;   /* fdatasyncs' publishes held for a catch-up of a long WAL */
+	struct egs_store_timing catch_up;   /* catch-ups of a long WAL: each held the next commit */
 	uint64_t wal_restarts;              /* commits that wrote the WAL again from its start */
 };
 /* Upper bounds of the buckets above, in microseconds. */

@@ -45,6 +45,7 @@ struct egs_store_ops {
 	int (*sync_fd)(struct egs_store *s);
 	enum egs_err (*sync_poll)(struct egs_store *s, uint64_t *durable);
 	enum egs_err (*sync_wait)(struct egs_store *s, uint64_t upto, uint64_t *durable);
+	bool (*commit_held)(struct egs_store *s); /* egs_store_commit_held; NULL: never */
 	void (*stats)(struct egs_store *s, struct egs_store_stats *out); /* NULL: none (store.h) */
 };
 

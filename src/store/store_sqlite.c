@@ -595,6 +595,7 @@ static enum egs_err op_sync_wait(struct egs_store *b, uint64_t upto, uint64_t *d
 	return egs__sqlite_sync_wait(of(b)->sync, upto, d);
 }
 
+static bool op_commit_held(struct egs_store *b) { return egs__sqlite_sync_held(of(b)->sync); }
 static void op_stats(struct egs_store *b, struct egs_store_stats *out) { egs__sqlite_sync_stats(of(b)->sync, out); }
 
 static const struct egs_store_ops sqlite_ops = {
@@ -613,5 +614,6 @@ static const struct egs_store_ops sqlite_ops = {
 	.sync_fd = op_sync_fd,
 	.sync_poll = op_sync_poll,
 	.sync_wait = op_sync_wait,
+	.commit_held = op_commit_held,
 	.stats = op_stats,
 };

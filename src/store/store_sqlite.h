@@ -85,6 +85,9 @@ int egs__sqlite_sync_fd(const struct egs_sqlite_sync *y);
 enum egs_err egs__sqlite_sync_poll(struct egs_sqlite_sync *y, uint64_t *durable);
 /* Requests upto and blocks until it is durable (or an fdatasync failed: EGS_ERR_IO). */
 enum egs_err egs__sqlite_sync_wait(struct egs_sqlite_sync *y, uint64_t upto, uint64_t *durable);
+/* Whether a catch-up is copying the WAL out, which the next commit should wait for (store.h
+ * egs_store_commit_held); the descriptor is readable again when it ended. */
+bool egs__sqlite_sync_held(struct egs_sqlite_sync *y);
 /* Copies the threads' timings (store.h's egs_store_stats). */
 void egs__sqlite_sync_stats(struct egs_sqlite_sync *y, struct egs_store_stats *out);
 

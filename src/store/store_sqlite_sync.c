@@ -25,12 +25,16 @@
  * was copied; with commits coming while each checkpoint runs, that may not happen for as long as
  * creates keep coming, and the WAL would grow.  So once it is RESTART_PARTS * CKPT_FRAMES long and
  * the concurrent checkpoints left little to copy (must_catch_up), the durability thread, after an
- * fdatasync, has the checkpoint thread copy what is left before it publishes: no commit is made
- * meanwhile (the loop commits only when no fdatasync is in flight, durable.c), so the next commit
- * restarts the WAL.  That catch-up copies a few dozen pages and delays one turn's replies by it,
- * once per RESTART_PARTS * CKPT_FRAMES pages.
+ * fdatasync, publishes it and then has the checkpoint thread copy what is left, while the loop's
+ * commits wait (holding, egs__sqlite_sync_held: set with the publish, under the same lock, and its
+ * end told through the eventfd as an fdatasync's is; the loop defers its commit turn meanwhile as
+ * while an fdatasync is in flight, durable.c), so the next commit restarts the WAL.  That catch-up
+ * copies a few dozen pages once per RESTART_PARTS * CKPT_FRAMES pages, and only the commit after it
+ * waits for it: it ran before the publish until the tenth session, and held that fdatasync's
+ * replies too (2-10 ms, several times in deep.sh's 10 s).  A write outside a commit turn (a meta
+ * set, a prune) does not wait; one made during a catch-up only leaves the WAL to grow to the next.
  *
- * Shared state, all under mu: requested, durable, failed, stop, the checkpoint's frames,
+ * Shared state, all under mu: requested, durable, failed, stop, holding, the checkpoint's frames,
  * copied, ckpt_asked, ckpt_done, ckpt_ended, and the timings /metrics shows (stats: how long each
  * fdatasync, checkpoint and catch-up took, and the WAL's restarts, which the WAL hook sees).  The loop learns of progress from an eventfd the
  * durability thread writes after each fdatasync (egs__sqlite_sync_fd).  A failed checkpoint (an I/O
@@ -50,7 +54,7 @@
 #include <unistd.h>
 
 #define CKPT_FRAMES 1000      /* pages waiting in the WAL that start a checkpoint (SQLite's default) */
-#define RESTART_PARTS 8       /* a WAL this many times CKPT_FRAMES long is caught up before a publish */
+#define RESTART_PARTS 8       /* a WAL this many times CKPT_FRAMES long is caught up after a publish */
 #define HOLD_POLL_MS 10
 
 struct egs_sqlite_sync {
@@ -76,6 +80,7 @@ struct egs_sqlite_sync {
 	uint64_t ckpt_asked, ckpt_done; /* catch-ups asked for, and checkpoints begun after one was */
 	bool ckpt_ended;     /* the checkpoint thread has ended: nobody answers a catch-up */
 	bool ckpt_running;   /* a checkpoint is copying now */
+	bool holding;        /* a catch-up runs: the loop's next commit waits for it (egs__sqlite_sync_held) */
 	int tried;           /* frames when the last checkpoint began: one that copied nothing waits for more */
 	int caught;          /* frames at the last catch-up: the next waits for CKPT_FRAMES more */
 	long delay_ms;       /* EGS_TEST_FSYNC_DELAY_MS: sleep before each fdatasync (tests only) */
@@ -122,12 +127,10 @@ static bool must_catch_up(const struct egs_sqlite_sync *y)
 	return y->frames >= 2 * RESTART_PARTS * y->ckpt_frames || (left <= small && !y->ckpt_running);
 }
 
-/* After an fdatasync (mu held): a WAL grown too long is copied out before the publish, while no
- * commit can come, so that the next commit restarts it. */
+/* After an fdatasync's publish, with holding set in the same hold of mu (mu held): a WAL grown too
+ * long is copied out while the loop's commits wait, so that the next commit restarts it. */
 static void catch_up(struct egs_sqlite_sync *y)
 {
-	if (!must_catch_up(y))
-		return;
 	uint64_t want = ++y->ckpt_asked;
 	int64_t t0 = mono_us();
 	y->caught = y->frames;
@@ -154,18 +157,29 @@ static void *sync_main(void *arg)
 		int64_t took = mono_us() - t0;
 		pthread_mutex_lock(&y->mu);
 		egs_store_timing_add(&y->stats.fsync, took);
-		if (!rc)
-			catch_up(y);
 		if (rc)
 			y->failed = rc;
 		else if (!y->failed)
 			y->durable = upto;
+		/* Set with the publish, so that the loop never sees this fdatasync's end without it. */
+		y->holding = !rc && must_catch_up(y);
 		pthread_cond_broadcast(&y->done);
 		pthread_mutex_unlock(&y->mu);
 		if (write(y->efd, &one, sizeof(one)) < 0) {
 			/* the counter cannot overflow at one per fdatasync: nothing to do */
 		}
 		pthread_mutex_lock(&y->mu);
+		if (y->holding) {
+			/* The replies of this fdatasync are on their way; the loop's next commit waits for
+			 * the catch-up and is told of its end as of an fdatasync's. */
+			catch_up(y);
+			y->holding = false;
+			pthread_mutex_unlock(&y->mu);
+			if (write(y->efd, &one, sizeof(one)) < 0) {
+				/* as above */
+			}
+			pthread_mutex_lock(&y->mu);
+		}
 		if (y->failed)
 			break; /* nothing durable can be claimed after a failed fdatasync */
 	}
@@ -408,6 +422,14 @@ enum egs_err egs__sqlite_sync_wait(struct egs_sqlite_sync *y, uint64_t upto, uin
 		pthread_cond_wait(&y->done, &y->mu);
 	pthread_mutex_unlock(&y->mu);
 	return egs__sqlite_sync_poll(y, durable);
+}
+
+bool egs__sqlite_sync_held(struct egs_sqlite_sync *y)
+{
+	pthread_mutex_lock(&y->mu);
+	bool held = y->holding;
+	pthread_mutex_unlock(&y->mu);
+	return held;
 }
 
 void egs__sqlite_sync_stats(struct egs_sqlite_sync *y, struct egs_store_stats *out)

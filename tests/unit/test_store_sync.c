@@ -4,8 +4,8 @@
  * descriptor is readable, coalescing of requests made during a (slowed) fdatasync, the blocking
  * wait, a failed fdatasync that is sticky (EGS_TEST_FSYNC_FAIL_IF_EXISTS), and checkpoints made by the
  * store's own thread, not inside the caller's commit (EGS_TEST_CHECKPOINT_FRAMES and
- * EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS), that keep the WAL bounded; and the timings of each that
- * /metrics shows (egs_store_stats).
+ * EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS), that keep the WAL bounded, with a catch-up that holds the next
+ * commit and not the replies; and the timings of each that /metrics shows (egs_store_stats).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -215,6 +215,16 @@ static void test_checkpoint_off_the_commit(void **state)
 	tmp_remove(&t);
 }
 
+/* Waits (up to 10 s) while a catch-up holds the next commit, as egsd's loop does (commit_turn). */
+static void await_commit_allowed(struct egs_store *s)
+{
+	for (int i = 0; i < 1000 && egs_store_commit_held(s); i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	assert_false(egs_store_commit_held(s));
+}
+
 /* Under a stream of commits the WAL stays bounded: copied out and written again from its start once
  * it is RESTART_PARTS (8) times the checkpoint's pages long and the concurrent checkpoints left
  * little to copy, or at twice that whatever is left; not grown. */
@@ -234,8 +244,10 @@ static void test_wal_stays_bounded(void **state)
 		snprintf(key, sizeof(key), "k%d", i);
 		assert_int_equal(egs_store_meta_set(s, key, "v"), EGS_OK);
 		egs_store_sync(s);
-		if (i % 3 == 2)
+		if (i % 3 == 2) {
 			assert_int_equal(egs_store_sync_wait(s), EGS_OK);
+			await_commit_allowed(s);
+		}
 	}
 	assert_int_equal(egs_store_sync_wait(s), EGS_OK);
 	snprintf(wal, sizeof(wal), "%s-wal", t.d.path);
@@ -253,6 +265,52 @@ static void test_wal_stays_bounded(void **state)
 	tmp_remove(&t);
 }
 
+/* A catch-up holds the next commit, not the replies of the fdatasync before it: with the checkpoints
+ * held, the WAL grows to twice RESTART_PARTS times their pages, and the fdatasync after which it is
+ * caught up publishes its writes (sync_wait returns) while egs_store_commit_held stays true until
+ * the checkpoints are let go; the next commit then writes the WAL again from its start. */
+static void test_catch_up_holds_the_commit_not_the_replies(void **state)
+{
+	(void)state;
+	struct tmp t;
+	struct egs_store *s = NULL;
+	tmp_make(&t);
+	assert_int_equal(egs_store_open_sqlite(t.d.path, &s), EGS_OK);
+	egs_store_free(s);
+	touch(t.hold);
+	setenv("EGS_TEST_CHECKPOINT_FRAMES", "2", 1);
+	setenv("EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS", t.hold, 1);
+	assert_int_equal(egs_store_open_sqlite(t.d.path, &s), EGS_OK);
+	unsetenv("EGS_TEST_CHECKPOINT_FRAMES");
+	unsetenv("EGS_TEST_CHECKPOINT_HOLD_IF_EXISTS");
+	char key[16];
+	int i = 0;
+	for (; i < 200 && !egs_store_commit_held(s); i++) { /* 32 pages: a catch-up, whatever is left */
+		snprintf(key, sizeof(key), "k%d", i);
+		assert_int_equal(egs_store_meta_set(s, key, "v"), EGS_OK);
+		egs_store_sync(s);
+		assert_int_equal(await_sync(s), EGS_OK); /* comes: the catch-up does not hold the replies */
+		assert_int_equal(egs_store_durable(s), egs_store_written(s));
+	}
+	assert_true(egs_store_commit_held(s));
+	assert_int_equal(egs_store_durable(s), egs_store_written(s));
+	struct timespec ts = { 0, 50 * 1000000L };
+	nanosleep(&ts, NULL);
+	assert_true(egs_store_commit_held(s)); /* the checkpoints are still held: so is the commit */
+	struct egs_store_stats ss;
+	assert_true(egs_store_stats(s, &ss));
+	uint64_t restarts = ss.wal_restarts;
+	unlink(t.hold);
+	await_commit_allowed(s);
+	assert_int_equal(egs_store_meta_set(s, "after", "v"), EGS_OK);
+	assert_true(egs_store_stats(s, &ss));
+	assert_int_equal(ss.wal_restarts, restarts + 1); /* the commit after the catch-up restarted it */
+	assert_int_equal(ss.catch_up.count, 1);
+	assert_int_equal(egs_store_sync_wait(s), EGS_OK);
+	egs_store_free(s);
+	tmp_remove(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -261,6 +319,7 @@ int main(void)
 		cmocka_unit_test(test_failed_fdatasync_is_sticky),
 		cmocka_unit_test(test_checkpoint_off_the_commit),
 		cmocka_unit_test(test_wal_stays_bounded),
+		cmocka_unit_test(test_catch_up_holds_the_commit_not_the_replies),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
