@@ -14,7 +14,9 @@
 #include "core/map.h"
 
 #include <endian.h>
+#include <pthread.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +45,8 @@ static void table_free(struct egs_map_entry *t, size_t cap)
 }
 
 static uint64_t hash_key[2];
-static int hash_key_ready;
+static atomic_int hash_key_ready;
+static pthread_once_t hash_key_once = PTHREAD_ONCE_INIT;
 
 static inline uint64_t rotl(uint64_t x, int b)
 {
@@ -101,19 +104,24 @@ uint64_t egs__map_siphash(const void *in, size_t n, const unsigned char key[16],
 	return siphash(in, n, le64toh(k[0]), le64toh(k[1]), c, d);
 }
 
+/* Draws the process's key, once: the first maps may be used on several threads at once (the agent's
+ * reflectors each fill their cache on a thread of its own as their first lists arrive).  Two threads
+ * that both saw no key drew one each, and entries hashed under the first key were lost to lookups
+ * under the second (test_gpr_cr's "node gpu-1 left the cluster").  Later calls pay one acquire load. */
+static void hash_key_init(void)
+{
+	EGS_ASSERT(sodium_init() >= 0); /* idempotent and thread-safe */
+	randombytes_buf(hash_key, sizeof(hash_key));
+	atomic_store_explicit(&hash_key_ready, 1, memory_order_release);
+}
+
 /* SipHash-1-3, the variant Rust's and CPython's (3.11+) hash tables use: the same keyed hash against
  * flooding as SipHash-2-4 with fewer rounds, which an index of names needs no more than they do
  * (-2-4 by libsodium was ~160 instructions a key, ~17 keys hashed a create: issue 16). */
 static uint64_t hash_str(const char *s)
 {
-	if (!hash_key_ready) {
-		/* sodium_init is idempotent and thread-safe.  The key is set at the first use, on the
-		 * thread that starts egsd before any other: later threads (a follower's load, a model
-		 * freed apart: server/replica_load.c) only read it. */
-		EGS_ASSERT(sodium_init() >= 0);
-		randombytes_buf(hash_key, sizeof(hash_key));
-		hash_key_ready = 1;
-	}
+	if (!atomic_load_explicit(&hash_key_ready, memory_order_acquire))
+		pthread_once(&hash_key_once, hash_key_init);
 	return siphash((const unsigned char *)s, strlen(s), hash_key[0], hash_key[1], 1, 3);
 }
 
