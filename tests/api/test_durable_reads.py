@@ -114,7 +114,9 @@ def test_kill9_loses_nothing_a_status_read_showed(tmpdir_path, knobs):
     200 read showed: no read showed a change that could still be lost."""
     egsd = slow_egsd(tmpdir_path, knobs)
     assert post(egsd.port, egsd.admin_key, big("r1"))[0] == 200
-    made = [Background(egsd, "POST", "/api/v1/gpr", gpr("k%d" % i)) for i in range(4)]
+    # Created at priority 1, where the writers start: a read that comes before a writer's first update
+    # shows 1, not the default 101 that no update of the run reaches.
+    made = [Background(egsd, "POST", "/api/v1/gpr", dict(gpr("k%d" % i), priority=1)) for i in range(4)]
     ids = [b.join()["gprId"] for b in made]
     shown, lock, stop, acked = {g: 0 for g in ids}, threading.Lock(), threading.Event(), []
 
