@@ -2,7 +2,7 @@
 # Installs the Debian packages EGS builds, tests and benchmarks with; a no-op when all are present.
 set -e
 PKGS="build-essential pkg-config libevent-dev libjansson-dev libsqlite3-dev libpq-dev libcurl4-openssl-dev
-libyaml-dev libssl-dev libsodium-dev libcmocka-dev python3 python3-pytest python3-yaml sqlite3 curl wrk nginx-light prometheus
+libyaml-dev libssl-dev libsodium-dev libcmocka-dev python3 python3-pytest python3-pytest-xdist python3-yaml sqlite3 curl wrk nginx-light prometheus
 chromium postgresql"
 # The tests' fake Kubernetes API server makes its test PKI with the openssl CLI and is driven by a
 # real kubectl; any kubectl will do (Debian's kubernetes-client is 1.20), so install it only if none.
