@@ -111,18 +111,30 @@ $(BUILD)/lib/libnvidia-ml-fake-min.so: tests/fake-nvml/fake_nvml.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 $(WARN) -fPIC -shared -DFAKE_NVML_MINIMAL -o $@ $<
 
+# Runs UNIT_JOBS test binaries at once (default: one per core), each one's output kept in its .log beside
+# it and printed in full when it fails.
+UNIT_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 unit: deps-check $(FAKE_NVML) $(UNITS)
-	@set -e; for t in $(UNITS); do echo "== $$t"; $$t; done
+	@printf '%s\n' $(UNITS) | xargs -P $(UNIT_JOBS) -I{} sh -c 'if {} >{}.log 2>&1; then \
+		echo "== {}: $$(grep -h "PASSED" {}.log | tail -n 1)"; else echo "== {} FAILED:"; cat {}.log; exit 1; fi'
 
 # Unit tests under ASan+UBSan in their own tree, then API tests against the optimized binaries,
-# once with egsd on SQLite and once on PostgreSQL, in parallel (scripts/api-tests.sh).
+# once with egsd on SQLite and once on PostgreSQL, in parallel (scripts/api-tests.sh), with the portal's
+# browser tests beside them (their output in build/portal-test.log, printed when they fail; they draw
+# ports from the kernel's ephemeral range, the API runs below it), then the fuzzers' smoke.  The builds
+# and the unit and fuzz runs use TEST_JOBS jobs (default: one per core; CI calls plain `make test`).
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 test: deps-check
-	$(MAKE) SAN=1 OPT=-O1 BUILD=build/san unit
-	$(MAKE) all
+	$(MAKE) -j$(TEST_JOBS) UNIT_JOBS=$(TEST_JOBS) SAN=1 OPT=-O1 BUILD=build/san unit
+	$(MAKE) -j$(TEST_JOBS) all tests/portal/node_modules/.package-lock.json
 	/usr/bin/python3 -m pytest -q -x -p no:cacheprovider sdk/python/tests
-	./scripts/api-tests.sh
-	$(MAKE) portal-test
-	$(MAKE) fuzz-smoke
+	@./scripts/api-tests.sh & api=$$!; \
+	$(MAKE) --no-print-directory portal-test >build/portal-test.log 2>&1; portal=$$?; \
+	wait $$api; api=$$?; \
+	echo "== portal tests (exit $$portal):"; \
+	if [ $$portal -ne 0 ]; then cat build/portal-test.log; else grep -E "^# (pass|fail) " build/portal-test.log; fi; \
+	[ $$api -eq 0 ] && [ $$portal -eq 0 ]
+	$(MAKE) -j$(TEST_JOBS) fuzz-smoke
 
 # The API suite on both stores at once (SQLite, and PostgreSQL on a throwaway server).
 api: all
@@ -268,17 +280,17 @@ build/fuzz/fuzz_manifest: fuzz/fuzz_manifest.c src/client/manifest.c src/client/
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -ljansson -lyaml -lm
 
-.PHONY: fuzz fuzz-smoke
-fuzz: $(FUZZ_BINS)
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		rm -rf build/fuzz/corpus-$$t; mkdir -p build/fuzz/corpus-$$t; cp fuzz/corpus/$$t/* build/fuzz/corpus-$$t/; \
-		secs=$(FUZZ_SECONDS); case $$t in http|body|agent) secs=$(FUZZ_EGSD_SECONDS);; esac; \
-		echo "== fuzz_$$t for $$secs s"; \
-		build/fuzz/fuzz_$$t -max_total_time=$$secs -max_len=8192 -print_final_stats=1 \
-			-artifact_prefix=build/fuzz/crash-$$t- build/fuzz/corpus-$$t 2>build/fuzz/fuzz_$$t.log \
-			|| { tail -40 build/fuzz/fuzz_$$t.log; exit 1; }; \
-		grep -E "stat::number_of_executed_units|stat::peak_rss_mb" build/fuzz/fuzz_$$t.log; \
-	done
+# One target per fuzzer, so that `make -jN fuzz` (and `make test`) runs N of them at once.
+FUZZ_RUNS := $(patsubst %,fuzz-run-%,$(FUZZ_TARGETS))
+.PHONY: fuzz fuzz-smoke $(FUZZ_RUNS)
+fuzz: $(FUZZ_RUNS)
+$(FUZZ_RUNS): fuzz-run-%: build/fuzz/fuzz_%
+	@t=$*; rm -rf build/fuzz/corpus-$$t; mkdir -p build/fuzz/corpus-$$t; cp fuzz/corpus/$$t/* build/fuzz/corpus-$$t/; \
+	secs=$(FUZZ_SECONDS); case $$t in http|body|agent) secs=$(FUZZ_EGSD_SECONDS);; esac; \
+	build/fuzz/fuzz_$$t -max_total_time=$$secs -max_len=8192 -print_final_stats=1 \
+		-artifact_prefix=build/fuzz/crash-$$t- build/fuzz/corpus-$$t 2>build/fuzz/fuzz_$$t.log \
+		|| { echo "== fuzz_$$t for $$secs s FAILED:"; tail -40 build/fuzz/fuzz_$$t.log; exit 1; }; \
+	echo "== fuzz_$$t for $$secs s:" $$(grep -E "stat::number_of_executed_units|stat::peak_rss_mb" build/fuzz/fuzz_$$t.log)
 # The in-process egsd targets take about a second to start: 9 s of fuzzing keeps each at 10 s.
 fuzz-smoke:
 	$(MAKE) fuzz FUZZ_SECONDS=10 FUZZ_EGSD_SECONDS=9
