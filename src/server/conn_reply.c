@@ -11,6 +11,7 @@
 #include "server/conn_int.h"
 
 #include "core/util.h"
+#include "server/loop_alloc.h"
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -69,7 +70,7 @@ struct egs_hreq *egs__hreq_new(struct conn *c, const unsigned char *p, const str
 {
 	size_t nf = req->nfields, hl = req->head_len, tl = req->target_len;
 	size_t size = sizeof(struct egs_hreq) + nf * sizeof(struct egs_hfield) + hl + 1 + tl + 2 + req->body_len + 1;
-	struct egs_hreq *q = egs_malloc(size);
+	struct egs_hreq *q = egs_loop_malloc(size); /* freed a turn or so later with its turn's others */
 	memset(q, 0, sizeof(*q));
 	q->fields = (struct egs_hfield *)(q + 1);
 	unsigned char *head = (unsigned char *)(q->fields + nf);
@@ -125,7 +126,7 @@ void egs__hreq_free(struct egs_hreq *q)
 		evbuffer_free(q->hdrs);
 	if (q->pend)
 		evbuffer_free(q->pend);
-	free(q);
+	egs_loop_free(q);
 	egs__conn_unref(c);
 }
 

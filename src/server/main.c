@@ -5,7 +5,7 @@
 #include "server/server.h"
 
 #include "core/util.h"
-#include "server/json_alloc.h"
+#include "server/loop_alloc.h"
 #include "server/portal.h"
 
 #include <getopt.h>
@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	mallopt(M_TOP_PAD, 4 << 20);
 	mallopt(M_MMAP_THRESHOLD, 4 << 20);
-	egs_json_alloc_install(); /* jansson's blocks kept on this, the loop's thread: before any jansson call */
+	egs_loop_alloc_install(); /* jansson's and libevent's blocks kept on this, the loop's thread: before any of their calls */
 	const char *listen = "127.0.0.1:8080", *data = "./var", *portal_dir = NULL;
 	bool dev_clock = false;
 	struct egs_server srv;
