@@ -18,6 +18,7 @@
 #include "server/portal.h"
 #include "server/conn.h"
 #include "server/json_fast.h"
+#include "server/loop_alloc.h"
 #include "server/query.h"
 
 #include <event2/buffer.h>
@@ -205,7 +206,7 @@ static void finish_buf(struct egs_req *r, int status, struct evbuffer *buf, uint
 	bool turn = egs_state_has_changes(&srv->st) || srv->held.len;
 	bool durable = shows != SHOWS_ANY && shows <= egs_durable_shown(srv); /* all it shows is on disk */
 	if ((turn || written > egs_store_durable(srv->store)) && !durable) {
-		struct held_reply *hr = egs_malloc(sizeof(*hr));
+		struct held_reply *hr = egs_loop_malloc(sizeof(*hr)); /* freed when sent, with its turn's others */
 		hr->hq = r->hq;
 		hr->status = status;
 		hr->body = buf;
@@ -396,7 +397,7 @@ void egs_server_send_durable(struct egs_server *srv)
 		}
 		send_now(srv, hr->hq, hr->status, hr->body, hr->method, hr->path, hr->t0_us);
 		evbuffer_free(hr->body);
-		free(hr);
+		egs_loop_free(hr);
 	}
 	srv->waiting.len = kept;
 }
@@ -409,7 +410,7 @@ void egs_server_drop_replies(struct egs_server *srv)
 			struct held_reply *hr = lists[l]->items[i];
 			egs_hreq_abandon(hr->hq);
 			evbuffer_free(hr->body);
-			free(hr);
+			egs_loop_free(hr);
 		}
 		egs_vec_cleanup(lists[l]);
 	}
