@@ -100,6 +100,76 @@ static bool is_tchar(unsigned char c)
 	return byte_class[c] & BC_TCHAR;
 }
 
+/* The long runs of a head (the request target, the Authorization value) are checked eight bytes at
+ * a time: a word without a byte of the refused ranges passes at once, a word with one (or with a
+ * byte the word test cannot tell apart, such as HTAB in a value) goes through the table.  has_less
+ * is exact for n <= 128 at any byte values (a byte below n borrows into its own top bit; without
+ * one no byte borrows, and a byte of 0x80 or more has its top bit cleared by ~w). */
+#define ONES 0x0101010101010101ull
+#define TOPS 0x8080808080808080ull
+
+static inline uint64_t word_at(const unsigned char *p)
+{
+	uint64_t w;
+	memcpy(&w, p, sizeof(w));
+	return w;
+}
+
+static inline uint64_t has_less(uint64_t w, unsigned n)
+{
+	return (w - ONES * n) & ~w & TOPS;
+}
+
+static inline uint64_t has_byte(uint64_t w, unsigned c)
+{
+	return has_less(w ^ (ONES * c), 1);
+}
+
+/* The bits of byte_class any byte of p[0..n) has, as far as mask asks: BC_BAD_TARGET or BC_BAD_VALUE. */
+static inline __attribute__((always_inline)) unsigned char class_any(const unsigned char *p, size_t n,
+									     unsigned char mask)
+{
+	unsigned char bad = 0;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w = word_at(p + i);
+		/* controls and DEL are in both sets; space and bytes over 0x7f only in the target's */
+		uint64_t maybe = has_less(w, mask == BC_BAD_TARGET ? 0x21 : 0x20) | has_byte(w, 0x7f);
+		if (mask == BC_BAD_TARGET)
+			maybe |= w & TOPS;
+		if (maybe)
+			for (size_t k = i; k < i + 8; k++)
+				bad |= byte_class[p[k]];
+	}
+	for (; i < n; i++)
+		bad |= byte_class[p[i]];
+	return bad & mask;
+}
+
+/* name[0..n) is the lower-case want, ignoring ASCII case; name is a token (its bytes passed
+ * is_tchar), so setting bit 5 folds exactly its letters (a '-' only matches '-', as CR is no token
+ * byte) and no other token byte lands on a letter. */
+static inline __attribute__((always_inline)) bool name_is(const unsigned char *name, size_t n, const char *want)
+{
+	if (strlen(want) != n)
+		return false;
+	size_t i = 0;
+	if (n >= 8) { /* words, the last one overlapping the one before */
+		for (;; i += 8) {
+			if (i > n - 8)
+				i = n - 8;
+			if ((word_at(name + i) | ONES * 0x20) != word_at((const unsigned char *)want + i))
+				return false;
+			if (i == n - 8)
+				return true;
+		}
+	}
+	for (; i < n; i++)
+		if ((name[i] | 0x20) != (unsigned char)want[i])
+			return false;
+	return true;
+}
+
 struct head {
 	const unsigned char *line; /* the request line */
 	size_t line_len;
@@ -108,6 +178,7 @@ struct head {
 	bool te_chunked, conn_close, conn_keep_alive;
 	uint64_t content_length;
 	size_t fields;
+	uint16_t kept[EGS_FRAME_KEPT_FIELDS][4]; /* struct egs_frame_req's */
 	enum egs_frame_method method;
 	const unsigned char *target;
 	size_t target_len;
@@ -134,9 +205,8 @@ static enum egs_frame_reason parse_request_line(const unsigned char *p, size_t n
 	const unsigned char *sp2 = memchr(target, ' ', (size_t)(end - target));
 	if (!sp2 || sp2 == target)
 		return EGS_FRAME_LINE;
-	for (const unsigned char *c = target; c < sp2; c++)
-		if (byte_class[*c] & BC_BAD_TARGET) /* the request target is ASCII without spaces or controls */
-			return EGS_FRAME_LINE;
+	if (class_any(target, (size_t)(sp2 - target), BC_BAD_TARGET)) /* ASCII without spaces or controls */
+		return EGS_FRAME_LINE;
 	if (target[0] != '/' && !(sp2 - target == 1 && target[0] == '*') &&
 	    !(sp2 - target > 7 && strncasecmp((const char *)target, "http://", 7) == 0) &&
 	    !(sp2 - target > 8 && strncasecmp((const char *)target, "https://", 8) == 0))
@@ -171,13 +241,10 @@ static const unsigned char *trim_ows(const unsigned char *v, size_t *n)
 	return v;
 }
 
-static bool name_is(const unsigned char *name, size_t n, const char *want)
+/* Checks the header line p[0..n) (its line end cut off), base + off, and keeps its place in h. */
+static enum egs_frame_reason parse_header_line(const unsigned char *base, size_t off, size_t n, struct head *h)
 {
-	return strlen(want) == n && strncasecmp((const char *)name, want, n) == 0;
-}
-
-static enum egs_frame_reason parse_header_line(const unsigned char *p, size_t n, struct head *h)
-{
+	const unsigned char *p = base + off;
 	if (n && (p[0] == ' ' || p[0] == '\t'))
 		return EGS_FRAME_HEADER; /* obsolete line folding */
 	const unsigned char *colon = memchr(p, ':', n);
@@ -189,13 +256,17 @@ static enum egs_frame_reason parse_header_line(const unsigned char *p, size_t n,
 			return EGS_FRAME_HEADER;
 	size_t vlen = n - nlen - 1;
 	const unsigned char *v = colon + 1;
-	unsigned char bad = 0;
-	for (size_t i = 0; i < vlen; i++)
-		bad |= byte_class[v[i]];
-	if (bad & BC_BAD_VALUE)
+	if (class_any(v, vlen, BC_BAD_VALUE))
 		return EGS_FRAME_HEADER;
 	v = trim_ows(v, &vlen);
-	if (name_is(p, nlen, "Content-Length")) {
+	if (h->fields < EGS_FRAME_KEPT_FIELDS) {
+		uint16_t *k = h->kept[h->fields];
+		k[0] = (uint16_t)off;
+		k[1] = (uint16_t)nlen;
+		k[2] = (uint16_t)(v - base);
+		k[3] = (uint16_t)vlen;
+	}
+	if (name_is(p, nlen, "content-length")) {
 		if (++h->content_lengths > 1)
 			return EGS_FRAME_CL_TWICE;
 		if (vlen == 0 || vlen > 18)
@@ -207,16 +278,16 @@ static enum egs_frame_reason parse_header_line(const unsigned char *p, size_t n,
 			cl = cl * 10 + (uint64_t)(v[i] - '0');
 		}
 		h->content_length = cl;
-	} else if (name_is(p, nlen, "Transfer-Encoding")) {
+	} else if (name_is(p, nlen, "transfer-encoding")) {
 		h->transfer_encodings++;
 		h->te_chunked = vlen == 7 && strncasecmp((const char *)v, "chunked", 7) == 0;
-	} else if (name_is(p, nlen, "Authorization")) {
+	} else if (name_is(p, nlen, "authorization")) {
 		if (++h->authorizations > 1)
 			return EGS_FRAME_AUTH_TWICE;
-	} else if (name_is(p, nlen, "Host")) {
+	} else if (name_is(p, nlen, "host")) {
 		if (++h->hosts > 1)
 			return EGS_FRAME_HOST_TWICE;
-	} else if (name_is(p, nlen, "Connection") && ++h->connections == 1) { /* the first one counts */
+	} else if (name_is(p, nlen, "connection") && ++h->connections == 1) { /* the first one counts */
 		h->conn_close = vlen == 5 && strncasecmp((const char *)v, "close", 5) == 0;
 		h->conn_keep_alive = vlen == 10 && strncasecmp((const char *)v, "keep-alive", 10) == 0;
 	}
@@ -224,7 +295,8 @@ static enum egs_frame_reason parse_header_line(const unsigned char *p, size_t n,
 }
 
 /* Checks the head p[0..n) (blank line included) line by line.  Lines end in LF with an optional CR;
- * a CR anywhere else is refused. */
+ * a CR anywhere else is refused (in a header line by parse_header_line's byte checks: a CR is neither
+ * a token byte nor allowed in a value, and either way the answer is EGS_FRAME_HEADER). */
 static enum egs_frame_reason parse_head(const unsigned char *p, size_t n, struct head *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -236,8 +308,8 @@ static enum egs_frame_reason parse_head(const unsigned char *p, size_t n, struct
 		size_t len = (size_t)(nl - (p + i));
 		if (len && p[i + len - 1] == '\r')
 			len--;
-		if (memchr(p + i, '\r', len))
-			return first ? EGS_FRAME_LINE : EGS_FRAME_HEADER;
+		if (first && memchr(p + i, '\r', len))
+			return EGS_FRAME_LINE;
 		if (len == 0)
 			break; /* the blank line */
 		enum egs_frame_reason why;
@@ -247,7 +319,7 @@ static enum egs_frame_reason parse_head(const unsigned char *p, size_t n, struct
 			why = parse_request_line(p + i, len, h);
 			first = false;
 		} else {
-			why = parse_header_line(p + i, len, h);
+			why = parse_header_line(p, i, len, h);
 			h->fields++;
 		}
 		if (why)
@@ -306,6 +378,7 @@ static enum egs_frame_reason take_head(struct egs_frame *f, const unsigned char 
 	r->target_off = (size_t)(h.target - p);
 	r->target_len = h.target_len;
 	r->nfields = h.fields;
+	memcpy(r->kept, h.kept, sizeof(h.kept[0]) * (h.fields < EGS_FRAME_KEPT_FIELDS ? h.fields : EGS_FRAME_KEPT_FIELDS));
 	r->head_len = hl;
 	f->head_len = hl;
 	f->body_len = 0;
@@ -444,6 +517,16 @@ size_t egs_frame_fields(const unsigned char *p, const struct egs_frame_req *req,
 {
 	size_t i = 0, k = 0, seen = 0, n = req->head_len;
 	bool first = true;
+	if (req->nfields <= EGS_FRAME_KEPT_FIELDS) { /* the parse kept every line's place */
+		for (size_t j = skip; j < req->nfields && k < max; j++, k++) {
+			const uint16_t *f = req->kept[j];
+			fields[k].name = (const char *)(p + f[0]);
+			fields[k].name_len = f[1];
+			fields[k].value = (const char *)(p + f[2]);
+			fields[k].value_len = f[3];
+		}
+		return k;
+	}
 	while (i < n && k < max && seen < req->nfields) {
 		const unsigned char *nl = memchr(p + i, '\n', n - i);
 		size_t len = (size_t)(nl - (p + i));

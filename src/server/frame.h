@@ -23,6 +23,7 @@
 
 #define EGS_FRAME_MAX_HEAD (16 * 1024)  /* request line and header lines, blank line included */
 #define EGS_FRAME_MAX_BODY (1024 * 1024)
+#define EGS_FRAME_KEPT_FIELDS 8 /* header lines whose places a parse keeps (struct egs_frame_req) */
 
 /* Why a request was refused; index into egs_frame_reasons. */
 enum egs_frame_reason {
@@ -76,6 +77,10 @@ struct egs_frame_req {
 			    * move between calls), and its length */
 	size_t target_len;
 	size_t nfields;  /* header lines (how many egs_frame_fields can fill) */
+	/* The first EGS_FRAME_KEPT_FIELDS header lines as the parse found them, offsets from the
+	 * request's first byte (a head is at most 16 KiB): name, name length, value (white space
+	 * trimmed), value length.  egs_frame_fields reads them instead of scanning the head again. */
+	uint16_t kept[EGS_FRAME_KEPT_FIELDS][4];
 	size_t head_len; /* the head, blank line included: the body starts there */
 	size_t body_len; /* de-chunked */
 };
