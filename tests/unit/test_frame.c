@@ -237,6 +237,71 @@ static void test_pipelined_across_reads(void **state)
 	free(t);
 }
 
+/* The parse keeps the places of a head's first EGS_FRAME_KEPT_FIELDS lines and egs_frame_fields scans
+ * the head for more: both give the same fields; names are matched ignoring case a word at a time
+ * (a name one byte off is another field); a value's and the target's bytes are checked a word at a
+ * time, a refused byte anywhere in a word, a tab passing. */
+static void test_fields_kept_and_scanned(void **state)
+{
+	(void)state;
+	char buf[1024], want[1024];
+	for (int n = EGS_FRAME_KEPT_FIELDS - 1; n <= EGS_FRAME_KEPT_FIELDS + 2; n++) {
+		size_t bl = (size_t)snprintf(buf, sizeof(buf), "GET /f HTTP/1.1\r\n");
+		size_t wl = (size_t)snprintf(want, sizeof(want), "M0 v1.1 close=0 ka=0 T/f");
+		for (int i = 0; i < n; i++) {
+			bl += (size_t)snprintf(buf + bl, sizeof(buf) - bl, "X-Field-%d: \t value %d \t\r\n", i, i);
+			wl += (size_t)snprintf(want + wl, sizeof(want) - wl, " H X-Field-%d=value %d", i, i);
+		}
+		snprintf(buf + bl, sizeof(buf) - bl, "\r\n");
+		snprintf(want + wl, sizeof(want) - wl, " B0:\n");
+		accepted(buf, strlen(buf), want);
+	}
+	static const char upper[] = "POST /c HTTP/1.1\r\nCONTENT-LENGTH: 2\r\nCONNECTION: CLOSE\r\n\r\nab";
+	static const char near[] = "POST /c HTTP/1.1\r\nContent-Lengtx: 2\r\nContent_Length: 3\r\n\r\n";
+	accepted(upper, sizeof(upper) - 1,
+		 "M1 v1.1 close=1 ka=0 T/c H CONTENT-LENGTH=2 H CONNECTION=CLOSE B2:ab\n");
+	accepted(near, sizeof(near) - 1,
+		 "M1 v1.1 close=0 ka=0 T/c H Content-Lengtx=2 H Content_Length=3 B0:\n");
+	refused("GET /a HTTP/1.1\r\nauthorization: a\r\nAUTHORIZATION: b\r\n\r\n", EGS_FRAME_AUTH_TWICE, "");
+	refused("POST /a HTTP/1.1\r\ncontent-length: 1\r\nTRANSFER-ENCODING: chunked\r\n\r\n", EGS_FRAME_CL_TE, "");
+	static const char bad_bytes[] = { 0x01, 0x1f, 0x7f, 0x0d, 0x00 };
+	for (size_t at = 0; at < 20; at++) { /* every place in a word, in a long value and a long target */
+		for (size_t b = 0; b < sizeof(bad_bytes); b++) {
+			char v[24];
+			memset(v, 'v', sizeof(v));
+			v[at] = bad_bytes[b]; /* NUL too: the bytes are put by hand, not printed */
+			size_t len = 0;
+			memcpy(buf, "GET /a HTTP/1.1\r\nX: ", 21);
+			memcpy(buf + 21, v, sizeof(v));
+			memcpy(buf + 21 + sizeof(v), "\r\n\r\n", 4);
+			len = 21 + sizeof(v) + 4;
+			enum egs_frame_reason why;
+			free(feed_all(buf, len, &why));
+			assert_int_equal(why, EGS_FRAME_HEADER);
+			memcpy(buf, "GET /", 5);
+			memcpy(buf + 5, v, sizeof(v));
+			memcpy(buf + 5 + sizeof(v), " HTTP/1.1\r\n\r\n", 13);
+			free(feed_all(buf, 5 + sizeof(v) + 13, &why));
+			assert_int_equal(why, EGS_FRAME_LINE);
+		}
+		char v[25];
+		memset(v, 'v', 24);
+		v[24] = '\0';
+		v[at] = '\x80'; /* UTF-8 and other high bytes: allowed in a value, not in a target */
+		snprintf(buf, sizeof(buf), "GET /a HTTP/1.1\r\nX: %s\r\n\r\n", v);
+		enum egs_frame_reason why;
+		free(feed_all(buf, strlen(buf), &why));
+		assert_int_equal(why, EGS_FRAME_OK);
+		snprintf(buf, sizeof(buf), "GET /%s HTTP/1.1\r\n\r\n", v);
+		free(feed_all(buf, strlen(buf), &why));
+		assert_int_equal(why, EGS_FRAME_LINE);
+		v[at] = '\t';
+		snprintf(buf, sizeof(buf), "GET /a HTTP/1.1\r\nX: %s\r\n\r\n", v);
+		free(feed_all(buf, strlen(buf), &why));
+		assert_int_equal(why, EGS_FRAME_OK);
+	}
+}
+
 /* Random requests from pieces that matter, each fed every way: the parse never depends on the
  * reads' boundaries (the property the fuzz target checks on arbitrary bytes). */
 static void test_generated(void **state)
@@ -275,6 +340,7 @@ int main(void)
 		cmocka_unit_test(test_smuggling_refused), cmocka_unit_test(test_request_line_refused),
 		cmocka_unit_test(test_bounds),		  cmocka_unit_test(test_chunked),
 		cmocka_unit_test(test_pipelined_across_reads), cmocka_unit_test(test_generated),
+		cmocka_unit_test(test_fields_kept_and_scanned),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
