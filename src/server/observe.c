@@ -441,10 +441,15 @@ static void track_estimate(struct egs_server *srv, const struct egs_event *e, in
 {
 	struct egs_obs *ob = srv->obs;
 	struct egs_gpr *g = egs_state_gpr(&srv->st, e->object_name);
-	struct first_est *est = egs_map_get(&ob->first_est, e->object_name);
 	if (!g)
 		return;
-	if (!strcmp(e->reason, "Provisioning")) {
+	bool provisioning = !strcmp(e->reason, "Provisioning");
+	/* A waiting GPR without an estimate has nothing to record or drop: every create placed inside
+	 * a deep queue (its estimate comes with the next run), one lookup of the map saved. */
+	if (!provisioning && (g->state == EGS_GPR_PENDING || (g->state == EGS_GPR_QUEUED && !g->est_start)))
+		return;
+	struct first_est *est = egs_map_get(&ob->first_est, g->id);
+	if (provisioning) {
 		if (est)
 			observe_estimate(ob, (double)(now - est->at));
 		else if (g->created_at == now)
