@@ -123,10 +123,12 @@ static void apply_defaults(struct egs_req *r, struct egs_gpr *g, const struct eg
 		uint32_t bit;
 	} flags[] = { { "enableEviction", EGS_GPRF_EVICTION }, { "requeueOnFailure", EGS_GPRF_REQUEUE } };
 	for (size_t i = 0; i < EGS_ARRAY_LEN(flags); i++) {
-		json_t *given = json_object_get(r->body, flags[i].field);
 		int ws_def = wp ? (i ? wp->requeue : wp->auto_eviction) : -1;
 		int def = ws_def >= 0 ? ws_def : i ? gp->requeue : gp->auto_eviction;
-		if ((given && !json_is_null(given)) || def < 0)
+		if (def < 0)
+			continue; /* no default: no lookup of the body (~190 instructions each) */
+		json_t *given = json_object_get(r->body, flags[i].field);
+		if (given && !json_is_null(given))
 			continue;
 		g->flags = def ? g->flags | flags[i].bit : g->flags & ~flags[i].bit;
 	}

@@ -364,6 +364,8 @@ static bool template_allowed(struct egs_req *r, const char *ws, const char *name
 static bool default_template(struct egs_req *r, char name[EGS_NAME_MAX])
 {
 	json_t *nodes = json_object_get(r->body, "numberOfGPUNodes"), *c;
+	if (nodes && !json_is_null(nodes))
+		return false; /* before the other lookups (~190 instructions each): clients send it */
 	const char *ws = json_string_value(json_object_get(r->body, "sliceName"));
 	const char *cluster = json_string_value(json_object_get(r->body, "clusterName"));
 	const struct egs_doc *b = ws ? egs_state_doc(&r->srv->st, EGS_KIND_BINDING, ws) : NULL;
@@ -371,7 +373,7 @@ static bool default_template(struct egs_req *r, char name[EGS_NAME_MAX])
 	int found = 0;
 	size_t i;
 
-	if ((nodes && !json_is_null(nodes)) || !b || !w || !egs_in_project(r, w->project))
+	if (!b || !w || !egs_in_project(r, w->project))
 		return false;
 	json_t *spec = egs_doc_spec(b);
 	json_array_foreach(json_object_get(spec, "clusters"), i, c)
