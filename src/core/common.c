@@ -171,6 +171,10 @@ static size_t utf8_seq(const unsigned char *s)
 void egs_utf8_sanitize(char *s)
 {
 	for (unsigned char *p = (unsigned char *)s; *p;) {
+		if (*p < 0x80) { /* ASCII, the common case (every create's event and audit entry), without the call */
+			p++;
+			continue;
+		}
 		size_t n = utf8_seq(p);
 		if (n)
 			p += n;

@@ -2,7 +2,7 @@
  * test_util.c: the pure helpers of core/util.h: the duration syntax (accepted forms, every way to
  * get it wrong, the one-year bound), duration and RFC 3339 time formatting, time parsing (round
  * trip, UTC only, strictness), the two name validators at their documented edges, and the memory
- * unit rule of the Contracts (below 1024 is GB, from 1024 up is MiB).
+ * unit rule of the Contracts (below 1024 is GB, from 1024 up is MiB), and UTF-8 sanitising (core/common.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -426,6 +426,33 @@ static void test_memory_to_mib(void **state)
 	assert_int_equal(egs_memory_to_mib(INT64_MAX), -1);
 }
 
+/* ---- UTF-8 ---- */
+
+static void assert_sanitized(const char *in, const char *want)
+{
+	char buf[64];
+	snprintf(buf, sizeof(buf), "%s", in);
+	egs_utf8_sanitize(buf);
+	assert_string_equal(buf, want);
+}
+
+/* ASCII (controls included) and well-formed sequences pass unchanged; each byte that starts no
+ * well-formed sequence becomes '?' (stray continuations, overlong forms, surrogates, over U+10FFFF,
+ * a sequence cut short), wherever it stands among ASCII. */
+static void test_utf8_sanitize(void **unused)
+{
+	(void)unused;
+	assert_sanitized("", "");
+	assert_sanitized("GPR deep created and queued at priority 17\t\x01", "GPR deep created and queued at priority 17\t\x01");
+	assert_sanitized("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+	assert_sanitized("a\x80" "b", "a?b");
+	assert_sanitized("\xc0\xafx", "??x");         /* overlong '/' */
+	assert_sanitized("x\xed\xa0\x80", "x???");      /* a surrogate */
+	assert_sanitized("\xf4\x90\x80\x80y", "????y"); /* over U+10FFFF */
+	assert_sanitized("ab\xe2\x82", "ab??");          /* cut short */
+	assert_sanitized("\xff", "?");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -443,6 +470,7 @@ int main(void)
 		cmocka_unit_test(test_dns_subdomain),
 		cmocka_unit_test(test_label),
 		cmocka_unit_test(test_memory_to_mib),
+		cmocka_unit_test(test_utf8_sanitize),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
