@@ -23,7 +23,7 @@ void egs_queue_cleanup(struct egs_queue *q)
 	free(q->spare);
 	free(q->merge.added);
 	free(q->merge.gone);
-	free(q->merge.tmp);
+	egs_msort_cleanup(&q->merge.sort);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -293,19 +293,17 @@ static void list_swap(struct egs_queue_entry **a, size_t *na, size_t *capa, stru
 	*b = v, *nb = n, *capb = cap;
 }
 
-/* Starts the sort of the list `which` (1 added, 2 gone; n entries) in pieces: tmp gets room for
- * n entries (kept between orders: no fresh pages each time). */
+/* The queue order on entries, for the sort of the lists of changes. */
+static bool entry_before(const void *a, const void *b)
+{
+	return slot_before(&((const struct egs_queue_entry *)a)->key, &((const struct egs_queue_entry *)b)->key);
+}
+
+/* Starts the sort of the list `which` (1 added, 2 gone; n entries) in pieces. */
 static void sort_start(struct egs_queue_merge *m, int which, size_t n)
 {
-	if (m->captmp < n) {
-		m->captmp = n + n / 2 + 64;
-		free(m->tmp);
-		m->tmp = egs_malloc(m->captmp * sizeof(*m->tmp));
-	}
+	egs_msort_start(&m->sort, n, sizeof(struct egs_queue_entry));
 	m->sorting = which;
-	m->w = 1;
-	m->lo = 0;
-	m->merging = false;
 }
 
 uint64_t egs_queue_order_begin(struct egs_queue *q)
@@ -338,49 +336,6 @@ uint64_t egs_queue_order_begin(struct egs_queue *q)
 	return m->ticket;
 }
 
-/* Swaps the list (*v, *cap) with the merge's tmp (room for as many entries: begin's). */
-static void tmp_swap(struct egs_queue_merge *m, struct egs_queue_entry **v, size_t *cap)
-{
-	struct egs_queue_entry *t = *v;
-	size_t c = *cap;
-	*v = m->tmp, *cap = m->captmp;
-	m->tmp = t, m->captmp = c;
-}
-
-/* Merges runs of the list being sorted (added, then gone) for at most *budget element moves (a
- * merge stops anywhere and goes on at the next piece; every pass copies all n entries into tmp,
- * so the list holds every entry at any stop: a drop gives them all back); true when that list
- * is sorted.  Stable. */
-static bool sort_list(struct egs_queue_merge *m, struct egs_queue_entry **v, size_t *cap, size_t n, size_t *budget)
-{
-	while (m->w < n && *budget) {
-		if (!m->merging) {
-			if (m->lo >= n) { /* a pass is done: the next one merges runs twice as long */
-				tmp_swap(m, v, cap);
-				m->w *= 2;
-				m->lo = 0;
-				continue;
-			}
-			m->ia = m->k = m->lo;
-			m->ib = m->lo + m->w < n ? m->lo + m->w : n;
-			m->merging = true;
-		}
-		const struct egs_queue_entry *a = *v;
-		size_t mid = m->lo + m->w < n ? m->lo + m->w : n, hi = m->lo + 2 * m->w < n ? m->lo + 2 * m->w : n;
-		for (; *budget && m->k < hi; (*budget)--) {
-			if (m->ib >= hi || (m->ia < mid && !slot_before(&a[m->ib].key, &a[m->ia].key)))
-				m->tmp[m->k++] = a[m->ia++];
-			else
-				m->tmp[m->k++] = a[m->ib++];
-		}
-		if (m->k == hi) {
-			m->merging = false;
-			m->lo = hi;
-		}
-	}
-	return m->w >= n;
-}
-
 bool egs_queue_order_sort(struct egs_queue *q, uint64_t ticket, size_t max)
 {
 	struct egs_queue_merge *m = &q->merge;
@@ -388,12 +343,12 @@ bool egs_queue_order_sort(struct egs_queue *q, uint64_t ticket, size_t max)
 	if (!ticket || ticket != m->ticket)
 		return true; /* dropped: egs_queue_order_step says so */
 	if (m->sorting == 1) {
-		if (!sort_list(m, &m->added, &m->capadded, m->nadded, &budget))
+		if (!egs_msort_piece(&m->sort, &m->added, &m->capadded, sizeof(*m->added), entry_before, &budget))
 			return false;
-		sort_start(m, 2, m->ngone); /* tmp may be added's old buffer now, smaller */
+		sort_start(m, 2, m->ngone); /* the second buffer may be added's old one now, smaller */
 	}
 	if (m->sorting == 2) {
-		if (!sort_list(m, &m->gone, &m->capgone, m->ngone, &budget))
+		if (!egs_msort_piece(&m->sort, &m->gone, &m->capgone, sizeof(*m->gone), entry_before, &budget))
 			return false;
 		m->sorting = 0;
 	}

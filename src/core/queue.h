@@ -10,6 +10,7 @@
 #define EGS_QUEUE_H
 
 #include "core/model.h"
+#include "core/msort.h"
 
 /* A heap slot carries its GPR's order key, so that sifting compares contiguous memory instead of
  * reading a GPR per step (a GPR's key does not change while it is queued but through
@@ -38,13 +39,10 @@ struct egs_queue_merge {
 	size_t served;  /* entries handed out (egs_queue_order_step) */
 	bool fresh;     /* the order was sorted afresh at its beginning: it is all in q->order */
 	uint64_t ticket; /* 0: none in progress */
-	/* The sort of added, then of gone, in pieces (egs_queue_order_sort): a list in runs of w
-	 * sorted entries, merged pairwise into tmp (room for captmp); the pair at lo is merged up to
-	 * ia, ib (its two runs' next) and k (the output's next).  sorting: 0 done, 1 added, 2 gone. */
-	struct egs_queue_entry *tmp;
-	size_t captmp, w, lo, ia, ib, k;
+	/* The sort of added, then of gone, in pieces (egs_queue_order_sort); its second buffer is
+	 * kept between orders.  sorting: 0 done, 1 added, 2 gone. */
+	struct egs_msort sort;
 	int sorting;
-	bool merging;
 };
 
 struct egs_queue {

@@ -7,6 +7,7 @@
  * 10,000 names in one go was 3 ms of a 6 ms piece); the slots' pools, hashed on their attributes;
  * then the pools' order, heaps, name orders and segment trees, kept for the next first state.
  */
+#include "core/msort.h"
 #include "core/sched_int.h"
 
 #include <stdio.h>
@@ -22,11 +23,10 @@
 struct pools_build {
 	int stage;     /* 1: sorting the names, 2: ranking and hashing the slots, 3: the rest */
 	uint64_t gen;  /* st->inventory_gen when the build began: what its pools are kept under */
-	/* The name sort: by[] in runs of w sorted nodes, merged pairwise into tmp[]; the pair at lo
-	 * is merged up to ia, ib (its two runs' next) and k (the output's next). */
-	struct egs_node **by, **tmp;
-	size_t n, w, lo, ia, ib, k;
-	bool merging;
+	/* The name sort (core/msort.h) of by[] (n nodes, room for capby). */
+	struct egs_node **by;
+	size_t n, capby;
+	struct egs_msort sort;
 	/* The pools hashed, in order of first appearance, and each slot's (stage 2): the table, and
 	 * the slots hashed so far. */
 	struct pool *pools;
@@ -40,7 +40,7 @@ void egs__pools_build_free(struct pools_build *b)
 	if (!b)
 		return;
 	free(b->by);
-	free(b->tmp);
+	egs_msort_cleanup(&b->sort);
 	free(b->pools);
 	free(b->slot_pool);
 	free(b->table);
@@ -106,15 +106,21 @@ static uint64_t pool_hash(const struct egs_node *n)
 	return (h ^ (uint64_t)n->memory_mib) * 0x100000001b3ull;
 }
 
+/* Node a's name goes before b's. */
+static bool name_before(const void *a, const void *b)
+{
+	return strcmp((*(struct egs_node *const *)a)->name, (*(struct egs_node *const *)b)->name) < 0;
+}
+
 /* Starts the sort of every node by name (stage 1). */
 static void sort_begin(struct pools_build *b, struct egs_state *st)
 {
-	b->by = egs_calloc(st->nodes.len + 1, sizeof(*b->by));
-	b->tmp = egs_calloc(st->nodes.len + 1, sizeof(*b->tmp));
+	b->capby = st->nodes.len + 1;
+	b->by = egs_calloc(b->capby, sizeof(*b->by));
 	void *v;
 	for (size_t i = 0; egs_map_next(&st->nodes, &i, NULL, &v);)
 		b->by[b->n++] = v;
-	b->w = 1;
+	egs_msort_start(&b->sort, b->n, sizeof(*b->by));
 }
 
 /* Merges the sort's runs for at most about SORT_PIECE element moves (a merge stops anywhere and
@@ -122,34 +128,8 @@ static void sort_begin(struct pools_build *b, struct egs_state *st)
  * the map's order. */
 static bool sort_piece(struct pools_build *b, size_t piece)
 {
-	size_t budget = piece ? piece : SORT_PIECE, n = b->n;
-	while (b->w < n && budget) {
-		if (!b->merging) {
-			if (b->lo >= n) { /* a pass is done: the next one merges runs twice as long */
-				struct egs_node **t = b->by;
-				b->by = b->tmp;
-				b->tmp = t;
-				b->w *= 2;
-				b->lo = 0;
-				continue;
-			}
-			b->ia = b->k = b->lo;
-			b->ib = b->lo + b->w < n ? b->lo + b->w : n;
-			b->merging = true;
-		}
-		size_t mid = b->lo + b->w < n ? b->lo + b->w : n, hi = b->lo + 2 * b->w < n ? b->lo + 2 * b->w : n;
-		for (; budget && b->k < hi; budget--) {
-			if (b->ib >= hi || (b->ia < mid && strcmp(b->by[b->ia]->name, b->by[b->ib]->name) <= 0))
-				b->tmp[b->k++] = b->by[b->ia++];
-			else
-				b->tmp[b->k++] = b->by[b->ib++];
-		}
-		if (b->k == hi) {
-			b->merging = false;
-			b->lo = hi;
-		}
-	}
-	return b->w >= n;
+	size_t budget = piece ? piece : SORT_PIECE;
+	return egs_msort_piece(&b->sort, &b->by, &b->capby, sizeof(*b->by), name_before, &budget);
 }
 
 /* The sort's end: every node's name_rank, valid while the inventory is as when the sort began. */
@@ -158,8 +138,8 @@ static void sort_end(struct pools_build *b, struct egs_state *st)
 	for (size_t i = 0; i < b->n; i++)
 		b->by[i]->name_rank = (uint32_t)i;
 	free(b->by);
-	free(b->tmp);
-	b->by = b->tmp = NULL;
+	b->by = NULL;
+	egs_msort_cleanup(&b->sort);
 	st->name_rank_gen = b->gen;
 }
 
