@@ -24,44 +24,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-void egs_obuf_cleanup(struct egs_obuf *b)
-{
-	free(b->p);
-	b->p = NULL;
-	b->len = b->cap = 0;
-}
-
-/* Makes room for n more bytes. */
-static void reserve(struct egs_obuf *b, size_t n)
-{
-	if (b->len + n <= b->cap)
-		return;
-	size_t cap = b->cap ? b->cap : 2048;
-	while (cap < b->len + n)
-		cap *= 2;
-	b->p = egs_realloc(b->p, cap);
-	b->cap = cap;
-}
-
-static void put(struct egs_obuf *b, const char *s, size_t n)
-{
-	reserve(b, n);
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-}
-
-#define PUT_LIT(b, lit) put((b), (lit), sizeof(lit) - 1)
-
 /* A JSON string, escaped as jansson escapes it (file comment). */
-static void put_str(struct egs_obuf *b, const char *s)
+static void put_str(struct egs_buf *b, const char *s)
 {
-	reserve(b, 1);
-	b->p[b->len++] = '"';
+	egs_buf_putc(b, '"');
 	for (;;) {
 		const char *run = s;
 		while ((unsigned char)*s >= 0x20 && *s != '"' && *s != '\\')
 			s++;
-		put(b, run, (size_t)(s - run));
+		egs_buf_put(b, run, (size_t)(s - run));
 		if (!*s)
 			break;
 		char esc[8] = { '\\', 0 };
@@ -83,11 +54,10 @@ static void put_str(struct egs_obuf *b, const char *s)
 			n = 6;
 		}
 		}
-		put(b, esc, n);
+		egs_buf_put(b, esc, n);
 		s++;
 	}
-	reserve(b, 1);
-	b->p[b->len++] = '"';
+	egs_buf_putc(b, '"');
 }
 
 /* Writes v in decimal at the end of buf[0..24) and returns where the digits start. */
@@ -100,21 +70,21 @@ static char *u64_digits(uint64_t v, char *end)
 	return end;
 }
 
-static void put_int(struct egs_obuf *b, int64_t v)
+static void put_int(struct egs_buf *b, int64_t v)
 {
 	char buf[24], *end = buf + sizeof(buf);
 	char *p = u64_digits(v < 0 ? 0 - (uint64_t)v : (uint64_t)v, end);
 	if (v < 0)
 		*--p = '-';
-	put(b, p, (size_t)(end - p));
+	egs_buf_put(b, p, (size_t)(end - p));
 }
 
-static void put_bool(struct egs_obuf *b, bool v)
+static void put_bool(struct egs_buf *b, bool v)
 {
 	if (v)
-		PUT_LIT(b, "true");
+		EGS_BUF_LIT(b, "true");
 	else
-		PUT_LIT(b, "false");
+		EGS_BUF_LIT(b, "false");
 }
 
 /* Two digits of v (0..99) at p. */
@@ -142,10 +112,10 @@ static void civil(int64_t days, int64_t *y, unsigned *m, unsigned *d)
 
 /* A time as egs_time_format writes it, as a string, or null for 0.  Years 1970-9999 are written
  * here (gmtime_r takes glibc's time zone lock); others go through egs_time_format itself. */
-static void put_time(struct egs_obuf *b, int64_t t)
+static void put_time(struct egs_buf *b, int64_t t)
 {
 	if (!t) {
-		PUT_LIT(b, "null");
+		EGS_BUF_LIT(b, "null");
 		return;
 	}
 	char s[48];
@@ -169,11 +139,11 @@ static void put_time(struct egs_obuf *b, int64_t t)
 		n = strlen(s);
 		s[n++] = '"';
 	}
-	put(b, s, n);
+	egs_buf_put(b, s, n);
 }
 
 /* A duration as egs_duration_format writes it ("<h>h<m>m<s>s"), as a string. */
-static void put_duration(struct egs_obuf *b, int64_t secs)
+static void put_duration(struct egs_buf *b, int64_t secs)
 {
 	if (secs < 0)
 		secs = 0;
@@ -186,11 +156,11 @@ static void put_duration(struct egs_obuf *b, int64_t secs)
 	*--p = 'h';
 	p = u64_digits((uint64_t)(secs / 3600), p);
 	*--p = '"';
-	put(b, p, (size_t)(end - p));
+	egs_buf_put(b, p, (size_t)(end - p));
 }
 
 /* A real as jansson's jsonp_dtostr writes it (file comment). */
-static void put_real(struct egs_obuf *b, double v)
+static void put_real(struct egs_buf *b, double v)
 {
 	char s[64];
 	int n = snprintf(s, sizeof(s) - 3, "%.17g", v);
@@ -211,11 +181,11 @@ static void put_real(struct egs_obuf *b, double v)
 			n -= (int)(end - start);
 		}
 	}
-	put(b, s, (size_t)n);
+	egs_buf_put(b, s, (size_t)n);
 }
 
 /* A number of GPUs in hundredths: an integer when whole, else a real (views.c gpus_json). */
-static void put_gpus(struct egs_obuf *b, int centi)
+static void put_gpus(struct egs_buf *b, int centi)
 {
 	if (centi % EGS_SHARE_WHOLE)
 		put_real(b, centi / (double)EGS_SHARE_WHOLE);
@@ -224,196 +194,196 @@ static void put_gpus(struct egs_obuf *b, int centi)
 }
 
 /* A node key "cluster/name" as the view names it: the part after the first '/'. */
-static void put_node(struct egs_obuf *b, const char *key)
+static void put_node(struct egs_buf *b, const char *key)
 {
 	const char *slash = strchr(key, '/');
 	put_str(b, slash ? slash + 1 : key);
 }
 
-static void put_strlist(struct egs_obuf *b, const struct egs_strlist *l, bool nodes)
+static void put_strlist(struct egs_buf *b, const struct egs_strlist *l, bool nodes)
 {
-	PUT_LIT(b, "[");
+	EGS_BUF_LIT(b, "[");
 	for (size_t i = 0; i < l->n; i++) {
 		if (i)
-			PUT_LIT(b, ",");
+			EGS_BUF_LIT(b, ",");
 		if (nodes)
 			put_node(b, l->v[i]);
 		else
 			put_str(b, l->v[i]);
 	}
-	PUT_LIT(b, "]");
+	EGS_BUF_LIT(b, "]");
 }
 
-/* jansson's dump callback into an egs_obuf. */
+/* jansson's dump callback into an egs_buf. */
 static int dump_into(const char *data, size_t len, void *arg)
 {
-	put(arg, data, len);
+	egs_buf_put(arg, data, len);
 	return 0;
 }
 
-static void put_check_runs(struct egs_obuf *b, const struct egs_gpr *g)
+static void put_check_runs(struct egs_buf *b, const struct egs_gpr *g)
 {
-	PUT_LIT(b, ",\"checks\":[");
+	EGS_BUF_LIT(b, ",\"checks\":[");
 	for (size_t i = 0; i < g->n_check_runs; i++) {
 		const struct egs_check_run *run = &g->check_runs[i];
 		if (i)
-			PUT_LIT(b, ",");
-		PUT_LIT(b, "{\"node\":");
+			EGS_BUF_LIT(b, ",");
+		EGS_BUF_LIT(b, "{\"node\":");
 		put_node(b, run->node);
 		if (run->post)
-			PUT_LIT(b, ",\"phase\":\"post\",\"time\":");
+			EGS_BUF_LIT(b, ",\"phase\":\"post\",\"time\":");
 		else
-			PUT_LIT(b, ",\"phase\":\"pre\",\"time\":");
+			EGS_BUF_LIT(b, ",\"phase\":\"pre\",\"time\":");
 		put_time(b, run->time);
-		PUT_LIT(b, ",\"ok\":");
+		EGS_BUF_LIT(b, ",\"ok\":");
 		put_bool(b, run->ok);
-		PUT_LIT(b, ",\"checks\":");
+		EGS_BUF_LIT(b, ",\"checks\":");
 		json_t *checks = json_loads(run->checks, 0, NULL);
 		EGS_ASSERT(json_is_array(checks)); /* written by api_agent.c from a validated array */
 		EGS_ASSERT(json_dump_callback(checks, dump_into, b, JSON_COMPACT) == 0);
 		json_decref(checks);
-		PUT_LIT(b, "}");
+		EGS_BUF_LIT(b, "}");
 	}
-	PUT_LIT(b, "]");
+	EGS_BUF_LIT(b, "]");
 }
 
 /* The view's "status" object. */
-static void put_status(struct egs_obuf *b, const struct egs_gpr *g, const struct egs_gpr_facts *f, double cost)
+static void put_status(struct egs_buf *b, const struct egs_gpr *g, const struct egs_gpr_facts *f, double cost)
 {
-	PUT_LIT(b, "{\"provisioningStatus\":");
+	EGS_BUF_LIT(b, "{\"provisioningStatus\":");
 	put_str(b, egs_gpr_state_name(g->state));
-	PUT_LIT(b, ",\"failureReason\":");
+	EGS_BUF_LIT(b, ",\"failureReason\":");
 	put_str(b, g->failure_reason ? g->failure_reason : "");
-	PUT_LIT(b, ",\"numGpusAllocated\":");
+	EGS_BUF_LIT(b, ",\"numGpusAllocated\":");
 	if (g->share_centi)
 		put_gpus(b, f->allocated ? g->share_centi : 0);
 	else
 		put_int(b, f->allocated);
-	PUT_LIT(b, ",\"startTimestamp\":");
+	EGS_BUF_LIT(b, ",\"startTimestamp\":");
 	put_time(b, g->start_ts);
-	PUT_LIT(b, ",\"completionTimestamp\":");
+	EGS_BUF_LIT(b, ",\"completionTimestamp\":");
 	put_time(b, g->completion_ts);
-	PUT_LIT(b, ",\"cost\":");
+	EGS_BUF_LIT(b, ",\"cost\":");
 	if (cost == 0 && !signbit(cost)) {
-		PUT_LIT(b, "\"0.00\"");
+		EGS_BUF_LIT(b, "\"0.00\"");
 	} else {
 		char c[400]; /* "%.2f" of DBL_MAX is 312 bytes */
 		snprintf(c, sizeof(c), "%.2f", cost);
 		put_str(b, c);
 	}
-	PUT_LIT(b, ",\"nodes\":");
+	EGS_BUF_LIT(b, ",\"nodes\":");
 	put_strlist(b, &g->nodes, true);
-	PUT_LIT(b, ",\"internalState\":");
+	EGS_BUF_LIT(b, ",\"internalState\":");
 	put_str(b, f->internal_state);
-	PUT_LIT(b, ",\"retryCount\":");
+	EGS_BUF_LIT(b, ",\"retryCount\":");
 	put_int(b, g->retry_count);
-	PUT_LIT(b, ",\"delayedCount\":");
+	EGS_BUF_LIT(b, ",\"delayedCount\":");
 	put_int(b, g->delayed_count);
-	PUT_LIT(b, ",\"pendingReason\":");
+	EGS_BUF_LIT(b, ",\"pendingReason\":");
 	if (g->pending_reason && *g->pending_reason)
 		put_str(b, g->pending_reason);
 	else
-		PUT_LIT(b, "null");
-	PUT_LIT(b, ",\"exitTimestamp\":");
+		EGS_BUF_LIT(b, "null");
+	EGS_BUF_LIT(b, ",\"exitTimestamp\":");
 	put_time(b, g->exit_at);
-	PUT_LIT(b, ",\"remainingDuration\":");
+	EGS_BUF_LIT(b, ",\"remainingDuration\":");
 	put_duration(b, f->remaining);
-	PUT_LIT(b, ",\"createdTimestamp\":");
+	EGS_BUF_LIT(b, ",\"createdTimestamp\":");
 	put_time(b, g->created_at);
 	if (g->n_check_runs)
 		put_check_runs(b, g);
-	PUT_LIT(b, ",\"evictedBy\":");
+	EGS_BUF_LIT(b, ",\"evictedBy\":");
 	if (g->evicted_by[0])
 		put_str(b, g->evicted_by);
 	else
-		PUT_LIT(b, "null");
-	PUT_LIT(b, "}");
+		EGS_BUF_LIT(b, "null");
+	EGS_BUF_LIT(b, "}");
 }
 
 /* The flags part of the view, from earlyRelease to enableRDMA's neighbours, in the tree's order. */
-static void put_flag(struct egs_obuf *b, const char *key_lit, size_t key_len, bool v)
+static void put_flag(struct egs_buf *b, const char *key_lit, size_t key_len, bool v)
 {
-	put(b, key_lit, key_len);
+	egs_buf_put(b, key_lit, key_len);
 	put_bool(b, v);
 }
 #define PUT_FLAG(b, key, v) put_flag((b), ",\"" key "\":", sizeof(",\"" key "\":") - 1, (v))
 
-void egs_render_gpr(struct egs_obuf *b, const struct egs_gpr *g, int64_t now, double cost)
+void egs_render_gpr(struct egs_buf *b, const struct egs_gpr *g, int64_t now, double cost)
 {
 	struct egs_gpr_facts f;
 	egs_gpr_facts(g, now, &f);
-	PUT_LIT(b, "{\"gprId\":");
+	EGS_BUF_LIT(b, "{\"gprId\":");
 	put_str(b, g->id);
-	PUT_LIT(b, ",\"gprName\":");
+	EGS_BUF_LIT(b, ",\"gprName\":");
 	put_str(b, g->name);
-	PUT_LIT(b, ",\"sliceName\":");
+	EGS_BUF_LIT(b, ",\"sliceName\":");
 	put_str(b, g->workspace);
-	PUT_LIT(b, ",\"clusterName\":");
+	EGS_BUF_LIT(b, ",\"clusterName\":");
 	put_str(b, g->cluster);
-	PUT_LIT(b, ",\"numberOfGPUs\":");
+	EGS_BUF_LIT(b, ",\"numberOfGPUs\":");
 	if (g->share_centi)
 		put_gpus(b, g->share_centi);
 	else
 		put_int(b, g->gpus_per_node);
-	PUT_LIT(b, ",\"numberOfGPUNodes\":");
+	EGS_BUF_LIT(b, ",\"numberOfGPUNodes\":");
 	put_int(b, g->node_count);
-	PUT_LIT(b, ",\"instanceType\":");
+	EGS_BUF_LIT(b, ",\"instanceType\":");
 	put_str(b, g->instance_type);
-	PUT_LIT(b, ",\"memoryPerGPU\":");
+	EGS_BUF_LIT(b, ",\"memoryPerGPU\":");
 	put_int(b, g->memory_mib);
-	PUT_LIT(b, ",\"memoryPerGpu\":");
+	EGS_BUF_LIT(b, ",\"memoryPerGpu\":");
 	put_int(b, g->memory_mib);
-	PUT_LIT(b, ",\"priority\":");
+	EGS_BUF_LIT(b, ",\"priority\":");
 	put_int(b, g->priority);
 	if (g->share_centi)
-		PUT_LIT(b, ",\"gpuSharingMode\":\"Shared\",\"estimatedStartTime\":");
+		EGS_BUF_LIT(b, ",\"gpuSharingMode\":\"Shared\",\"estimatedStartTime\":");
 	else
-		PUT_LIT(b, ",\"gpuSharingMode\":\"Dedicated\",\"estimatedStartTime\":");
+		EGS_BUF_LIT(b, ",\"gpuSharingMode\":\"Dedicated\",\"estimatedStartTime\":");
 	put_time(b, f.est);
-	PUT_LIT(b, ",\"estimatedWaitTime\":");
+	EGS_BUF_LIT(b, ",\"estimatedWaitTime\":");
 	if (f.has_wait)
 		put_duration(b, f.wait);
 	else
-		PUT_LIT(b, "null");
-	PUT_LIT(b, ",\"exitDuration\":");
+		EGS_BUF_LIT(b, "null");
+	EGS_BUF_LIT(b, ",\"exitDuration\":");
 	put_duration(b, g->exit_duration_s);
 	PUT_FLAG(b, "earlyRelease", g->flags & EGS_GPRF_EARLY_RELEASE);
-	PUT_LIT(b, ",\"gpuShape\":");
+	EGS_BUF_LIT(b, ",\"gpuShape\":");
 	put_str(b, g->gpu_shape);
 	PUT_FLAG(b, "multiNode", g->node_count > 1);
 	PUT_FLAG(b, "dedicatedNodes", !g->share_centi);
 	PUT_FLAG(b, "enableRDMA", g->flags & EGS_GPRF_RDMA);
 	PUT_FLAG(b, "enableSecondaryNetwork", g->flags & EGS_GPRF_SECONDARY_NET);
-	PUT_LIT(b, ",\"idleTimeOutDuration\":");
+	EGS_BUF_LIT(b, ",\"idleTimeOutDuration\":");
 	if (g->idle_timeout_s)
 		put_duration(b, g->idle_timeout_s);
 	else
-		PUT_LIT(b, "\"\"");
+		EGS_BUF_LIT(b, "\"\"");
 	PUT_FLAG(b, "enforceIdleTimeOut", g->flags & EGS_GPRF_ENFORCE_IDLE);
 	PUT_FLAG(b, "enableEviction", g->flags & EGS_GPRF_EVICTION);
 	PUT_FLAG(b, "requeueOnFailure", g->flags & EGS_GPRF_REQUEUE);
-	PUT_LIT(b, ",\"preferredClusters\":");
+	EGS_BUF_LIT(b, ",\"preferredClusters\":");
 	put_strlist(b, &g->preferred_clusters, false);
 	PUT_FLAG(b, "enableAutoClusterSelection", g->flags & EGS_GPRF_AUTO_CLUSTER);
 	PUT_FLAG(b, "enableAutoGpuSelection", g->flags & EGS_GPRF_AUTO_GPU);
-	PUT_LIT(b, ",\"status\":");
+	EGS_BUF_LIT(b, ",\"status\":");
 	put_status(b, g, &f, cost);
-	PUT_LIT(b, "}");
+	EGS_BUF_LIT(b, "}");
 }
 
-void egs_render_str(struct egs_obuf *b, const char *s)
+void egs_render_str(struct egs_buf *b, const char *s)
 {
 	put_str(b, s);
 }
 
-void egs_render_raw(struct egs_obuf *b, const char *s, size_t n)
+void egs_render_raw(struct egs_buf *b, const char *s, size_t n)
 {
-	put(b, s, n);
+	egs_buf_put(b, s, n);
 }
 
-void egs_render_gpr_reply(struct egs_obuf *b, const struct egs_gpr *g, int64_t now, double cost)
+void egs_render_gpr_reply(struct egs_buf *b, const struct egs_gpr *g, int64_t now, double cost)
 {
-	PUT_LIT(b, "{\"statusCode\":200,\"status\":\"OK\",\"message\":\"Success\",\"data\":");
+	EGS_BUF_LIT(b, "{\"statusCode\":200,\"status\":\"OK\",\"message\":\"Success\",\"data\":");
 	egs_render_gpr(b, g, now, cost);
-	PUT_LIT(b, "}");
+	EGS_BUF_LIT(b, "}");
 }

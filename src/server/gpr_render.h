@@ -3,7 +3,7 @@
  *
  * A status read that builds its view with egs_json_gpr() (views.c: json_pack of ~45 keys) and dumps
  * it spends most of its instructions in jansson (issue 16).  egs_render_gpr() writes the same view
- * into a growable byte buffer directly.  The promise, checked byte for byte by
+ * into a growable byte buffer (core/buf.h) directly.  The promise, checked byte for byte by
  * tests/unit/test_gpr_render.c over thousands of generated GPRs: the bytes equal jansson's
  * JSON_COMPACT dump of egs_json_gpr_at(g, now, cost) (same key order, same number formatting, same
  * string escaping).  egs_json_gpr stays the source of the view's shape for the places that need a
@@ -16,21 +16,13 @@
 #ifndef EGS_GPR_RENDER_H
 #define EGS_GPR_RENDER_H
 
+#include "core/buf.h"
 #include "core/model.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* A growable byte buffer: caller-owned storage, zero-initialized is empty.  Its contents are not
- * NUL-terminated.  Not built from network input (a GPR's fields are bounded), so no cap. */
-struct egs_obuf {
-	char *p; /* owned */
-	size_t len, cap;
-};
-/* Frees b's bytes and leaves it empty. */
-void egs_obuf_cleanup(struct egs_obuf *b);
 
 /* What a GPR's view shows that is not a field of struct egs_gpr, at `now`. */
 struct egs_gpr_facts {
@@ -50,12 +42,12 @@ json_t *egs_json_gpr_at(const struct egs_gpr *g, int64_t now, double cost);
 
 /* Appends to b the bytes json_dump(egs_json_gpr_at(g, now, cost), JSON_COMPACT) gives.  g is
  * borrowed; its strings must be valid UTF-8 (as jansson requires of them too). */
-void egs_render_gpr(struct egs_obuf *b, const struct egs_gpr *g, int64_t now, double cost);
+void egs_render_gpr(struct egs_buf *b, const struct egs_gpr *g, int64_t now, double cost);
 /* Appends s as a JSON string, escaped as jansson escapes it. */
-void egs_render_str(struct egs_obuf *b, const char *s);
+void egs_render_str(struct egs_buf *b, const char *s);
 /* Appends n bytes of s as they are. */
-void egs_render_raw(struct egs_obuf *b, const char *s, size_t n);
+void egs_render_raw(struct egs_buf *b, const char *s, size_t n);
 /* Appends the whole reply: {"statusCode":200,"status":"OK","message":"Success","data":<view>}. */
-void egs_render_gpr_reply(struct egs_obuf *b, const struct egs_gpr *g, int64_t now, double cost);
+void egs_render_gpr_reply(struct egs_buf *b, const struct egs_gpr *g, int64_t now, double cost);
 
 #endif

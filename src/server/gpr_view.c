@@ -78,7 +78,7 @@ struct view_slot {
 
 struct egs_views {
 	struct view_slot slot[VIEW_SLOTS];
-	struct egs_obuf scratch; /* where a view is rendered before it is kept */
+	struct egs_buf scratch; /* where a view is rendered before it is kept */
 	bool check;              /* EGSD_VIEW_CHECK: render a served view again and compare */
 	uint64_t hits, misses;
 };
@@ -113,7 +113,7 @@ void egs_views_free(struct egs_views *v)
 	for (size_t i = 0; i < VIEW_SLOTS; i++)
 		if (v->slot[i].kept)
 			bytes_release(v->slot[i].kept);
-	egs_obuf_cleanup(&v->scratch);
+	egs_buf_cleanup(&v->scratch);
 	free(v);
 }
 
@@ -135,7 +135,7 @@ static struct view_slot *slot_of(struct egs_views *v, const char *id)
  * the views' scratch buffer and copied out; one reference, the caller's. */
 static struct view_bytes *build(struct egs_server *srv, const struct egs_gpr *g, int64_t now, double cost)
 {
-	struct egs_obuf *o = &srv->views->scratch;
+	struct egs_buf *o = &srv->views->scratch;
 	o->len = 0;
 	egs_render_gpr_reply(o, g, now, cost);
 	struct view_bytes *b = egs_malloc(sizeof(*b) + o->len);
@@ -240,7 +240,7 @@ void egs_gpr_list_reply(struct egs_req *r, const struct egs_gpr *const *gprs, si
 {
 	struct egs_server *srv = r->srv;
 	int64_t now = egs_now(srv);
-	struct egs_obuf b = { 0 };
+	struct egs_buf b = { 0 };
 	static const char head[] = "{\"statusCode\":200,\"status\":\"OK\",\"message\":\"Success\",\"data\":{\"items\":[";
 	egs_render_raw(&b, head, sizeof(head) - 1);
 	for (size_t i = 0; i < n; i++) {

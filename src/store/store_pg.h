@@ -13,6 +13,7 @@
 #ifndef EGS_STORE_PG_H
 #define EGS_STORE_PG_H
 
+#include "core/buf.h"
 #include "core/state.h"
 #include "store/store_impl.h"
 #include "store/store_rows.h"
@@ -186,16 +187,11 @@ extern const int egs__pg_nmigrations;
 /* ---- store_pg_batch.c: a turn's rows of one table in one statement ---- */
 #define EGS_PG_BATCH_ROWS 1024 /* rows per statement at most (a larger turn sends several) */
 
-struct egs_pg_text { /* a growable buffer */
-	char *b;
-	size_t n, cap;
-};
-
 /* The rows of one statement, as one binary-format array per column (store_pg_batch.c). */
 struct egs_pg_batch {
 	int ncols, nrows;
 	int col; /* the next column of the row being bound */
-	struct egs_pg_text cols[EGS_PG_MAX_COLS];
+	struct egs_buf cols[EGS_PG_MAX_COLS];
 	const uint32_t *types;         /* as given to egs__pg_batch_start (borrowed) */
 	uint32_t oid[EGS_PG_MAX_COLS]; /* each column's element type */
 	bool nulls[EGS_PG_MAX_COLS];   /* the column holds an SQL NULL */
@@ -249,7 +245,7 @@ size_t egs__pg_turn_rows(const struct egs_state *st, struct egs_pg_ref *out);
 bool egs__pg_prepare_follow(struct pg_store *s);
 /* The two text parameters of "chg" for the turn st is committing. */
 struct egs_pg_changes {
-	struct egs_pg_text kinds, keys;
+	struct egs_buf kinds, keys;
 	const char *params[2];
 };
 void egs__pg_changes_build(struct egs_pg_changes *c, const struct egs_state *st);

@@ -45,17 +45,6 @@
 #define OID_FLOAT8 701
 #define HEADER 20 /* ndim, flags, element type, length, lower bound: five int32 */
 
-static void reserve(struct egs_pg_text *t, size_t more)
-{
-	if (t->n + more <= t->cap)
-		return;
-	size_t cap = t->cap ? t->cap : 256;
-	while (cap < t->n + more)
-		cap *= 2;
-	t->b = egs_realloc(t->b, cap);
-	t->cap = cap;
-}
-
 static void put_u32(char *o, uint32_t v)
 {
 	o[0] = (char)(v >> 24);
@@ -70,19 +59,17 @@ static void put_elem(struct egs_pg_batch *b, uint32_t oid, const void *data, int
 {
 	EGS_ASSERT(b->col < b->ncols); /* a bind function binds each column once */
 	int i = b->col++;
-	struct egs_pg_text *t = &b->cols[i];
+	struct egs_buf *t = &b->cols[i];
 	if (n >= 0) { /* a NULL fits any column */
 		if (b->oid[i] && b->oid[i] != oid && !b->why)
 			b->why = "a value of another type than its column's";
 		b->oid[i] = oid;
 	}
-	reserve(t, 4 + (n > 0 ? (size_t)n : 0));
-	put_u32(t->b + t->n, (uint32_t)n);
-	t->n += 4;
-	if (n > 0) {
-		memcpy(t->b + t->n, data, (size_t)n);
-		t->n += (size_t)n;
-	}
+	egs_buf_reserve(t, 4 + (n > 0 ? (size_t)n : 0));
+	put_u32(t->p + t->len, (uint32_t)n);
+	t->len += 4;
+	if (n > 0)
+		egs_buf_put(t, data, (size_t)n);
 	b->nulls[i] |= n < 0;
 }
 
@@ -150,9 +137,9 @@ void egs__pg_batch_start(struct egs_pg_batch *b, int ncols, const uint32_t *type
 	b->col = 0;
 	b->why = NULL;
 	for (int i = 0; i < ncols; i++) {
-		b->cols[i].n = 0;
-		reserve(&b->cols[i], HEADER);
-		b->cols[i].n = HEADER; /* written by finish, once the rows are counted */
+		b->cols[i].len = 0;
+		egs_buf_reserve(&b->cols[i], HEADER);
+		b->cols[i].len = HEADER; /* written by finish, once the rows are counted */
 		b->oid[i] = types ? types[i] : 0;
 		b->nulls[i] = false;
 	}
@@ -181,15 +168,15 @@ const char *const *egs__pg_batch_finish(struct egs_pg_batch *b)
 {
 	EGS_ASSERT(b->nrows > 0); /* an empty array has no dimension: never sent */
 	for (int i = 0; i < b->ncols; i++) {
-		struct egs_pg_text *t = &b->cols[i];
-		EGS_ASSERT(t->n <= INT32_MAX);
-		put_u32(t->b, 1); /* one dimension */
-		put_u32(t->b + 4, b->nulls[i]);
-		put_u32(t->b + 8, b->oid[i] ? b->oid[i] : OID_TEXT); /* (all NULL, no type given) */
-		put_u32(t->b + 12, (uint32_t)b->nrows);
-		put_u32(t->b + 16, 1); /* the lower bound */
-		b->params[i] = t->b;
-		b->lengths[i] = (int)t->n;
+		struct egs_buf *t = &b->cols[i];
+		EGS_ASSERT(t->len <= INT32_MAX);
+		put_u32(t->p, 1); /* one dimension */
+		put_u32(t->p + 4, b->nulls[i]);
+		put_u32(t->p + 8, b->oid[i] ? b->oid[i] : OID_TEXT); /* (all NULL, no type given) */
+		put_u32(t->p + 12, (uint32_t)b->nrows);
+		put_u32(t->p + 16, 1); /* the lower bound */
+		b->params[i] = t->p;
+		b->lengths[i] = (int)t->len;
 		b->formats[i] = 1; /* binary */
 	}
 	return b->params;
@@ -198,7 +185,7 @@ const char *const *egs__pg_batch_finish(struct egs_pg_batch *b)
 void egs__pg_batch_cleanup(struct egs_pg_batch *b)
 {
 	for (int i = 0; i < EGS_PG_MAX_COLS; i++)
-		free(b->cols[i].b);
+		egs_buf_cleanup(&b->cols[i]);
 	memset(b, 0, sizeof(*b));
 }
 

@@ -34,28 +34,18 @@ bool egs__pg_prepare_follow(struct pg_store *s)
 		"ON CONFLICT (turn) DO UPDATE SET kinds = excluded.kinds, keys = excluded.keys");
 }
 
-/* Appends n bytes of v to t (growing it). */
-static void put(struct egs_pg_text *t, const char *v, size_t n)
-{
-	if (t->n + n + 1 > t->cap) {
-		t->cap = (t->n + n + 1) * 2;
-		t->b = egs_realloc(t->b, t->cap);
-	}
-	memcpy(t->b + t->n, v, n);
-	t->n += n;
-	t->b[t->n] = '\0';
-}
-
 /* Appends s to the text array literal t as one quoted element ("a\"b"). */
-static void put_elem(struct egs_pg_text *t, const char *s)
+static void put_elem(struct egs_buf *t, const char *s)
 {
-	put(t, t->n > 1 ? ",\"" : "\"", t->n > 1 ? 2 : 1);
+	if (t->len > 1)
+		egs_buf_putc(t, ',');
+	egs_buf_putc(t, '"');
 	for (; *s; s++) {
 		if (*s == '"' || *s == '\\')
-			put(t, "\\", 1);
-		put(t, s, 1);
+			egs_buf_putc(t, '\\');
+		egs_buf_putc(t, *s);
 	}
-	put(t, "\"", 1);
+	egs_buf_putc(t, '"');
 }
 
 static void add_change(struct egs_pg_changes *c, int kind, const char *key)
@@ -69,9 +59,9 @@ static void add_change(struct egs_pg_changes *c, int kind, const char *key)
 void egs__pg_changes_build(struct egs_pg_changes *c, const struct egs_state *st)
 {
 	char id[24];
-	c->kinds.n = c->keys.n = 0;
-	put(&c->kinds, "{", 1);
-	put(&c->keys, "{", 1);
+	c->kinds.len = c->keys.len = 0;
+	egs_buf_putc(&c->kinds, '{');
+	egs_buf_putc(&c->keys, '{');
 	for (size_t i = 0; i < st->changes.len; i++) {
 		const struct egs_change *ch = st->changes.items[i];
 		add_change(c, (int)ch->kind, egs__pg_kinds[ch->kind].key(ch->obj));
@@ -80,16 +70,16 @@ void egs__pg_changes_build(struct egs_pg_changes *c, const struct egs_state *st)
 		snprintf(id, sizeof(id), "%lld", (long long)((const struct egs_event *)st->new_events.items[i])->id);
 		add_change(c, EGS_PG_CHANGE_EVENT, id);
 	}
-	put(&c->kinds, "}", 1);
-	put(&c->keys, "}", 1);
-	c->params[0] = c->kinds.b;
-	c->params[1] = c->keys.b;
+	egs_buf_putc(&c->kinds, '}');
+	egs_buf_putc(&c->keys, '}');
+	c->params[0] = egs_buf_cstr(&c->kinds);
+	c->params[1] = egs_buf_cstr(&c->keys);
 }
 
 void egs__pg_changes_free(struct egs_pg_changes *c)
 {
-	free(c->kinds.b);
-	free(c->keys.b);
+	egs_buf_cleanup(&c->kinds);
+	egs_buf_cleanup(&c->keys);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -173,23 +163,23 @@ static enum egs_err follow_events(struct pg_store *s, const char *ids, egs_store
 static enum egs_err follow_named(struct pg_store *s, const PGresult *res, egs_store_row_fn row,
 				 egs_store_event_fn event, void *ctx)
 {
-	struct egs_pg_text keys = { 0 };
+	struct egs_buf keys = { 0 };
 	enum egs_err err = EGS_OK;
 	int n = PQntuples(res), from = 0;
 	while (from < n && !err) {
 		int k = (int)strtol(PQgetvalue(res, from, 0), NULL, 10), to = from;
-		keys.n = 0;
-		put(&keys, "{", 1);
+		keys.len = 0;
+		egs_buf_putc(&keys, '{');
 		while (to < n && strtol(PQgetvalue(res, to, 0), NULL, 10) == k)
 			put_elem(&keys, PQgetvalue(res, to++, 1));
-		put(&keys, "}", 1);
+		egs_buf_putc(&keys, '}');
 		if (k == EGS_PG_CHANGE_EVENT)
-			err = follow_events(s, keys.b, event, ctx);
+			err = follow_events(s, egs_buf_cstr(&keys), event, ctx);
 		else if (k >= 0 && k < egs__pg_nkinds)
-			err = follow_kind(s, k, keys.b, row, ctx);
+			err = follow_kind(s, k, egs_buf_cstr(&keys), row, ctx);
 		from = to;
 	}
-	free(keys.b);
+	egs_buf_cleanup(&keys);
 	return err;
 }
 

@@ -179,7 +179,7 @@ static char *jansson_bytes(const struct egs_gpr *g, int64_t now, double cost, bo
 }
 
 /* Fails at the first byte where the renderer's bytes leave jansson's, showing both around it. */
-static void same_bytes(const char *want, const struct egs_obuf *b, unsigned iter)
+static void same_bytes(const char *want, const struct egs_buf *b, unsigned iter)
 {
 	size_t wn = strlen(want), i = 0;
 	while (i < wn && i < b->len && want[i] == b->p[i])
@@ -196,7 +196,7 @@ static void test_generated_gprs_match_jansson(void **state)
 {
 	(void)state;
 	rng_seed(16);
-	struct egs_obuf b = { 0 };
+	struct egs_buf b = { 0 };
 	unsigned shared = 0, checked = 0, states[EGS_GPR_NSTATES] = { 0 };
 	for (unsigned iter = 0; iter < 5000; iter++) {
 		int64_t now = 1790000000LL + rng_range(-1000000, 1000000);
@@ -218,7 +218,7 @@ static void test_generated_gprs_match_jansson(void **state)
 		memcpy(b.p, "prefix:", 7);
 		egs_render_gpr_reply(&b, &g, now, cost);
 		assert_memory_equal(b.p, "prefix:", 7);
-		struct egs_obuf tail = { .p = b.p + 7, .len = b.len - 7 };
+		struct egs_buf tail = { .p = b.p + 7, .len = b.len - 7 };
 		same_bytes(want, &tail, iter);
 		free(want);
 		free_gpr(&g);
@@ -227,7 +227,7 @@ static void test_generated_gprs_match_jansson(void **state)
 	assert_true(shared > 1000 && checked > 500);
 	for (int s = 0; s < EGS_GPR_NSTATES; s++)
 		assert_true(states[s] > 100);
-	egs_obuf_cleanup(&b);
+	egs_buf_cleanup(&b);
 	assert_null(b.p);
 }
 
@@ -240,7 +240,7 @@ static void test_every_share_count(void **state)
 	memset(&g, 0, sizeof(g));
 	g.state = EGS_GPR_PROVISIONED;
 	egs_strlist_add(&g.nodes, "c/n1");
-	struct egs_obuf b = { 0 };
+	struct egs_buf b = { 0 };
 	for (int centi = 1; centi <= 20000; centi++) {
 		g.share_centi = centi;
 		char *want = jansson_bytes(&g, 1790000000LL, 0, false);
@@ -250,7 +250,7 @@ static void test_every_share_count(void **state)
 		free(want);
 	}
 	egs_strlist_cleanup(&g.nodes);
-	egs_obuf_cleanup(&b);
+	egs_buf_cleanup(&b);
 }
 
 /* Timestamps across four centuries, every end of February among them (leap years, 2100 not one),
@@ -262,7 +262,7 @@ static void test_timestamps(void **state)
 	struct egs_gpr g;
 	memset(&g, 0, sizeof(g));
 	g.state = EGS_GPR_COMPLETE;
-	struct egs_obuf b = { 0 };
+	struct egs_buf b = { 0 };
 	for (int64_t year = 1969; year <= 2400; year++) {
 		/* Feb 27 of year, from the days since 1970 of its Jan 1 */
 		int64_t y = year - 1, jan1 = (year - 1970) * 365 + (y / 4 - 492) - (y / 100 - 19) + (y / 400 - 4);
@@ -279,7 +279,7 @@ static void test_timestamps(void **state)
 			free(want);
 		}
 	}
-	egs_obuf_cleanup(&b);
+	egs_buf_cleanup(&b);
 }
 
 /* A queue entry's part of the view (egs_json_gpr_queued) holds the very values of the whole view,
@@ -324,7 +324,7 @@ static void test_known_bytes(void **state)
 	memcpy(g.name, "a/\"b\\\x01\xc3\xa9", 9);
 	g.share_centi = 20;
 	g.est_start = 1790000100LL;
-	struct egs_obuf b = { 0 };
+	struct egs_buf b = { 0 };
 	egs_render_gpr(&b, &g, 1790000000LL, 0);
 	char *s = strndup(b.p, b.len);
 	assert_non_null(strstr(s, "\"gprName\":\"a/\\\"b\\\\\\u0001\xc3\xa9\""));
@@ -334,7 +334,7 @@ static void test_known_bytes(void **state)
 	assert_non_null(strstr(s, "\"cost\":\"0.00\""));
 	assert_non_null(strstr(s, "\"createdTimestamp\":null,\"evictedBy\":null}}"));
 	free(s);
-	egs_obuf_cleanup(&b);
+	egs_buf_cleanup(&b);
 }
 
 int main(void)
