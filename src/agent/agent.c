@@ -15,6 +15,7 @@
 #include "agent/agent_internal.h"
 
 #include "agent/log.h"
+#include "core/buf.h"
 #include "core/util.h"
 
 #include <stdio.h>
@@ -174,29 +175,19 @@ static bool sample_all(struct egs_agent *a)
 
 /* ---- register and heartbeat ---- */
 
-/* Appends the compact JSON of v (not NULL) to the buffer *buf (*len bytes used, *cap allocated). */
-static void append_json(char **buf, size_t *len, size_t *cap, json_t *v)
+/* Appends the compact JSON of v (not NULL) to b. */
+static void append_json(struct egs_buf *b, json_t *v)
 {
 	size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
 	EGS_ASSERT(n > 0);
-	if (*len + n + 1 > *cap) {
-		*cap = (*len + n + 1) * 2;
-		*buf = egs_realloc(*buf, *cap);
-	}
-	EGS_ASSERT(json_dumpb(v, *buf + *len, n, JSON_COMPACT | JSON_ENCODE_ANY) == n);
-	*len += n;
-	(*buf)[*len] = '\0';
+	egs_buf_reserve(b, n);
+	EGS_ASSERT(json_dumpb(v, b->p + b->len, n, JSON_COMPACT | JSON_ENCODE_ANY) == n);
+	b->len += n;
 }
 
-static void append_text(char **buf, size_t *len, size_t *cap, const char *text)
+static void append_text(struct egs_buf *b, const char *text)
 {
-	size_t n = strlen(text);
-	if (*len + n + 1 > *cap) {
-		*cap = (*len + n + 1) * 2;
-		*buf = egs_realloc(*buf, *cap);
-	}
-	memcpy(*buf + *len, text, n + 1);
-	*len += n;
+	egs_buf_put(b, text, strlen(text));
 }
 
 /*
@@ -205,15 +196,13 @@ static void append_text(char **buf, size_t *len, size_t *cap, const char *text)
  */
 static char *register_text(struct egs_agent *a)
 {
-	size_t len = 0, cap = 4096;
-	char *buf = egs_malloc(cap);
+	struct egs_buf b = { 0 };
 	json_t *head = json_pack("{s:s, s:s}", "clusterName", a->cluster, "agentVersion", EGS_AGENT_VERSION);
 
-	buf[0] = '\0';
-	append_json(&buf, &len, &cap, head);
+	append_json(&b, head);
 	json_decref(head);
-	len--; /* reopen the object: drop its '}' */
-	append_text(&buf, &len, &cap, ",\"nodes\":[");
+	b.len--; /* reopen the object: drop its '}' */
+	append_text(&b, ",\"nodes\":[");
 	for (size_t i = 0; i < a->dev->n_nodes; i++) {
 		const struct egs_dev_node *n = &a->dev->nodes[i];
 		char gpr[128];
@@ -225,19 +214,20 @@ static char *register_text(struct egs_agent *a)
 			egs_report_add_sharing(o, &shared, true);
 		egs_strlist_cleanup(&shared);
 		if (i)
-			append_text(&buf, &len, &cap, ",");
-		append_json(&buf, &len, &cap, o);
+			append_text(&b, ",");
+		append_json(&b, o);
 		json_decref(o);
 	}
-	append_text(&buf, &len, &cap, "]");
+	append_text(&b, "]");
 	if (a->unmanaged) {
-		append_text(&buf, &len, &cap, ",\"unmanagedNodes\":");
-		append_json(&buf, &len, &cap, a->unmanaged);
+		append_text(&b, ",\"unmanagedNodes\":");
+		append_json(&b, a->unmanaged);
 	}
 	if (egs_backend_has_slices(a->be)) /* it mints slice tokens (agent_slice.c) */
-		append_text(&buf, &len, &cap, ",\"features\":[\"sliceAccess\"]");
-	append_text(&buf, &len, &cap, "}");
-	return buf;
+		append_text(&b, ",\"features\":[\"sliceAccess\"]");
+	append_text(&b, "}");
+	egs_buf_cstr(&b);
+	return b.p;
 }
 
 /* Lists the GPU processes of every node (outside the lock: it is device I/O).  procs has

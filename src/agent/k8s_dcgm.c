@@ -14,6 +14,7 @@
 #include "agent/log.h"
 #include "agent/prom.h"
 
+#include "core/buf.h"
 #include "core/map.h"
 #include "core/util.h"
 
@@ -167,8 +168,7 @@ static bool on_sample(void *arg, const struct egs_prom_sample *s)
 /* ---- fetching ---- */
 
 struct body {
-	char *p;
-	size_t len;
+	struct egs_buf text;
 	bool too_big;
 };
 
@@ -176,13 +176,10 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct body *b = arg;
 	size_t n = size * nmemb;
-	if (b->len + n > BODY_MAX) {
+	if (!egs_buf_put_max(&b->text, data, n, BODY_MAX)) {
 		b->too_big = true;
 		return 0;
 	}
-	b->p = egs_realloc(b->p, b->len + n + 1);
-	memcpy(b->p + b->len, data, n);
-	b->len += n;
 	return n;
 }
 
@@ -233,14 +230,14 @@ static bool scrape(struct egs_k8s_dcgm *d, const char *url, const char *node, st
 
 	egs_map_init(&mine);
 	ok = fetch(url, &b, err, sizeof(err)) &&
-	     egs_prom_parse(b.p ? b.p : "", b.len, on_sample, &ps, err, sizeof(err)) == EGS_OK;
+	     egs_prom_parse(egs_buf_cstr(&b.text), b.text.len, on_sample, &ps, err, sizeof(err)) == EGS_OK;
 	if (!ok) {
 		if (d->rounds % 60 == 0) /* not every few seconds for an exporter that stays broken */
 			EGS_LOG_WARN("dcgm-exporter %s: %s; no GPU metrics from it this round", url, err);
 		else
 			EGS_LOG_DEBUG("dcgm-exporter %s: %s", url, err);
 		table_free(&mine);
-		egs_free(b.p);
+		egs_buf_cleanup(&b.text);
 		return false;
 	}
 	for (size_t i = 0; egs_map_next(&mine, &i, NULL, &v);) {
@@ -251,7 +248,7 @@ static bool scrape(struct egs_k8s_dcgm *d, const char *url, const char *node, st
 			egs_map_put(round, n->name, n);
 	}
 	egs_map_cleanup(&mine);
-	egs_free(b.p);
+	egs_buf_cleanup(&b.text);
 	return true;
 }
 

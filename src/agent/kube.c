@@ -9,6 +9,7 @@
  * (CURLOPT_CAINFO_BLOB) or a file.  Answers are capped at 64 MiB, watch events at 16 MiB.
  */
 #include "agent/kube.h"
+#include "core/buf.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -35,8 +36,8 @@ struct egs_kube {
 
 /* A growing answer, or the line buffer of a watch. */
 struct body {
-	char *buf;
-	size_t len, cap, max;
+	struct egs_buf text;
+	size_t max;
 	bool too_large;
 	/* watch only */
 	egs_kube_event_fn fn;
@@ -253,17 +254,10 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *arg)
 	struct body *b = arg;
 	size_t n = size * nmemb;
 
-	if (b->len + n > b->max) {
+	if (!egs_buf_put_max(&b->text, ptr, n, b->max)) {
 		b->too_large = true;
 		return 0;
 	}
-	if (b->len + n + 1 > b->cap) {
-		b->cap = (b->len + n + 1) * 2;
-		b->buf = egs_realloc(b->buf, b->cap);
-	}
-	memcpy(b->buf + b->len, ptr, n);
-	b->len += n;
-	b->buf[b->len] = '\0';
 	return n;
 }
 
@@ -395,7 +389,7 @@ enum egs_err egs_kube_call(struct egs_kube *k, const char *method, const char *p
 		goto out;
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-	ans = b.len ? json_loadb(b.buf, b.len, 0, NULL) : NULL;
+	ans = b.text.len ? json_loadb(b.text.p, b.text.len, 0, NULL) : NULL;
 	rc = err_of_status(*status);
 	if (rc != EGS_OK)
 		status_message(*status, ans, err, errsz);
@@ -409,7 +403,7 @@ out:
 	give_handle(k, h, auth);
 	egs_free(payload);
 	egs_free(url);
-	egs_free(b.buf);
+	egs_buf_cleanup(&b.text);
 	return rc;
 }
 
@@ -418,13 +412,14 @@ out:
 /* Hands every complete line of b to its callback and keeps the rest. */
 static void split_lines(struct body *b)
 {
+	struct egs_buf *t = &b->text;
 	size_t start = 0;
 	char *nl;
 
-	while (!b->ended && (nl = memchr(b->buf + start, '\n', b->len - start)) != NULL) {
-		size_t n = (size_t)(nl - (b->buf + start));
+	while (!b->ended && (nl = memchr(t->p + start, '\n', t->len - start)) != NULL) {
+		size_t n = (size_t)(nl - (t->p + start));
 		if (n > 0) {
-			json_t *ev = json_loadb(b->buf + start, n, 0, NULL);
+			json_t *ev = json_loadb(t->p + start, n, 0, NULL);
 			if (!json_is_object(ev))
 				b->bad_json = b->ended = true;
 			else if (!b->fn(b->arg, ev))
@@ -433,8 +428,8 @@ static void split_lines(struct body *b)
 		}
 		start += n + 1;
 	}
-	memmove(b->buf, b->buf + start, b->len - start);
-	b->len -= start;
+	memmove(t->p, t->p + start, t->len - start);
+	t->len -= start;
 }
 
 static size_t on_watch(char *ptr, size_t size, size_t nmemb, void *arg)
@@ -473,7 +468,7 @@ enum egs_err egs_kube_watch(struct egs_kube *k, const char *path, int idle_s, eg
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
 	if (*status >= 300) {
-		json_t *ans = b.len ? json_loadb(b.buf, b.len, 0, NULL) : NULL;
+		json_t *ans = b.text.len ? json_loadb(b.text.p, b.text.len, 0, NULL) : NULL;
 		rc = err_of_status(*status);
 		status_message(*status, ans, err, errsz);
 		json_decref(ans);
@@ -489,6 +484,6 @@ enum egs_err egs_kube_watch(struct egs_kube *k, const char *path, int idle_s, eg
 	curl_slist_free_all(headers);
 	give_handle(k, h, auth);
 	egs_free(url);
-	egs_free(b.buf);
+	egs_buf_cleanup(&b.text);
 	return rc;
 }

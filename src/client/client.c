@@ -7,6 +7,7 @@
  * always verifies the peer and its name (against the system store or the client's CA file); the token
  * is kept in one preformatted header and never copied into messages.
  */
+#include "core/buf.h"
 #include "core/common.h"
 
 #include "client/internal.h"
@@ -41,8 +42,7 @@ struct egs_client {
 
 /* An answer's body being read. */
 struct body {
-	char *buf;
-	size_t len, cap;
+	struct egs_buf text;
 	bool too_large;
 };
 
@@ -200,20 +200,10 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 	struct body *b = userdata;
 	size_t n = size * nmemb;
 
-	if (n > (size_t)EGS_CLIENT_MAX_BODY - b->len) {
+	if (!egs_buf_put_max(&b->text, ptr, n, EGS_CLIENT_MAX_BODY)) {
 		b->too_large = true;
 		return 0; /* makes curl fail the transfer with CURLE_WRITE_ERROR */
 	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		b->buf = egs_realloc(b->buf, cap);
-		b->cap = cap;
-	}
-	memcpy(b->buf + b->len, ptr, n);
-	b->len += n;
-	b->buf[b->len] = '\0';
 	return n;
 }
 
@@ -406,11 +396,11 @@ static enum egs_err read_answer(struct egs_client *c, long status, const struct 
 {
 	enum egs_err err;
 	json_error_t jerr;
-	json_t *env = b->len > 0 ? json_loadb(b->buf, b->len, 0, &jerr) : NULL;
+	json_t *env = b->text.len > 0 ? json_loadb(b->text.p, b->text.len, 0, &jerr) : NULL;
 
 	*out = NULL;
 	if (status >= 200 && status < 300) {
-		if (b->len > 0 && !json_is_object(env)) {
+		if (b->text.len > 0 && !json_is_object(env)) {
 			set_errmsg(c, "the answer is not a JSON envelope");
 			err = EGS_ERR_IO;
 		} else {
@@ -480,7 +470,7 @@ out:
 	else
 		json_decref(out);
 	curl_slist_free_all(headers);
-	egs_free(b.buf);
+	egs_buf_cleanup(&b.text);
 	egs_free(url);
 	free(payload);
 	return err;

@@ -1,12 +1,13 @@
 /*
  * buf.h: a growable byte buffer, the one every writer of bytes of unknown length appends to (a GPR's
- * rendered view, a PostgreSQL batch's binary arrays and the change log's text arrays).
+ * rendered view, a PostgreSQL batch's binary arrays and the change log's text arrays, the answers
+ * the client and the agent read with curl, the agent's registration body).
  *
  * Caller-owned storage; zero-initialised is empty.  Room grows by doubling (256 bytes first) and is
  * kept until egs_buf_cleanup, so a buffer emptied by setting len to 0 and reused makes no fresh
  * allocations once it has held its largest contents.  Every reserve leaves one byte more than asked
- * free, so egs_buf_cstr can always end the contents with a NUL.  No cap: a buffer filled from
- * network input must check its own limit before it appends.  The appends are inline: they are the
+ * free, so egs_buf_cstr can always end the contents with a NUL.  No cap of its own: a buffer
+ * filled from network input appends through egs_buf_put_max.  The appends are inline: they are the
  * inner loop of a rendered status read.
  */
 #ifndef EGS_BUF_H
@@ -39,6 +40,16 @@ static inline void egs_buf_put(struct egs_buf *b, const void *s, size_t n)
 	egs_buf_reserve(b, n);
 	memcpy(b->p + b->len, s, n);
 	b->len += n;
+}
+
+/* Appends n bytes of s (borrowed) unless the contents would pass max bytes: false, and nothing
+ * appended, then (the hard cap of a buffer filled from network input; b->len <= max). */
+static inline bool egs_buf_put_max(struct egs_buf *b, const void *s, size_t n, size_t max)
+{
+	if (n > max - b->len)
+		return false;
+	egs_buf_put(b, s, n);
+	return true;
 }
 
 /* Appends one byte. */

@@ -3,7 +3,8 @@
  * literals, zero-length ones, runs far longer than the first room) against a plain reference
  * array; every reserve leaves room for what was asked and a NUL; egs_buf_cstr ends the contents
  * without counting the NUL, also on a buffer never written; a buffer emptied and filled again no
- * larger keeps its memory; cleanup leaves it empty and usable.
+ * larger keeps its memory; cleanup leaves it empty and usable; egs_buf_put_max appends up to its
+ * cap exactly and refuses, appending nothing, past it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -94,11 +95,32 @@ static void test_against_reference(void **state)
 	free(chunk);
 }
 
+static void test_put_max(void **state)
+{
+	(void)state;
+	struct egs_buf b = { 0 };
+	assert_true(egs_buf_put_max(&b, "", 0, 0)); /* nothing, at a cap of nothing */
+	assert_false(egs_buf_put_max(&b, "x", 1, 0));
+	assert_int_equal(b.len, 0);
+	assert_true(egs_buf_put_max(&b, "0123456789", 10, 16));
+	assert_false(egs_buf_put_max(&b, "abcdefg", 7, 16)); /* 17 > 16: refused whole */
+	assert_int_equal(b.len, 10);
+	assert_true(egs_buf_put_max(&b, "abcdef", 6, 16)); /* exactly the cap */
+	assert_false(egs_buf_put_max(&b, "z", 1, 16));
+	assert_int_equal(b.len, 16);
+	assert_string_equal(egs_buf_cstr(&b), "0123456789abcdef");
+	volatile size_t huge = SIZE_MAX; /* (volatile: the compiler sees no memcpy of it then) */
+	assert_false(egs_buf_put_max(&b, "z", huge, 16)); /* a length no cap allows: no overflow */
+	assert_int_equal(b.len, 16);
+	egs_buf_cleanup(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test(test_against_reference),
+		cmocka_unit_test(test_put_max),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
