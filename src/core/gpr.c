@@ -118,22 +118,15 @@ static void note_arrival(struct egs_state *st, const struct egs_gpr *g, uint64_t
 static void queued_event(struct egs_state *st, const struct egs_gpr *g, int64_t now)
 {
 	static const char mid[] = " created and queued at priority ";
-	char msg[sizeof("GPR ") + EGS_NAME_MAX + sizeof(mid) + 24], digits[24];
-	size_t n = strnlen(g->name, EGS_NAME_MAX - 1), at = 0, nd = 0;
-	unsigned v = g->priority < 0 ? 0u - (unsigned)g->priority : (unsigned)g->priority;
+	char msg[sizeof("GPR ") + EGS_NAME_MAX + sizeof(mid) + 24];
+	size_t n = strnlen(g->name, EGS_NAME_MAX - 1), at = 0;
 	memcpy(msg, "GPR ", 4);
 	at = 4;
 	memcpy(msg + at, g->name, n);
 	at += n;
 	memcpy(msg + at, mid, sizeof(mid) - 1);
 	at += sizeof(mid) - 1;
-	do
-		digits[nd++] = (char)('0' + v % 10);
-	while (v /= 10);
-	if (g->priority < 0)
-		msg[at++] = '-';
-	while (nd)
-		msg[at++] = digits[--nd];
+	at = (size_t)(egs_i64_digits(msg + at, g->priority) - msg);
 	msg[at] = '\0';
 	egs_state_event_msg(st, now, "Normal", "Queued", "GPR", g->id, g->workspace, msg);
 }

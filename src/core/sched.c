@@ -12,6 +12,7 @@
 #include "core/held.h"
 #include "core/preempt.h"
 #include "core/share_gpr.h"
+#include "core/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,16 +126,7 @@ static char *key_name(char *p, const char *s)
 /* Appends v in decimal and the unit separator at p; returns the end. */
 static char *key_num(char *p, int64_t v)
 {
-	char digits[24];
-	size_t n = 0;
-	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-	do
-		digits[n++] = (char)('0' + u % 10);
-	while (u /= 10);
-	if (v < 0)
-		*p++ = '-';
-	while (n)
-		*p++ = digits[--n];
+	p = egs_i64_digits(p, v);
 	*p = '\x1f';
 	return p + 1;
 }

@@ -34,6 +34,29 @@ bool egs_label_valid(const char *s, const char **why);
 /* Parses all of s as a decimal integer in [lo, hi] (no sign games, no trailing text, no overflow). */
 bool egs_int_parse(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
+/* Writes v in decimal backwards: its last digit just before end, the others before it (20 at
+ * most); returns where the first one is.  By hand, here once: snprintf's "%llu" was hundreds of
+ * instructions of every answer, create and scrape that wrote a number (issue 16). */
+static inline char *egs_u64_digits(char *end, uint64_t v)
+{
+	do
+		*--end = (char)('0' + v % 10);
+	while (v /= 10);
+	return end;
+}
+
+/* Writes v in decimal at p, '-' first when negative, without a NUL; returns the end (21 bytes at
+ * most). */
+static inline char *egs_i64_digits(char *p, int64_t v)
+{
+	char tmp[20], *d = egs_u64_digits(tmp + sizeof(tmp), v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+	if (v < 0)
+		*p++ = '-';
+	while (d < tmp + sizeof(tmp))
+		*p++ = *d++;
+	return p;
+}
+
 /* The value of one hexadecimal digit (either case), or -1 when c is none. */
 static inline int egs_hex_digit(char c)
 {

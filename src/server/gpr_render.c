@@ -60,20 +60,10 @@ static void put_str(struct egs_buf *b, const char *s)
 	egs_buf_putc(b, '"');
 }
 
-/* Writes v in decimal at the end of buf[0..24) and returns where the digits start. */
-static char *u64_digits(uint64_t v, char *end)
-{
-	do {
-		*--end = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	return end;
-}
-
 static void put_int(struct egs_buf *b, int64_t v)
 {
 	char buf[24], *end = buf + sizeof(buf);
-	char *p = u64_digits(v < 0 ? 0 - (uint64_t)v : (uint64_t)v, end);
+	char *p = egs_u64_digits(end, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
 	if (v < 0)
 		*--p = '-';
 	egs_buf_put(b, p, (size_t)(end - p));
@@ -150,11 +140,11 @@ static void put_duration(struct egs_buf *b, int64_t secs)
 	char buf[64], *end = buf + sizeof(buf), *p = end;
 	*--p = '"';
 	*--p = 's';
-	p = u64_digits((uint64_t)(secs % 60), p);
+	p = egs_u64_digits(p, (uint64_t)(secs % 60));
 	*--p = 'm';
-	p = u64_digits((uint64_t)(secs % 3600 / 60), p);
+	p = egs_u64_digits(p, (uint64_t)(secs % 3600 / 60));
 	*--p = 'h';
-	p = u64_digits((uint64_t)(secs / 3600), p);
+	p = egs_u64_digits(p, (uint64_t)(secs / 3600));
 	*--p = '"';
 	egs_buf_put(b, p, (size_t)(end - p));
 }

@@ -16,6 +16,7 @@
 #include "server/observe.h"
 
 #include "core/gpr.h"
+#include "core/util.h"
 #include "server/conn.h"
 #include "server/notify.h"
 
@@ -116,21 +117,14 @@ static void out_str(struct out *o, const char *s)
 
 static void out_uint(struct out *o, unsigned long long v)
 {
-	char tmp[24], *e = tmp + sizeof(tmp), *d = e;
-	do
-		*--d = (char)('0' + v % 10);
-	while (v /= 10);
+	char tmp[24], *e = tmp + sizeof(tmp), *d = egs_u64_digits(e, v);
 	out_mem(o, d, (size_t)(e - d));
 }
 
 static void out_int(struct out *o, long long v)
 {
-	if (v < 0) {
-		out_mem(o, "-", 1);
-		out_uint(o, 0ull - (unsigned long long)v);
-	} else {
-		out_uint(o, (unsigned long long)v);
-	}
+	char *p = out_room(o, 21);
+	o->used += (size_t)(egs_i64_digits(p, v) - p);
 }
 
 static void out_printf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

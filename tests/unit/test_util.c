@@ -2,7 +2,9 @@
  * test_util.c: the pure helpers of core/util.h: the duration syntax (accepted forms, every way to
  * get it wrong, the one-year bound), duration and RFC 3339 time formatting, time parsing (round
  * trip, UTC only, strictness), the two name validators at their documented edges, and the memory
- * unit rule of the Contracts (below 1024 is GB, from 1024 up is MiB), and UTF-8 sanitising (core/common.h).
+ * unit rule of the Contracts (below 1024 is GB, from 1024 up is MiB), UTF-8 sanitising (core/common.h),
+ * and the decimal writers (egs_u64_digits, egs_i64_digits) against snprintf at the edges and on
+ * random values.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "rng.h"
 
 /* ---- durations ---- */
 
@@ -453,6 +456,38 @@ static void test_utf8_sanitize(void **unused)
 	assert_sanitized("\xff", "?");
 }
 
+/* ---- decimal writers ---- */
+
+static void check_digits(int64_t v, uint64_t u)
+{
+	char want[32], buf[32], *end = buf + sizeof(buf);
+	char *start = egs_u64_digits(end, u);
+	snprintf(want, sizeof(want), "%llu", (unsigned long long)u);
+	assert_int_equal((size_t)(end - start), strlen(want));
+	assert_memory_equal(start, want, strlen(want));
+	memset(buf, 'x', sizeof(buf));
+	end = egs_i64_digits(buf + 1, v);
+	snprintf(want, sizeof(want), "%lld", (long long)v);
+	assert_int_equal((size_t)(end - (buf + 1)), strlen(want));
+	assert_memory_equal(buf + 1, want, strlen(want));
+	assert_int_equal(buf[0], 'x'); /* nothing written before p... */
+	assert_int_equal(*end, 'x');   /* ...or after the end */
+}
+
+static void test_digits(void **state)
+{
+	(void)state;
+	static const int64_t edges[] = { 0, 1, -1, 9, 10, -10, 99, 100, 1000000, INT64_MAX, INT64_MIN, INT64_MIN + 1 };
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		check_digits(edges[i], (uint64_t)edges[i]);
+	check_digits(0, UINT64_MAX);
+	rng_seed(11);
+	for (int i = 0; i < 100000; i++) {
+		uint64_t r = rng_next() >> rng_below(64);
+		check_digits((int64_t)r, r);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -471,6 +506,7 @@ int main(void)
 		cmocka_unit_test(test_label),
 		cmocka_unit_test(test_memory_to_mib),
 		cmocka_unit_test(test_utf8_sanitize),
+		cmocka_unit_test(test_digits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
