@@ -142,16 +142,22 @@ static void free_conn(evutil_socket_t fd, short what, void *arg)
 	evhttp_connection_free(arg);
 }
 
-/* Answers the client in the error envelope (through the usual reply path, for logs and metrics). */
+/* The client's request as the usual reply path takes it (for its logs and metrics), into r. */
+static void client_req(const struct fwd *f, struct egs_req *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->srv = f->srv;
+	r->hq = f->client;
+	r->method = f->method;
+	r->t0_us = f->t0_us;
+	egs_strlcpy(r->path, f->path, sizeof(r->path));
+}
+
+/* Answers the client in the error envelope. */
 static void fail(struct fwd *f, const char *key, const char *msg)
 {
 	struct egs_req r;
-	memset(&r, 0, sizeof(r));
-	r.srv = f->srv;
-	r.hq = f->client;
-	r.method = f->method;
-	r.t0_us = f->t0_us;
-	egs_strlcpy(r.path, f->path, sizeof(r.path));
+	client_req(f, &r);
 	egs_reply_header(&r, "Retry-After", "1");
 	egs_reply_err(&r, EGS_ERR_UNAVAILABLE, key, NULL, "%s", msg);
 }
@@ -164,12 +170,7 @@ static void on_answer(struct evhttp_request *resp, void *arg)
 		fail(f, "LEADER_UNAVAILABLE", "the leader did not answer (it may be changing): retry");
 	} else {
 		struct egs_req r;
-		memset(&r, 0, sizeof(r));
-		r.srv = f->srv;
-		r.hq = f->client;
-		r.method = f->method;
-		r.t0_us = f->t0_us;
-		egs_strlcpy(r.path, f->path, sizeof(r.path));
+		client_req(f, &r);
 		copy_answer_headers(f->client, evhttp_request_get_input_headers(resp));
 		egs_reply_raw(&r, code, evhttp_request_get_input_buffer(resp));
 	}
