@@ -60,18 +60,27 @@ static void node_changed(void *arg)
 	pthread_mutex_unlock(&k->rmu);
 }
 
+/* The API path of node name into path; false (why in msg) when the name is too long. */
+static bool node_path(const char *name, char *path, size_t pathsz, char *msg, size_t msgsz)
+{
+	char esc[400];
+	if (!egs_kube_escape(name, esc, sizeof(esc))) {
+		snprintf(msg, msgsz, "node name too long");
+		return false;
+	}
+	snprintf(path, pathsz, "/api/v1/nodes/%s", esc);
+	return true;
+}
+
 enum egs_err egs__k8s_node_get(struct egs_k8s *k, const char *name, json_t **node, char *msg, size_t msgsz)
 {
-	char path[600], esc[400];
+	char path[600];
 	long status;
 	enum egs_err rc;
 
 	*node = NULL;
-	if (!egs_kube_escape(name, esc, sizeof(esc))) {
-		snprintf(msg, msgsz, "node name too long");
+	if (!node_path(name, path, sizeof(path), msg, msgsz))
 		return EGS_ERR_INVALID;
-	}
-	snprintf(path, sizeof(path), "/api/v1/nodes/%s", esc);
 	rc = egs_kube_call(k->kube, "GET", path, NULL, NULL, k->api_timeout_s, &status, node, msg, msgsz);
 	if (rc != EGS_OK) {
 		json_decref(*node);
@@ -82,16 +91,13 @@ enum egs_err egs__k8s_node_get(struct egs_k8s *k, const char *name, json_t **nod
 
 enum egs_err egs__k8s_node_patch(struct egs_k8s *k, const char *name, json_t *patch, char *msg, size_t msgsz)
 {
-	char path[600], esc[400];
+	char path[600];
 	json_t *ans = NULL;
 	long status;
 	enum egs_err rc;
 
-	if (!egs_kube_escape(name, esc, sizeof(esc))) {
-		snprintf(msg, msgsz, "node name too long");
+	if (!node_path(name, path, sizeof(path), msg, msgsz))
 		return EGS_ERR_INVALID;
-	}
-	snprintf(path, sizeof(path), "/api/v1/nodes/%s", esc);
 	rc = egs_kube_call(k->kube, "PATCH", path, "application/merge-patch+json", patch, k->api_timeout_s, &status,
 			   &ans, msg, msgsz);
 	if (rc == EGS_OK && json_is_object(ans))
