@@ -364,14 +364,6 @@ out:
 
 /* ---- hooks ---- */
 
-static char *envvar(const char *name, const char *value)
-{
-	size_t n = strlen(name) + strlen(value) + 2;
-	char *s = egs_malloc(n);
-	snprintf(s, n, "%s=%s", name, value);
-	return s;
-}
-
 static char *join_commas(const struct egs_strlist *l)
 {
 	size_t n = 1;
@@ -412,16 +404,16 @@ static enum egs_err run_hook(struct local *l, const char *cmd, const char *actio
 	}
 	char *share_list = join_commas(&shares);
 	egs_strlist_cleanup(&shares);
-	env[0] = envvar("EGS_ACTION", action);
-	env[1] = envvar("EGS_NODE", a->node);
-	env[2] = envvar("EGS_CLUSTER", l->cluster);
-	env[3] = envvar("EGS_GPR_ID", a->gpr_id);
-	env[4] = envvar("EGS_WORKSPACE", a->workspace);
-	env[5] = envvar("EGS_NAMESPACES", ns);
-	env[6] = envvar("EGS_START_TIME", a->start_time);
-	env[7] = envvar("EGS_EXIT_TIME", a->exit_time);
-	env[8] = envvar("EGS_SHARING_MODE", a->shares ? "shared" : "dedicated");
-	env[9] = envvar("EGS_GPU_SHARES", share_list); /* "GPU-a=0.60,GPU-b=0.60"; "" when dedicated */
+	env[0] = egs_hook_env("EGS_ACTION", action);
+	env[1] = egs_hook_env("EGS_NODE", a->node);
+	env[2] = egs_hook_env("EGS_CLUSTER", l->cluster);
+	env[3] = egs_hook_env("EGS_GPR_ID", a->gpr_id);
+	env[4] = egs_hook_env("EGS_WORKSPACE", a->workspace);
+	env[5] = egs_hook_env("EGS_NAMESPACES", ns);
+	env[6] = egs_hook_env("EGS_START_TIME", a->start_time);
+	env[7] = egs_hook_env("EGS_EXIT_TIME", a->exit_time);
+	env[8] = egs_hook_env("EGS_SHARING_MODE", a->shares ? "shared" : "dedicated");
+	env[9] = egs_hook_env("EGS_GPU_SHARES", share_list); /* "GPU-a=0.60,GPU-b=0.60"; "" when dedicated */
 	env[10] = NULL;
 	rc = egs_hook_run(cmd, env, l->hook_timeout_s, l->base.stop, l->base.stop_arg, msg, msgsz);
 	for (size_t i = 0; env[i]; i++)

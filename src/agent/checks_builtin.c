@@ -267,14 +267,6 @@ static char *join_peers(const struct egs_check_ctx *ctx, bool addresses)
 	return s;
 }
 
-static char *envvar(const char *name, const char *value)
-{
-	size_t n = strlen(name) + strlen(value) + 2;
-	char *s = egs_malloc(n);
-	snprintf(s, n, "%s=%s", name, value);
-	return s;
-}
-
 static enum egs_check_status check_nccl(const struct egs_check_ctx *ctx, char *out, size_t outsz)
 {
 	int timeout = ctx->cfg->nccl_timeout_s > 0 ? ctx->cfg->nccl_timeout_s : DEFAULT_NCCL_TIMEOUT_S;
@@ -291,14 +283,14 @@ static enum egs_check_status check_nccl(const struct egs_check_ctx *ctx, char *o
 	}
 	nodes = join_peers(ctx, false);
 	addrs = join_peers(ctx, true);
-	env[0] = envvar("EGS_CHECK", "nccl");
-	env[1] = envvar("EGS_NODE", node_of(ctx)->name);
-	env[2] = envvar("EGS_CLUSTER", ctx->cluster);
-	env[3] = envvar("EGS_GPR_ID", ctx->gpr_id);
-	env[4] = envvar("EGS_NODES", nodes);
-	env[5] = envvar("EGS_PEER_ADDRESSES", addrs);
+	env[0] = egs_hook_env("EGS_CHECK", "nccl");
+	env[1] = egs_hook_env("EGS_NODE", node_of(ctx)->name);
+	env[2] = egs_hook_env("EGS_CLUSTER", ctx->cluster);
+	env[3] = egs_hook_env("EGS_GPR_ID", ctx->gpr_id);
+	env[4] = egs_hook_env("EGS_NODES", nodes);
+	env[5] = egs_hook_env("EGS_PEER_ADDRESSES", addrs);
 	snprintf(count, sizeof(count), "%d", node_of(ctx)->gpu_count);
-	env[6] = envvar("EGS_GPU_COUNT", count);
+	env[6] = egs_hook_env("EGS_GPU_COUNT", count);
 	env[7] = NULL;
 	rc = egs_hook_run(ctx->cfg->nccl_command, env, timeout, ctx->stop, ctx->stop_arg, out, outsz);
 	if (rc == EGS_OK && !out[0])

@@ -270,3 +270,11 @@ out:
 	egs_free(envp);
 	return err;
 }
+
+char *egs_hook_env(const char *name, const char *value)
+{
+	size_t n = strlen(name) + strlen(value) + 2;
+	char *s = egs_malloc(n);
+	snprintf(s, n, "%s=%s", name, value);
+	return s;
+}

@@ -30,4 +30,7 @@ typedef bool (*egs_hook_stop_fn)(void *arg);
 enum egs_err egs_hook_run(const char *cmd, char *const *env, int timeout_s, egs_hook_stop_fn stop,
 			  void *stop_arg, char *msg, size_t msgsz);
 
+/* "NAME=value", one entry of egs_hook_run's env (caller frees). */
+char *egs_hook_env(const char *name, const char *value);
+
 #endif
