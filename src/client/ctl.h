@@ -145,6 +145,8 @@ void ctl_num_text(json_t *o, const char *key, char *buf, size_t n);
 void ctl_age(const char *rfc3339, int64_t now, char *buf, size_t n);
 /* Duration text "1h2m3s" trimmed of zero parts for display ("2h", "1h30m"). */
 void ctl_duration_text(int64_t secs, char *buf, size_t n);
+/* The strings of JSON array a joined as "a, b" into buf (n bytes, cut to fit; non-strings as ""). */
+void ctl_joined(json_t *a, char *buf, size_t n);
 
 /* ---- commands ----
  * Each runs one command: argv is the command line without the command's own name (argv[0] is the

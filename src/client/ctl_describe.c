@@ -43,18 +43,6 @@ static const char *band(long long p)
 	return p <= 100 ? "low" : p <= 200 ? "medium" : "high";
 }
 
-/* "a, b" of a JSON array of strings. */
-static void joined(json_t *a, char *buf, size_t n)
-{
-	size_t i, used = 0;
-	json_t *x;
-
-	buf[0] = '\0';
-	json_array_foreach(a, i, x)
-		if (used < n)
-			used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", json_string_value(x) ? json_string_value(x) : "");
-}
-
 /* The boolean options that are on, as "enableEviction, requeueOnFailure". */
 static void options(json_t *g, char *buf, size_t n)
 {
@@ -100,7 +88,7 @@ static void print_request(json_t *g)
 	      !strcmp(ctl_str(g, "gpuSharingMode"), "Shared") ? ", shared" : "");
 	field("  GPU shape:", "%s", *ctl_str(g, "gpuShape") ? ctl_str(g, "gpuShape") : "any");
 	field("  Instance type:", "%s", *ctl_str(g, "instanceType") ? ctl_str(g, "instanceType") : "any");
-	joined(json_object_get(g, "preferredClusters"), pref, sizeof(pref));
+	ctl_joined(json_object_get(g, "preferredClusters"), pref, sizeof(pref));
 	field("  Cluster:", "%s%s%s%s", *ctl_str(g, "clusterName") ? ctl_str(g, "clusterName") : "any", *pref ? " (preferred: " : "",
 	      pref, *pref ? ")" : "");
 	if (ctl_int_of(g, "memoryPerGpu"))
@@ -134,7 +122,7 @@ static void print_gpr(struct ctl *c, json_t *g)
 	field("Started:", "%s", dash(ctl_str(st, "startTimestamp")));
 	field("Exit at:", "%s", dash(ctl_str(st, "exitTimestamp")));
 	field("Completed:", "%s", dash(ctl_str(st, "completionTimestamp")));
-	joined(json_object_get(st, "nodes"), nodes, sizeof(nodes));
+	ctl_joined(json_object_get(st, "nodes"), nodes, sizeof(nodes));
 	field("Nodes:", "%s", dash(nodes));
 	field("GPUs allocated:", "%lld", ctl_int_of(st, "numGpusAllocated"));
 	field("Retries:", "%lld (delayed %lld)", ctl_int_of(st, "retryCount"), ctl_int_of(st, "delayedCount"));
@@ -182,11 +170,11 @@ static void print_workspace(struct ctl *c, json_t *w)
 	field("Name:", "%s", ctl_str(w, "name"));
 	field("Project:", "%s", dash(ctl_str(w, "projectName")));
 	field("Description:", "%s", dash(ctl_str(w, "sliceDescription")));
-	joined(json_object_get(w, "clusters"), buf, sizeof(buf));
+	ctl_joined(json_object_get(w, "clusters"), buf, sizeof(buf));
 	field("Clusters:", "%s", dash(buf));
 	printf("Namespaces:\n");
 	json_array_foreach(json_object_get(w, "namespaces"), i, x) {
-		joined(json_object_get(x, "clusters"), buf, sizeof(buf));
+		ctl_joined(json_object_get(x, "clusters"), buf, sizeof(buf));
 		printf("  %s (on %s)\n", ctl_str(x, "namespace"), dash(buf));
 	}
 	printf("Users:\n");

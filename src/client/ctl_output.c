@@ -241,6 +241,18 @@ long long ctl_int_of(json_t *o, const char *key)
 	return json_integer_value(json_object_get(o, key));
 }
 
+void ctl_joined(json_t *a, char *buf, size_t n)
+{
+	size_t i, used = 0;
+	json_t *x;
+
+	buf[0] = '\0';
+	json_array_foreach(a, i, x)
+		if (used < n)
+			used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "",
+						 json_string_value(x) ? json_string_value(x) : "");
+}
+
 void ctl_sort_json(json_t *items, int (*cmp)(const void *, const void *))
 {
 	size_t n = json_array_size(items);

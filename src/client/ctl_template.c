@@ -10,19 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* "a, b" of a JSON array of strings. */
-static void joined(json_t *a, char *buf, size_t n)
-{
-	size_t i, used = 0;
-	json_t *x;
-
-	buf[0] = '\0';
-	json_array_foreach(a, i, x)
-		if (used < n)
-			used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "",
-						 json_string_value(x) ? json_string_value(x) : "");
-}
-
 static const char *or_dash(const char *s)
 {
 	return s && *s ? s : "-";
@@ -85,7 +72,7 @@ static void binding_rows(struct ctl *c, json_t *items)
 			ctl_table_add(t, ctl_str(x, "name"), "-", "-", "-", autogpr);
 		json_array_foreach(json_object_get(x, "clusters"), j, cl) {
 			char list[400];
-			joined(json_object_get(cl, "templates"), list, sizeof(list));
+			ctl_joined(json_object_get(cl, "templates"), list, sizeof(list));
 			ctl_table_add(t, ctl_str(x, "name"), ctl_str(cl, "clusterName"),
 				      or_dash(ctl_str(cl, "defaultTemplateName")), or_dash(list), autogpr);
 		}
@@ -144,7 +131,7 @@ int ctl_describe_template(struct ctl *c, bool binding, const char *name)
 										      : "false");
 		printf("Clusters:\n");
 		json_array_foreach(json_object_get(o, "clusters"), i, x) {
-			joined(json_object_get(x, "templates"), buf, sizeof(buf));
+			ctl_joined(json_object_get(x, "templates"), buf, sizeof(buf));
 			printf("  %s: default %s; templates %s\n", ctl_str(x, "clusterName"),
 			       or_dash(ctl_str(x, "defaultTemplateName")), or_dash(buf));
 		}
