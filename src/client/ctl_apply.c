@@ -210,6 +210,7 @@ static int apply_cluster(struct run *r, const struct egs_manifest_obj *o)
 }
 
 static int missing(struct run *r, const struct egs_manifest_obj *o);
+static int deleted(struct run *r, const struct egs_manifest_obj *o, enum egs_err err);
 
 /* ---- workspaces and policies ---- */
 
@@ -302,12 +303,7 @@ static int delete_policy(struct run *r, const struct egs_manifest_obj *o)
 {
 	enum egs_err err = egs_client_policy_delete(r->c->client, o->name);
 
-	if (err == EGS_ERR_NOT_FOUND) /* no policy, or no workspace at all */
-		return missing(r, o);
-	if (err)
-		return call_failed(r, o, err, "delete");
-	report(r, o, "deleted", NULL, NULL);
-	return CTL_OK;
+	return deleted(r, o, err); /* not found: no policy, or no workspace at all */
 }
 
 /* ---- GPR templates and template bindings ---- */
@@ -339,12 +335,7 @@ static int delete_template(struct run *r, const struct egs_manifest_obj *o)
 {
 	enum egs_err err = egs_client_template_delete(r->c->client, o->kind == EGS_MANIFEST_BINDING, o->name);
 
-	if (err == EGS_ERR_NOT_FOUND)
-		return missing(r, o);
-	if (err)
-		return call_failed(r, o, err, "delete");
-	report(r, o, "deleted", NULL, NULL);
-	return CTL_OK;
+	return deleted(r, o, err);
 }
 
 /* ---- GPRs ---- */
@@ -485,6 +476,17 @@ static int missing(struct run *r, const struct egs_manifest_obj *o)
 	return failed(r, o, CTL_NOT_FOUND, NULL, "not found");
 }
 
+/* The outcome of the delete of o that returned err: reported deleted, missing or failed. */
+static int deleted(struct run *r, const struct egs_manifest_obj *o, enum egs_err err)
+{
+	if (err == EGS_ERR_NOT_FOUND)
+		return missing(r, o);
+	if (err)
+		return call_failed(r, o, err, "delete");
+	report(r, o, "deleted", NULL, NULL);
+	return CTL_OK;
+}
+
 static int delete_gpr(struct run *r, const struct egs_manifest_obj *o)
 {
 	json_t *live = live_gprs(r, o), *g;
@@ -539,12 +541,7 @@ static int delete_one(struct run *r, const struct egs_manifest_obj *o)
 			usleep(250 * 1000);
 			err = delete_workspace(r, o->name);
 		}
-		if (err == EGS_ERR_NOT_FOUND)
-			return missing(r, o);
-		if (err)
-			return call_failed(r, o, err, "delete");
-		report(r, o, "deleted", NULL, NULL);
-		return CTL_OK;
+		return deleted(r, o, err);
 	}
 }
 
