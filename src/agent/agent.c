@@ -14,6 +14,7 @@
  */
 #include "agent/agent_internal.h"
 
+#include "agent/clock.h"
 #include "agent/log.h"
 #include "core/buf.h"
 #include "core/util.h"
@@ -31,13 +32,6 @@
 #define FEATURE_CHECKS "checks"
 #define FEATURE_PODS "pods"      /* egsd takes pendingPods in heartbeats */
 #define KICK_GAP_MS 250       /* least time between heartbeats that actions asked for */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool abort_check(void *arg)
 {
@@ -64,7 +58,7 @@ static bool wait_until(struct egs_agent *a, int64_t deadline, bool wake_on_kick,
 	struct timespec ts = {.tv_sec = deadline / 1000, .tv_nsec = (deadline % 1000) * 1000000L};
 
 	pthread_mutex_lock(&a->mu);
-	while (!egs_agent_stopping(a) && now_ms() < deadline && !(wake_on_kick && (a->hb_kick || !a->registered)))
+	while (!egs_agent_stopping(a) && egs_clock_ms() < deadline && !(wake_on_kick && (a->hb_kick || !a->registered)))
 		pthread_cond_timedwait(&a->cv, &a->mu, &ts);
 	if (kicked)
 		*kicked = wake_on_kick && a->hb_kick;
@@ -76,7 +70,7 @@ static bool wait_until(struct egs_agent *a, int64_t deadline, bool wake_on_kick,
 
 static bool nap(struct egs_agent *a, int64_t ms)
 {
-	return wait_until(a, now_ms() + ms, false, NULL);
+	return wait_until(a, egs_clock_ms() + ms, false, NULL);
 }
 
 /* Waits until registered; stores the registration's generation.  Returns false on stop. */
@@ -420,25 +414,27 @@ static void *heartbeat_main(void *arg)
 
 		if (!registered) {
 			if (try_register(a, &backoff, &seed, last_why, sizeof(last_why)))
-				next_hb = next_sample = now_ms(); /* the first samples right away */
+				next_hb = next_sample = egs_clock_ms(); /* the first samples right away */
 			continue;
 		}
-		if (now_ms() >= next_sample) {
+		if (egs_clock_ms() >= next_sample) {
 			if (sample_all(a))
-				next_hb = now_ms(); /* a node's health changed: say so now */
-			next_sample = now_ms() + sample_ms;
+				next_hb = egs_clock_ms(); /* a node's health changed: say so now */
+			next_sample = egs_clock_ms() + sample_ms;
 		}
-		if (now_ms() >= next_hb) {
-			last_hb = now_ms();
+		if (egs_clock_ms() >= next_hb) {
+			last_hb = egs_clock_ms();
 			heartbeat_once(a, gen);
-			next_hb = now_ms() + (int64_t)interval * 1000;
+			next_hb = egs_clock_ms() + (int64_t)interval * 1000;
 		}
 		if (!wait_until(a, next_hb < next_sample ? next_hb : next_sample, true, &kicked))
 			break;
 		/* An action changed something: fresh samples and a heartbeat now, but not more often than every
 		 * KICK_GAP_MS, so that a batch of actions (a 64-node GPR) costs a few heartbeats, not one each. */
-		if (kicked)
-			next_hb = next_sample = last_hb + KICK_GAP_MS > now_ms() ? last_hb + KICK_GAP_MS : now_ms();
+		if (kicked) {
+			int64_t now = egs_clock_ms();
+			next_hb = next_sample = last_hb + KICK_GAP_MS > now ? last_hb + KICK_GAP_MS : now;
+		}
 	}
 	return NULL;
 }
@@ -454,7 +450,7 @@ static void *action_main(void *arg)
 	snprintf(path, sizeof(path), "/api/v1/agent/actions?wait=%d", a->poll_wait_s);
 	while (wait_registered(a, &gen)) {
 		json_t *data = NULL, *actions, *act;
-		int64_t t0 = now_ms();
+		int64_t t0 = egs_clock_ms();
 		long status = 0;
 		enum egs_err err;
 		size_t i;
@@ -480,7 +476,7 @@ static void *action_main(void *arg)
 				egs__agent_run_action(a, act, actions);
 			}
 			/* A server that does not hold the poll must not turn it into a busy loop. */
-			if (json_array_size(actions) == 0 && now_ms() - t0 < 1000)
+			if (json_array_size(actions) == 0 && egs_clock_ms() - t0 < 1000)
 				nap(a, 1000);
 		}
 		json_decref(data);
@@ -493,7 +489,6 @@ static void *action_main(void *arg)
 struct egs_agent *egs_agent_new(const struct egs_agent_config *cfg)
 {
 	struct egs_agent *a;
-	pthread_condattr_t ca;
 
 	EGS_ASSERT(cfg->server_url && cfg->cluster && cfg->token && cfg->devices && cfg->backend);
 	a = egs_calloc(1, sizeof(*a));
@@ -528,10 +523,7 @@ struct egs_agent *egs_agent_new(const struct egs_agent_config *cfg)
 	atomic_init(&a->server_checks, false);
 	atomic_init(&a->server_pods, false);
 	pthread_mutex_init(&a->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&a->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	egs_clock_cond_init(&a->cv);
 	egs_client_set_abort(a->hb_client, abort_check, a);
 	egs_client_set_abort(a->act_client, abort_check, a);
 	egs_backend_set_stop(a->be, abort_check, a);

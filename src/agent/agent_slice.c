@@ -15,6 +15,7 @@
  */
 #include "agent/agent_internal.h"
 
+#include "agent/clock.h"
 #include "agent/log.h"
 #include "core/util.h"
 
@@ -29,13 +30,6 @@
 #define LATER_PAUSE_MS 2000
 #define MIN_TTL_S 600 /* the least a TokenRequest takes (Kubernetes refuses less) */
 #define MSG_MAX 380   /* egsd takes messages of at most 399 bytes */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void wipe(char *s)
 {
@@ -76,7 +70,7 @@ static void send_report(struct egs_agent *a, struct egs_client *c, bool force)
 	pthread_mutex_unlock(&a->mu);
 	pthread_mutex_lock(&a->slice_mu);
 	same = a->slice_last && strcmp(a->slice_last, dump) == 0 && a->slice_gen == gen &&
-	       now_ms() - a->slice_at_ms < RESEND_MS;
+	       egs_clock_ms() - a->slice_at_ms < RESEND_MS;
 	pthread_mutex_unlock(&a->slice_mu);
 	if (same && !force)
 		goto out;
@@ -87,7 +81,7 @@ static void send_report(struct egs_agent *a, struct egs_client *c, bool force)
 		a->slice_last = dump;
 		dump = NULL;
 		a->slice_gen = gen;
-		a->slice_at_ms = now_ms();
+		a->slice_at_ms = egs_clock_ms();
 		pthread_mutex_unlock(&a->slice_mu);
 	} else if (!egs_agent_stopping(a)) {
 		EGS_LOG_WARN("cannot report the slice namespaces (%s%ld: %s)", status ? "HTTP " : "", status,

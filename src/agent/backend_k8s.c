@@ -11,6 +11,7 @@
  */
 #include "agent/backend_k8s.h"
 
+#include "agent/clock.h"
 #include "agent/k8s_internal.h"
 #include "agent/log.h"
 #include "agent/webhook.h"
@@ -160,10 +161,8 @@ static void reconcile_taints(struct egs_k8s *k)
 /* Waits until the node cache changed, RECONCILE_MS passed, or the backend closes. */
 static void wait_dirty(struct egs_k8s *k)
 {
-	struct timespec ts;
+	struct timespec ts = egs_clock_after_ms(RECONCILE_MS);
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += RECONCILE_MS / 1000;
 	pthread_mutex_lock(&k->rmu);
 	while (!closing(k) && !k->dirty && pthread_cond_timedwait(&k->rcv, &k->rmu, &ts) == 0)
 		;
@@ -414,7 +413,6 @@ enum egs_err egs_backend_k8s_new(const struct egs_backend_k8s_config *cfg, struc
 {
 	struct egs_k8s *k = egs_calloc(1, sizeof(*k));
 	struct egs_kube_config kc;
-	pthread_condattr_t ca;
 	enum egs_err rc;
 
 	*out = NULL;
@@ -425,10 +423,7 @@ enum egs_err egs_backend_k8s_new(const struct egs_backend_k8s_config *cfg, struc
 	k->api_timeout_s = cfg->api_timeout_s > 0 ? cfg->api_timeout_s : 10;
 	pthread_mutex_init(&k->op_mu, NULL);
 	pthread_mutex_init(&k->rmu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&k->rcv, &ca);
-	pthread_condattr_destroy(&ca);
+	egs_clock_cond_init(&k->rcv);
 	rc = load_config(cfg, &kc, err, errsz);
 	if (rc != EGS_OK)
 		goto fail;

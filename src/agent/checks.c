@@ -5,6 +5,7 @@
  */
 #include "agent/checks.h"
 
+#include "agent/clock.h"
 #include "core/util.h"
 
 #include <dirent.h>
@@ -18,13 +19,6 @@
 #include <unistd.h>
 
 #define LOG_SUFFIX ".jsonl"
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 const char *egs_check_phase_name(enum egs_check_phase phase)
 {
@@ -100,14 +94,14 @@ void egs_checks_run(const struct egs_check_ctx *ctx, struct egs_check_report *re
 			continue;
 		r = &rep->results[rep->n];
 		r->name = c[i].name;
-		t0 = now_ms();
+		t0 = egs_clock_ms();
 		if (c[i].costly && rep->failed >= 0) {
 			r->status = EGS_CHECK_SKIPPED;
 			snprintf(r->output, sizeof(r->output), "not run: %s failed", rep->results[rep->failed].name);
 		} else {
 			r->status = c[i].run(ctx, r->output, sizeof(r->output));
 		}
-		r->duration_ms = now_ms() - t0;
+		r->duration_ms = egs_clock_ms() - t0;
 		if (r->status == EGS_CHECK_FAILED && rep->failed < 0)
 			rep->failed = (int)rep->n;
 		rep->n++;

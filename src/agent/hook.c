@@ -5,6 +5,8 @@
  */
 #include "agent/hook.h"
 
+#include "agent/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -55,13 +57,6 @@ static void lines_feed(struct lines *l, const char *buf, size_t n)
 		else if (l->cur_len < sizeof(l->cur) - 1)
 			l->cur[l->cur_len++] = buf[i];
 	}
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void nap_ms(long ms)
@@ -200,7 +195,7 @@ static enum outcome supervise(pid_t pid, int fd, int64_t deadline, egs_hook_stop
 	bool eof = false;
 
 	for (;;) {
-		if (now_ms() >= deadline) {
+		if (egs_clock_ms() >= deadline) {
 			*status = kill_and_reap(pid);
 			return TIMED_OUT;
 		}
@@ -230,7 +225,7 @@ enum egs_err egs_hook_run(const char *cmd, char *const *env, int timeout_s, egs_
 	enum egs_err err = EGS_ERR_IO;
 	struct lines out = {0};
 	char **envp = make_envp(env);
-	int64_t deadline = timeout_s > 0 ? now_ms() + (int64_t)timeout_s * 1000 : INT64_MAX;
+	int64_t deadline = timeout_s > 0 ? egs_clock_ms() + (int64_t)timeout_s * 1000 : INT64_MAX;
 	int fds[2] = {-1, -1}, status = 0;
 	pid_t pid = -1;
 

@@ -11,6 +11,7 @@
  * (the last XID); labels gpu (index), UUID, Hostname, modelName, pod, namespace, container.
  */
 #include "agent/k8s_internal.h"
+#include "agent/clock.h"
 #include "agent/log.h"
 #include "agent/prom.h"
 
@@ -329,10 +330,8 @@ static void *scrape_main(void *arg)
 	struct egs_k8s_dcgm *d = arg;
 
 	for (;;) {
-		struct timespec until;
 		scrape_round(d);
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += d->interval_s;
+		struct timespec until = egs_clock_after_ms((int64_t)d->interval_s * 1000);
 		pthread_mutex_lock(&d->mu);
 		while (!d->stop && pthread_cond_timedwait(&d->cv, &d->mu, &until) == 0)
 			;
@@ -346,17 +345,13 @@ static void *scrape_main(void *arg)
 struct egs_k8s_dcgm *egs_k8s_dcgm_new(struct egs_k8s *k, const char *url, int interval_s)
 {
 	struct egs_k8s_dcgm *d = egs_calloc(1, sizeof(*d));
-	pthread_condattr_t ca;
 
 	d->k = k;
 	d->url = egs_strdup(url);
 	d->interval_s = interval_s > 0 ? interval_s : 5;
 	egs_map_init(&d->table);
 	pthread_mutex_init(&d->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&d->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	egs_clock_cond_init(&d->cv);
 	if (pthread_create(&d->thread, NULL, scrape_main, d) != 0) {
 		pthread_mutex_destroy(&d->mu);
 		pthread_cond_destroy(&d->cv);

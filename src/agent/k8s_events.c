@@ -9,6 +9,7 @@
  */
 #include "agent/k8s_events.h"
 
+#include "agent/clock.h"
 #include "agent/k8s_internal.h"
 #include "agent/log.h"
 #include "core/util.h"
@@ -155,10 +156,8 @@ static void *events_main(void *arg)
 	int64_t cursor = -1;
 
 	for (;;) {
-		struct timespec until;
 		poll_once(e, &cursor);
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += e->poll_s;
+		struct timespec until = egs_clock_after_ms((int64_t)e->poll_s * 1000);
 		pthread_mutex_lock(&e->mu);
 		while (!e->stop && pthread_cond_timedwait(&e->cv, &e->mu, &until) == 0)
 			;
@@ -182,7 +181,6 @@ struct egs_k8s_gpr_events *egs_k8s_gpr_events_new(struct egs_backend *b, const c
 						  const char *ca_file, int poll_s)
 {
 	struct egs_k8s_gpr_events *e = egs_calloc(1, sizeof(*e));
-	pthread_condattr_t ca;
 
 	e->k = (struct egs_k8s *)b;
 	e->poll_s = poll_s > 0 ? poll_s : 2;
@@ -193,10 +191,7 @@ struct egs_k8s_gpr_events *egs_k8s_gpr_events_new(struct egs_backend *b, const c
 		return NULL;
 	}
 	pthread_mutex_init(&e->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&e->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	egs_clock_cond_init(&e->cv);
 	egs_client_set_abort(e->egsd, aborted, e);
 	if (pthread_create(&e->thread, NULL, events_main, e) != 0) {
 		egs_client_free(e->egsd);

@@ -9,6 +9,7 @@
  */
 #include "agent/k8s_gprcr.h"
 
+#include "agent/clock.h"
 #include "agent/k8s_internal.h"
 #include "agent/log.h"
 #include "core/util.h"
@@ -436,15 +437,8 @@ out:
 /* Waits until the CR cache changed, interval_ms passed, or the controller closes. */
 static void wait_round(struct egs_gprcr *c)
 {
-	struct timespec ts;
+	struct timespec ts = egs_clock_after_ms(c->interval_ms);
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += c->interval_ms / 1000;
-	ts.tv_nsec += (long)(c->interval_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&c->mu);
 	while (!closing(c) && !c->dirty && pthread_cond_timedwait(&c->cv, &c->mu, &ts) == 0)
 		;
@@ -467,7 +461,6 @@ static void *gprcr_main(void *arg)
 enum egs_err egs_gprcr_start(const struct egs_gprcr_config *cfg, struct egs_gprcr **out, char *err, size_t errsz)
 {
 	struct egs_gprcr *c = egs_calloc(1, sizeof(*c));
-	pthread_condattr_t ca;
 
 	*out = NULL;
 	c->k = (struct egs_k8s *)cfg->backend;
@@ -475,10 +468,7 @@ enum egs_err egs_gprcr_start(const struct egs_gprcr_config *cfg, struct egs_gprc
 	c->refused = json_object();
 	c->ns_checked = json_object();
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	egs_clock_cond_init(&c->cv);
 	c->egs = egs_client_new(cfg->server_url, cfg->token);
 	if (!c->egs || (cfg->ca_file && egs_client_set_ca_file(c->egs, cfg->ca_file) != EGS_OK)) {
 		snprintf(err, errsz, "gpuprovisioningrequests: --server or --ca-file is not usable");

@@ -11,6 +11,7 @@
  */
 #include "agent/kube_reflector.h"
 
+#include "agent/clock.h"
 #include "agent/log.h"
 #include "core/map.h"
 
@@ -73,7 +74,6 @@ struct egs_kube_reflector *egs_kube_reflector_new(struct egs_kube *k, const char
 						  egs_kube_transform_fn transform, egs_kube_changed_fn fn, void *arg)
 {
 	struct egs_kube_reflector *r = egs_calloc(1, sizeof(*r));
-	pthread_condattr_t ca;
 
 	r->k = k;
 	r->transform = transform;
@@ -82,10 +82,7 @@ struct egs_kube_reflector *egs_kube_reflector_new(struct egs_kube *k, const char
 	r->fn = fn;
 	r->arg = arg;
 	pthread_mutex_init(&r->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	egs_clock_cond_init(&r->cv);
 	egs_map_init(&r->cache);
 	return r;
 }
@@ -248,14 +245,7 @@ static bool on_event(void *arg, json_t *ev)
 /* Sleeps ms (monotonic) unless stopped. */
 static void nap(struct egs_kube_reflector *r, int ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	struct timespec ts = egs_clock_after_ms(ms);
 	pthread_mutex_lock(&r->mu);
 	while (!stopped(r) && pthread_cond_timedwait(&r->cv, &r->mu, &ts) == 0)
 		;
@@ -324,16 +314,9 @@ enum egs_err egs_kube_reflector_start(struct egs_kube_reflector *r)
 
 bool egs_kube_reflector_wait_synced(struct egs_kube_reflector *r, int timeout_ms)
 {
-	struct timespec ts;
+	struct timespec ts = egs_clock_after_ms(timeout_ms);
 	bool ok;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&r->mu);
 	while (!r->synced && !stopped(r) && pthread_cond_timedwait(&r->cv, &r->mu, &ts) == 0)
 		;

@@ -4,6 +4,8 @@
  */
 #include "agent/peer.h"
 
+#include "agent/clock.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -28,13 +30,6 @@ struct egs_peer_listener {
 	atomic_bool stop;
 	pthread_t thread;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void *listener_main(void *arg)
 {
@@ -175,7 +170,7 @@ static bool wait_fd(int fd, short events, int64_t deadline)
 {
 	for (;;) {
 		struct pollfd pfd = {.fd = fd, .events = events};
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - egs_clock_ms();
 		int rc;
 		if (left <= 0) {
 			errno = ETIMEDOUT;
@@ -234,7 +229,7 @@ enum egs_err egs_peer_probe(const char *address, int timeout_ms, char *banner, s
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
 	char host[256], port[8];
-	int64_t t0 = now_ms(), deadline = t0 + timeout_ms;
+	int64_t t0 = egs_clock_ms(), deadline = t0 + timeout_ms;
 	enum egs_err rc = EGS_ERR_IO;
 	int fd = -1, gai;
 
@@ -277,6 +272,6 @@ out:
 	if (fd >= 0)
 		close(fd);
 	if (elapsed_ms)
-		*elapsed_ms = now_ms() - t0;
+		*elapsed_ms = egs_clock_ms() - t0;
 	return rc;
 }
