@@ -522,17 +522,6 @@ static void tl_number(const struct timeline *tl, enum tl_key key, int64_t t, dou
 					      (double)(next->at - prev->at);
 }
 
-/* FNV-1a over n bytes, continuing from h. */
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-	const unsigned char *s = data;
-	for (size_t i = 0; i < n; i++) {
-		h ^= s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
 /* The splitmix64 finalizer: spreads FNV's weak low bits over the whole word. */
 static uint64_t mix64(uint64_t z)
 {
@@ -544,7 +533,7 @@ static uint64_t mix64(uint64_t z)
 /* The idle sample of a GPU: depends only on its UUID. */
 static void idle_sample(const struct egs_dev_node *n, int i, struct egs_gpu_sample *s)
 {
-	uint64_t h = mix64(fnv1a(0xcbf29ce484222325ULL, n->gpus[i].uuid, strlen(n->gpus[i].uuid)));
+	uint64_t h = mix64(egs_fnv1a_str(EGS_FNV_OFFSET, n->gpus[i].uuid));
 
 	s->valid = EGS_GPU_POWER | EGS_GPU_POWER_LIMIT | EGS_GPU_TEMP | EGS_GPU_UTIL | EGS_GPU_MEM_USED |
 		   EGS_GPU_MEM_TOTAL | EGS_GPU_ECC | EGS_GPU_XID;
@@ -754,12 +743,12 @@ enum egs_err egs_devices_mock_load(const char *path, const char *cluster, struct
 void egs_devices_mock_uuid(const char *cluster, const char *node, int index, char *buf, size_t n)
 {
 	char idx[16];
-	uint64_t h = 0xcbf29ce484222325ULL, a, b;
+	uint64_t h = EGS_FNV_OFFSET, a, b;
 
 	snprintf(idx, sizeof(idx), "%d", index);
-	h = fnv1a(h, cluster, strlen(cluster) + 1); /* the NULs separate the fields */
-	h = fnv1a(h, node, strlen(node) + 1);
-	h = fnv1a(h, idx, strlen(idx));
+	h = egs_fnv1a(h, cluster, strlen(cluster) + 1); /* the NULs separate the fields */
+	h = egs_fnv1a(h, node, strlen(node) + 1);
+	h = egs_fnv1a_str(h, idx);
 	a = mix64(h);
 	b = mix64(h ^ 0x9e3779b97f4a7c15ULL);
 	snprintf(buf, n, "GPU-%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32), (unsigned)((a >> 16) & 0xffff),

@@ -9,6 +9,7 @@
  */
 #include "core/msort.h"
 #include "core/sched_int.h"
+#include "core/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,18 +93,17 @@ static bool same_pool(const struct egs_node *a, const struct egs_node *b)
 	       !strcmp(a->cluster, b->cluster) && !strcmp(a->instance_type, b->instance_type);
 }
 
+/* FNV-1a of s and a separator after it, so that ("ab", "c") and ("a", "bc") differ. */
 static uint64_t fnv_str(uint64_t h, const char *s)
 {
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return (h ^ 0x1f) * 0x100000001b3ull;
+	return (egs_fnv1a_str(h, s) ^ 0x1f) * EGS_FNV_PRIME;
 }
 
 static uint64_t pool_hash(const struct egs_node *n)
 {
-	uint64_t h = fnv_str(fnv_str(fnv_str(0xcbf29ce484222325ull, n->cluster), n->gpu_shape), n->instance_type);
-	h = (h ^ (uint64_t)n->gpu_count) * 0x100000001b3ull;
-	return (h ^ (uint64_t)n->memory_mib) * 0x100000001b3ull;
+	uint64_t h = fnv_str(fnv_str(fnv_str(EGS_FNV_OFFSET, n->cluster), n->gpu_shape), n->instance_type);
+	h = (h ^ (uint64_t)n->gpu_count) * EGS_FNV_PRIME;
+	return (h ^ (uint64_t)n->memory_mib) * EGS_FNV_PRIME;
 }
 
 /* Node a's name goes before b's. */

@@ -57,6 +57,25 @@ static inline char *egs_i64_digits(char *p, int64_t v)
 	return p;
 }
 
+/* FNV-1a (64-bit), continuing from h (EGS_FNV_OFFSET to start): a quick hash for tables whose keys
+ * no client chooses (a client's keys go through map.c's keyed SipHash), and for values derived
+ * from names.  Over n bytes of p, or over the string s without its NUL. */
+#define EGS_FNV_OFFSET 0xcbf29ce484222325ull
+#define EGS_FNV_PRIME 0x100000001b3ull
+static inline uint64_t egs_fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *s = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ s[i]) * EGS_FNV_PRIME;
+	return h;
+}
+static inline uint64_t egs_fnv1a_str(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * EGS_FNV_PRIME;
+	return h;
+}
+
 /* The value of one hexadecimal digit (either case), or -1 when c is none. */
 static inline int egs_hex_digit(char c)
 {

@@ -310,14 +310,6 @@ struct scrape {
 	size_t by_state[EGS_GPR_NSTATES];
 };
 
-static uint64_t shape_hash(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h;
-}
-
 /* (Re)makes sc's index of its shapes: an open-addressing table of w's places + 1, half empty. */
 static void shape_reindex(struct scrape *sc)
 {
@@ -325,7 +317,7 @@ static void shape_reindex(struct scrape *sc)
 	free(sc->idx);
 	sc->idx = egs_calloc(sc->idxcap, sizeof(*sc->idx));
 	for (size_t i = 0; i < sc->nw; i++) {
-		size_t h = (size_t)shape_hash(sc->w[i].shape) & (sc->idxcap - 1);
+		size_t h = (size_t)egs_fnv1a_str(EGS_FNV_OFFSET, sc->w[i].shape) & (sc->idxcap - 1);
 		while (sc->idx[h])
 			h = (h + 1) & (sc->idxcap - 1);
 		sc->idx[h] = (uint32_t)i + 1;
@@ -338,7 +330,7 @@ static size_t shape_index(struct scrape *sc, const char *s)
 {
 	if (2 * (sc->nw + 1) > sc->idxcap)
 		shape_reindex(sc);
-	size_t h = (size_t)shape_hash(s) & (sc->idxcap - 1);
+	size_t h = (size_t)egs_fnv1a_str(EGS_FNV_OFFSET, s) & (sc->idxcap - 1);
 	for (; sc->idx[h]; h = (h + 1) & (sc->idxcap - 1))
 		if (!strcmp(sc->w[sc->idx[h] - 1].shape, s))
 			return sc->idx[h] - 1;

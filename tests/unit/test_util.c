@@ -3,8 +3,8 @@
  * get it wrong, the one-year bound), duration and RFC 3339 time formatting, time parsing (round
  * trip, UTC only, strictness), the two name validators at their documented edges, and the memory
  * unit rule of the Contracts (below 1024 is GB, from 1024 up is MiB), UTF-8 sanitising (core/common.h),
- * and the decimal writers (egs_u64_digits, egs_i64_digits) against snprintf at the edges and on
- * random values.
+ * the decimal writers (egs_u64_digits, egs_i64_digits) against snprintf at the edges and on random
+ * values, and FNV-1a against the published test vectors.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -488,6 +488,24 @@ static void test_digits(void **state)
 	}
 }
 
+/* ---- FNV-1a ---- */
+
+static void test_fnv1a(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *s;
+		uint64_t h;
+	} v[] = { { "", 0xcbf29ce484222325ull }, { "a", 0xaf63dc4c8601ec8cull }, { "foobar", 0x85944171f73967e8ull } };
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		assert_true(egs_fnv1a_str(EGS_FNV_OFFSET, v[i].s) == v[i].h);
+		assert_true(egs_fnv1a(EGS_FNV_OFFSET, v[i].s, strlen(v[i].s)) == v[i].h);
+	}
+	/* continuing from h is hashing the concatenation */
+	assert_true(egs_fnv1a_str(egs_fnv1a_str(EGS_FNV_OFFSET, "foo"), "bar") == 0x85944171f73967e8ull);
+	assert_true(egs_fnv1a(EGS_FNV_OFFSET, "a\0", 2) != egs_fnv1a_str(EGS_FNV_OFFSET, "a")); /* the NUL counts */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -507,6 +525,7 @@ int main(void)
 		cmocka_unit_test(test_memory_to_mib),
 		cmocka_unit_test(test_utf8_sanitize),
 		cmocka_unit_test(test_digits),
+		cmocka_unit_test(test_fnv1a),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
