@@ -135,7 +135,11 @@ static const struct egs_apikey *check_token(struct egs_req *r, const char *tok, 
 
 /* ---- the credential cache ---- */
 
-#define AUTH_CACHE_SLOTS 256 /* direct-mapped; a slot is ~100 bytes */
+/* 128 sets of 2 slots (a slot is ~100 bytes).  Direct-mapped, two credentials whose tags met in one
+ * slot (1 in 256 for a pair; 1.2% among three) pushed each other out on every use; now it takes three
+ * in one set, and the one used least recently makes room. */
+#define AUTH_CACHE_SETS 128
+#define AUTH_CACHE_WAYS 2
 _Static_assert(crypto_shorthash_siphashx24_BYTES == 16, "the tag is compared with crypto_verify_16");
 
 struct auth_slot {
@@ -153,7 +157,9 @@ static struct {
 	bool ready;
 	unsigned char sip_key[crypto_shorthash_siphashx24_KEYBYTES];
 	unsigned char secret[crypto_auth_KEYBYTES]; /* the token secret the token entries were checked under */
-	struct auth_slot slot[AUTH_CACHE_SLOTS];
+	struct auth_slot slot[AUTH_CACHE_SETS][AUTH_CACHE_WAYS];
+	unsigned char mru[AUTH_CACHE_SETS]; /* the way of each set used last */
+	unsigned sets; /* AUTH_CACHE_SETS; EGS_TEST_AUTH_CACHE_SETS=1 puts every credential in one set */
 	uint64_t hits, misses;
 } cache;
 
@@ -163,11 +169,15 @@ void egs_auth_cache_counts(uint64_t *hits, uint64_t *misses)
 	*misses = cache.misses;
 }
 
-/* The slot cred would occupy, its tag in tag.  Empties the cache when the token secret changed. */
-static struct auth_slot *cache_slot(const struct egs_server *srv, const char *cred, unsigned char *tag)
+/* The set cred would occupy (its number), its tag in tag.  Empties the cache when the token secret
+ * changed. */
+static unsigned cache_set(const struct egs_server *srv, const char *cred, unsigned char *tag)
 {
 	if (!cache.ready) {
 		randombytes_buf(cache.sip_key, sizeof(cache.sip_key));
+		const char *t = getenv("EGS_TEST_AUTH_CACHE_SETS");
+		long n = t ? strtol(t, NULL, 10) : 0;
+		cache.sets = n >= 1 && n <= AUTH_CACHE_SETS ? (unsigned)n : AUTH_CACHE_SETS;
 		cache.ready = true;
 	}
 	if (memcmp(cache.secret, srv->token_secret, sizeof(cache.secret)) != 0) {
@@ -175,20 +185,45 @@ static struct auth_slot *cache_slot(const struct egs_server *srv, const char *cr
 		memcpy(cache.secret, srv->token_secret, sizeof(cache.secret));
 	}
 	crypto_shorthash_siphashx24(tag, (const unsigned char *)cred, strlen(cred), cache.sip_key);
-	return &cache.slot[tag[0] % AUTH_CACHE_SLOTS];
+	return tag[0] % cache.sets;
+}
+
+/* The slot of set that holds tag, or NULL. */
+static struct auth_slot *cache_way(unsigned set, const unsigned char *tag)
+{
+	for (unsigned w = 0; w < AUTH_CACHE_WAYS; w++) {
+		struct auth_slot *s = &cache.slot[set][w];
+		/* constant time, as sodium_memcmp, in a fraction of its instructions */
+		if (s->used && crypto_verify_16(s->tag, tag) == 0) {
+			cache.mru[set] = (unsigned char)w;
+			return s;
+		}
+	}
+	return NULL;
 }
 
 /* The live key of a cached credential, or NULL (a miss: never seen, replaced, deleted or re-keyed). */
-static const struct egs_apikey *cache_find(struct egs_server *srv, const struct auth_slot *s,
-					   const unsigned char *tag)
+static const struct egs_apikey *cache_find(struct egs_server *srv, const struct auth_slot *s)
 {
-	/* constant time, as sodium_memcmp, in a fraction of its instructions */
-	if (!s->used || crypto_verify_16(s->tag, tag) != 0)
+	if (!s)
 		return NULL;
 	const struct egs_apikey *k = egs_state_apikey(&srv->st, s->key_id);
 	if (!k || crypto_verify_32(k->hash, s->hash) != 0)
 		return NULL;
 	return k;
+}
+
+/* Where a credential of set goes after it was checked: the slot its tag had (a stale entry), else
+ * an empty one, else the one not used last. */
+static struct auth_slot *cache_room(unsigned set, struct auth_slot *had)
+{
+	unsigned w = 0;
+	if (had)
+		w = (unsigned)(had - cache.slot[set]);
+	else if (cache.slot[set][0].used)
+		w = cache.slot[set][1].used ? 1u - cache.mru[set] : 1u;
+	cache.mru[set] = (unsigned char)w;
+	return &cache.slot[set][w];
 }
 
 static void cache_put(struct auth_slot *s, const unsigned char *tag, const struct egs_apikey *k, int64_t token_exp)
@@ -234,9 +269,10 @@ bool egs_authenticate(struct egs_req *r)
 		cred++;
 	enum egs_err err = EGS_ERR_UNAUTHENTICATED;
 	unsigned char tag[crypto_shorthash_siphashx24_BYTES];
-	struct auth_slot *slot = cache_slot(r->srv, cred, tag);
-	const struct egs_apikey *k = cache_find(r->srv, slot, tag);
-	int64_t token_exp = slot->token_exp;
+	unsigned set = cache_set(r->srv, cred, tag);
+	struct auth_slot *slot = cache_way(set, tag);
+	const struct egs_apikey *k = cache_find(r->srv, slot);
+	int64_t token_exp = k ? slot->token_exp : 0;
 	if (k) {
 		cache.hits++;
 		int64_t now = egs_now(r->srv);
@@ -251,7 +287,7 @@ bool egs_authenticate(struct egs_req *r)
 		cache.misses++;
 		k = check_cred(r, cred, &err, &token_exp);
 		if (k)
-			cache_put(slot, tag, k, token_exp);
+			cache_put(cache_room(set, slot), tag, k, token_exp);
 	}
 	if (!k) {
 		if (err == EGS_ERR_KEY_EXPIRED)

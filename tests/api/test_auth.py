@@ -284,6 +284,34 @@ def auth_cache(admin):
     return {k: int(v) for k, v in got.items()}
 
 
+def test_two_credentials_of_one_set_both_stay_cached(tmpdir_path, monkeypatch):
+    """The credential cache keeps two slots a set, the least recently used giving way (auth.c); every
+    credential in one set here (EGS_TEST_AUTH_CACHE_SETS=1).  Direct-mapped, the admin key and k would
+    push each other out on every use."""
+    monkeypatch.setenv("EGS_TEST_AUTH_CACHE_SETS", "1")
+    e = Egsd(os.path.join(tmpdir_path, "egsd")).start()
+    try:
+        admin = e.api()
+        k = new_key(admin, "Admin")
+        tok, _ = auth(admin, k["apiKey"])
+        ka, ta = Api(e.port, k["apiKey"]), Api(e.port, tok)
+        c0 = auth_cache(admin)  # the admin key: cached from here on
+        assert ka.get("/api/v1/projects")["items"]  # k: a miss, then kept beside the admin key
+        assert ka.get("/api/v1/projects")["items"]  # a hit
+        c1 = auth_cache(admin)  # a hit: the admin key stayed
+        assert c1 == {"hit": c0["hit"] + 2, "miss": c0["miss"] + 1}, (c0, c1)
+        assert ta.get("/api/v1/projects")["items"]  # the token: a miss; k, used least recently, gives way
+        c2 = auth_cache(admin)
+        assert c2 == {"hit": c1["hit"] + 1, "miss": c1["miss"] + 1}, (c1, c2)
+        assert ta.get("/api/v1/projects")["items"]  # kept
+        assert ka.get("/api/v1/projects")["items"]  # k again: a miss; the admin key gives way this time
+        assert ta.get("/api/v1/projects")["items"]  # the token stayed
+        c3 = auth_cache(admin)  # a miss: the admin key was the one used least recently
+        assert c3 == {"hit": c2["hit"] + 2, "miss": c2["miss"] + 2}, (c2, c3)
+    finally:
+        e.stop()
+
+
 def test_deleted_key_is_revoked_at_once(egsd):
     admin = egsd.api()
     k = new_key(admin, "Admin")
